@@ -1,0 +1,55 @@
+//! The command line: argument definitions (clap) and dispatch to each subcommand.
+
+mod limits;
+mod pace;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+pub use limits::LimitArgs;
+
+/// Explore and respect HTTP API rate limits.
+#[derive(Debug, Parser)]
+#[command(name = "ratescope", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Send N simulated requests through the limiter (no network) and show when each is admitted.
+    Pace(pace::PaceArgs),
+}
+
+/// Runs the command line; errors are printed on stderr and become a non-zero exit status.
+pub fn main(cli: Cli) -> ExitCode {
+    init_tracing();
+    let result = match cli.command {
+        Some(Command::Pace(args)) => pace::run(args),
+        None => {
+            use clap::CommandFactory;
+            let mut command = Cli::command();
+            command.print_help().map_err(anyhow::Error::from).map(|()| ExitCode::SUCCESS)
+        }
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("RATESCOPE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}
+
+/// A multi-threaded tokio runtime for a command.
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
+}

@@ -1,0 +1,80 @@
+//! `ratescope pace`: runs simulated requests through a real limiter and prints each admission.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::bail;
+use clap::Args;
+use tokio::time::Instant;
+
+use super::LimitArgs;
+use crate::engine::{Limiter, Priority, parse_duration};
+
+#[derive(Debug, Args)]
+pub struct PaceArgs {
+    /// Number of requests, all arriving at once.
+    #[arg(short = 'n', long, default_value_t = 12)]
+    pub requests: usize,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    /// How long each simulated request holds its slot, e.g. 200ms.
+    #[arg(long, default_value = "100ms", value_parser = parse_duration_arg)]
+    pub work: Duration,
+    /// Share of requests in the high lane (0.0 to 1.0); the rest are normal.
+    #[arg(long, default_value_t = 0.0)]
+    pub high: f64,
+}
+
+fn parse_duration_arg(text: &str) -> Result<Duration, String> {
+    parse_duration(text).map_err(|err| err.to_string())
+}
+
+pub fn run(args: PaceArgs) -> anyhow::Result<ExitCode> {
+    if !(0.0..=1.0).contains(&args.high) {
+        bail!("--high must be between 0 and 1, got {}", args.high);
+    }
+    if args.requests > 1_000_000 {
+        bail!("-n {} is more than pace simulates (1,000,000)", args.requests);
+    }
+    let config = args.limits.to_config()?;
+    let limiter = Limiter::new("pace", config)?;
+    println!("limiter: {}", limiter.config().describe());
+    println!("{:>9}  {:>5}  {:<6}  {:>6}  budgets left", "time", "req", "lane", "queued");
+    super::runtime()?.block_on(async {
+        let start = Instant::now();
+        let high_count = (args.requests as f64 * args.high).round() as usize;
+        let tasks: Vec<_> = (0..args.requests)
+            .map(|i| {
+                let limiter = limiter.clone();
+                let priority = if i % args.requests.max(1) < high_count { Priority::High } else { Priority::Normal };
+                tokio::spawn(async move {
+                    let permit = limiter.acquire(priority, 1).await?;
+                    let snapshot = limiter.snapshot();
+                    let budgets: Vec<String> = snapshot
+                        .budgets
+                        .iter()
+                        .map(|b| format!("{} {:.2}/{}", b.name, b.available, b.capacity))
+                        .collect();
+                    println!(
+                        "{:>8.3}s  {:>5}  {:<6}  {:>6}  {}",
+                        start.elapsed().as_secs_f64(),
+                        i + 1,
+                        priority,
+                        snapshot.queued_total(),
+                        budgets.join(", ")
+                    );
+                    tokio::time::sleep(args.work).await;
+                    drop(permit);
+                    anyhow::Ok(())
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await??;
+        }
+        let elapsed = start.elapsed().as_secs_f64();
+        println!("{} requests in {elapsed:.3}s ({:.2}/s)", args.requests, args.requests as f64 / elapsed.max(1e-9));
+        anyhow::Ok(())
+    })?;
+    Ok(ExitCode::SUCCESS)
+}

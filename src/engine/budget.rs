@@ -1,0 +1,335 @@
+//! Budgets: the token bucket (rate with bursts) and the exact sliding window (N per W), in exact integer math.
+//!
+//! Time inside a budget is nanoseconds since the owning limiter's epoch, so the
+//! math is deterministic and never touches a clock itself.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use super::ConfigError;
+use super::rate::{MAX_AMOUNT, Rate, format_period};
+
+/// What kind of limit a budget enforces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BudgetKind {
+    /// Holds up to `capacity` tokens, refilled continuously at `refill`; a request spends its cost.
+    TokenBucket { capacity: u64, refill: Rate },
+    /// At most `limit` units in any window of length `window` (no boundary bursts).
+    SlidingWindow { limit: u64, window: Duration },
+}
+
+/// A named budget and what one request costs in it (default 1).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct BudgetSpec {
+    pub name: String,
+    pub kind: BudgetKind,
+    /// Units one request of cost 1 spends here; a request of cost `c` spends `c * cost`.
+    pub cost: u64,
+}
+
+impl BudgetSpec {
+    /// A token bucket holding `capacity` tokens and refilling at `refill`.
+    pub fn token_bucket(name: impl Into<String>, capacity: u64, refill: Rate) -> Result<Self, ConfigError> {
+        Self::checked(name.into(), BudgetKind::TokenBucket { capacity, refill })
+    }
+
+    /// An exact sliding window: at most `limit` in any `window`.
+    pub fn sliding_window(name: impl Into<String>, limit: u64, window: Duration) -> Result<Self, ConfigError> {
+        Self::checked(name.into(), BudgetKind::SlidingWindow { limit, window })
+    }
+
+    /// The same budget with a different cost per request.
+    pub fn with_cost(mut self, cost: u64) -> Result<Self, ConfigError> {
+        self.cost = cost;
+        self.validate()?;
+        Ok(self)
+    }
+
+    fn checked(name: String, kind: BudgetKind) -> Result<Self, ConfigError> {
+        let spec = Self { name, kind, cost: 1 };
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    /// Refuses settings that would hang or overflow: zero capacity, zero window, absurd sizes,
+    /// a per-request cost the budget can never hold.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.name.trim().is_empty() {
+            return Err(ConfigError::EmptyName);
+        }
+        let capacity = self.capacity();
+        if capacity == 0 {
+            return Err(ConfigError::ZeroCapacity(self.name.clone()));
+        }
+        if capacity > MAX_AMOUNT {
+            return Err(ConfigError::AmountTooLarge(capacity as f64));
+        }
+        if let BudgetKind::SlidingWindow { window, .. } = self.kind {
+            // Reuse Rate's checks on the period (zero, too long).
+            Rate::new(1, window)?;
+        }
+        if self.cost == 0 {
+            return Err(ConfigError::ZeroCost(self.name.clone()));
+        }
+        if self.cost > capacity {
+            return Err(ConfigError::CostExceedsCapacity { budget: self.name.clone(), cost: self.cost, capacity });
+        }
+        Ok(())
+    }
+
+    /// The most this budget can ever admit at once (bucket capacity or window limit).
+    pub fn capacity(&self) -> u64 {
+        match self.kind {
+            BudgetKind::TokenBucket { capacity, .. } => capacity,
+            BudgetKind::SlidingWindow { limit, .. } => limit,
+        }
+    }
+
+    /// A short description such as `bucket 5 @ 3/1s` or `window 1000/1h`.
+    pub fn describe(&self) -> String {
+        let cost = if self.cost == 1 { String::new() } else { format!(" (cost {})", self.cost) };
+        match self.kind {
+            BudgetKind::TokenBucket { capacity, refill } => format!("bucket {capacity} @ {refill}{cost}"),
+            BudgetKind::SlidingWindow { limit, window } => format!("window {limit}/{}{cost}", format_period(window)),
+        }
+    }
+}
+
+/// Live state of one budget.
+#[derive(Debug)]
+pub(crate) enum BudgetState {
+    Bucket(TokenBucket),
+    Window(SlidingWindow),
+}
+
+impl BudgetState {
+    pub(crate) fn new(kind: &BudgetKind) -> Self {
+        match *kind {
+            BudgetKind::TokenBucket { capacity, refill } => Self::Bucket(TokenBucket::new(capacity, refill)),
+            BudgetKind::SlidingWindow { limit, window } => Self::Window(SlidingWindow::new(limit, window)),
+        }
+    }
+
+    /// Earliest instant (ns, never before `now`) at which `cost` fits.
+    pub(crate) fn ready_at(&mut self, cost: u64, now: u64) -> u64 {
+        match self {
+            Self::Bucket(bucket) => bucket.ready_at(cost, now),
+            Self::Window(window) => window.ready_at(cost, now),
+        }
+    }
+
+    /// Spends `cost` at `now`; the caller has checked `ready_at(cost, now) <= now`.
+    pub(crate) fn consume(&mut self, cost: u64, now: u64) {
+        match self {
+            Self::Bucket(bucket) => bucket.consume(cost, now),
+            Self::Window(window) => window.consume(cost, now),
+        }
+    }
+
+    /// Units that could be spent right now (fractional for buckets).
+    pub(crate) fn available(&mut self, now: u64) -> f64 {
+        match self {
+            Self::Bucket(bucket) => bucket.available(now),
+            Self::Window(window) => window.available(now) as f64,
+        }
+    }
+
+    /// Units spent inside the current window (windows only).
+    pub(crate) fn window_used(&mut self, now: u64) -> Option<u64> {
+        match self {
+            Self::Bucket(_) => None,
+            Self::Window(window) => {
+                window.prune(now);
+                Some(window.used)
+            }
+        }
+    }
+
+    /// State for a new kind of the same budget, carrying over what was spent.
+    pub(crate) fn reconfigured(mut self, kind: &BudgetKind, now: u64) -> Self {
+        match (&mut self, *kind) {
+            (Self::Bucket(old), BudgetKind::TokenBucket { capacity, refill }) => {
+                let available = old.available(now).min(capacity as f64);
+                Self::Bucket(TokenBucket::with_available(capacity, refill, available, now))
+            }
+            (Self::Window(old), BudgetKind::SlidingWindow { limit, window }) => {
+                old.limit = limit;
+                old.window = duration_nanos(window);
+                old.prune(now);
+                self
+            }
+            _ => Self::new(kind),
+        }
+    }
+}
+
+/// Nanoseconds of a duration, saturating (durations are validated far below the limit).
+pub(crate) fn duration_nanos(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// A token bucket kept as a GCRA "theoretical arrival time" in scaled ticks.
+///
+/// One tick is `1 / amount` ns, so one token is exactly `per_ns` ticks and no
+/// rounding ever accumulates: `tat` is when the bucket would be full again.
+#[derive(Debug)]
+pub(crate) struct TokenBucket {
+    amount: u128,
+    per_ns: u128,
+    /// Capacity in ticks (`capacity * per_ns`).
+    tolerance: u128,
+    tat: u128,
+}
+
+impl TokenBucket {
+    fn new(capacity: u64, refill: Rate) -> Self {
+        let per_ns = refill.per().as_nanos();
+        Self { amount: u128::from(refill.amount()), per_ns, tolerance: u128::from(capacity) * per_ns, tat: 0 }
+    }
+
+    fn with_available(capacity: u64, refill: Rate, available: f64, now: u64) -> Self {
+        let mut bucket = Self::new(capacity, refill);
+        let missing = (capacity as f64 - available).max(0.0);
+        bucket.tat = bucket.ticks(now) + (missing * bucket.per_ns as f64).ceil() as u128;
+        bucket
+    }
+
+    fn ticks(&self, ns: u64) -> u128 {
+        u128::from(ns) * self.amount
+    }
+
+    fn ready_at(&self, cost: u64, now: u64) -> u64 {
+        let needed = self.tat.max(self.ticks(now)) + u128::from(cost) * self.per_ns;
+        let earliest_ticks = needed.saturating_sub(self.tolerance);
+        let earliest = earliest_ticks.div_ceil(self.amount);
+        u64::try_from(earliest).unwrap_or(u64::MAX).max(now)
+    }
+
+    fn consume(&mut self, cost: u64, now: u64) {
+        self.tat = self.tat.max(self.ticks(now)) + u128::from(cost) * self.per_ns;
+    }
+
+    fn available(&self, now: u64) -> f64 {
+        let debt = self.tat.saturating_sub(self.ticks(now)).min(self.tolerance);
+        (self.tolerance - debt) as f64 / self.per_ns as f64
+    }
+}
+
+/// An exact sliding window: every admission is remembered until it leaves the window.
+///
+/// Admissions at the same instant share one entry, so memory is bounded by the
+/// number of distinct admission instants inside one window.
+#[derive(Debug)]
+pub(crate) struct SlidingWindow {
+    limit: u64,
+    window: u64,
+    entries: VecDeque<(u64, u64)>,
+    used: u64,
+}
+
+impl SlidingWindow {
+    fn new(limit: u64, window: Duration) -> Self {
+        Self { limit, window: duration_nanos(window), entries: VecDeque::new(), used: 0 }
+    }
+
+    /// Forgets admissions that left the window: one admitted at `t` counts while `now < t + window`.
+    fn prune(&mut self, now: u64) {
+        while let Some(&(at, cost)) = self.entries.front() {
+            if at.saturating_add(self.window) > now {
+                break;
+            }
+            self.used -= cost;
+            self.entries.pop_front();
+        }
+    }
+
+    fn ready_at(&mut self, cost: u64, now: u64) -> u64 {
+        self.prune(now);
+        let total = self.used + cost;
+        if total <= self.limit {
+            return now;
+        }
+        let mut to_free = total - self.limit;
+        for &(at, spent) in &self.entries {
+            if spent >= to_free {
+                return at.saturating_add(self.window);
+            }
+            to_free -= spent;
+        }
+        // Only reachable for a cost above the limit, which validation refuses.
+        u64::MAX
+    }
+
+    fn consume(&mut self, cost: u64, now: u64) {
+        self.used += cost;
+        match self.entries.back_mut() {
+            Some((at, spent)) if *at == now => *spent += cost,
+            _ => self.entries.push_back((now, cost)),
+        }
+    }
+
+    fn available(&mut self, now: u64) -> u64 {
+        self.prune(now);
+        self.limit.saturating_sub(self.used)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SEC: u64 = 1_000_000_000;
+
+    fn bucket(capacity: u64, rate: &str) -> BudgetState {
+        let rate = rate.parse().unwrap();
+        BudgetState::new(&BudgetKind::TokenBucket { capacity, refill: rate })
+    }
+
+    #[test]
+    fn bucket_starts_full_and_refills_exactly() {
+        let mut b = bucket(3, "3/1s");
+        for _ in 0..3 {
+            assert_eq!(b.ready_at(1, 0), 0);
+            b.consume(1, 0);
+        }
+        // A third of a second in nanoseconds, rounded up: exact, not float-approximate.
+        assert_eq!(b.ready_at(1, 0), 333_333_334);
+        assert_eq!(b.ready_at(3, 0), SEC);
+        assert!((b.available(SEC / 2) - 1.5).abs() < 1e-9);
+        assert_eq!(b.available(10 * SEC), 3.0);
+    }
+
+    #[test]
+    fn window_admits_limit_then_waits_for_oldest() {
+        let mut w = BudgetState::new(&BudgetKind::SlidingWindow { limit: 3, window: Duration::from_secs(10) });
+        w.consume(1, 0);
+        w.consume(1, 2 * SEC);
+        w.consume(1, 2 * SEC);
+        assert_eq!(w.ready_at(1, 3 * SEC), 10 * SEC);
+        assert_eq!(w.ready_at(2, 3 * SEC), 12 * SEC);
+        assert_eq!(w.window_used(10 * SEC), Some(2));
+        assert_eq!(w.ready_at(1, 10 * SEC), 10 * SEC);
+    }
+
+    #[test]
+    fn reconfigured_bucket_keeps_spent_tokens() {
+        let mut b = bucket(10, "1/1s");
+        b.consume(8, 0);
+        let mut b = b.reconfigured(&BudgetKind::TokenBucket { capacity: 5, refill: "1/1s".parse().unwrap() }, 0);
+        assert!((b.available(0) - 2.0).abs() < 1e-6);
+        let mut b = b.reconfigured(&BudgetKind::TokenBucket { capacity: 1, refill: "1/1s".parse().unwrap() }, 0);
+        assert!((b.available(0) - 1.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn validation_refuses_hanging_settings() {
+        let rate: Rate = "1/1s".parse().unwrap();
+        assert!(matches!(BudgetSpec::token_bucket("b", 0, rate), Err(ConfigError::ZeroCapacity(_))));
+        assert!(BudgetSpec::sliding_window("w", 10, Duration::ZERO).is_err());
+        assert!(BudgetSpec::sliding_window("w", 0, Duration::from_secs(1)).is_err());
+        assert!(BudgetSpec::token_bucket(" ", 1, rate).is_err());
+        let spec = BudgetSpec::token_bucket("b", 5, rate).unwrap();
+        assert!(matches!(spec.clone().with_cost(6), Err(ConfigError::CostExceedsCapacity { .. })));
+        assert!(spec.with_cost(0).is_err());
+    }
+}

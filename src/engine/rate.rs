@@ -1,0 +1,181 @@
+//! Quantities of a limit: `Rate` ("10/1s", "1000/1h") and readable durations.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use super::ConfigError;
+
+/// `amount` units per `per`: the refill of a token bucket or the allowance of a window.
+///
+/// Stored as an exact integer ratio so the engine's arithmetic never drifts;
+/// fractional amounts such as `2.5/1s` are scaled to `5/2s`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Rate {
+    amount: u64,
+    per: Duration,
+}
+
+impl Rate {
+    /// A rate of `amount` per `per`. Both must be positive.
+    pub fn new(amount: u64, per: Duration) -> Result<Self, ConfigError> {
+        if amount == 0 {
+            return Err(ConfigError::ZeroRate);
+        }
+        if per.is_zero() {
+            return Err(ConfigError::ZeroDuration);
+        }
+        if per.as_nanos() > MAX_PERIOD_NANOS {
+            return Err(ConfigError::DurationTooLong(per));
+        }
+        if amount > MAX_AMOUNT {
+            return Err(ConfigError::AmountTooLarge(amount as f64));
+        }
+        Ok(Self { amount, per })
+    }
+
+    /// A rate from a floating-point amount: refuses NaN, infinities, zero and negatives.
+    pub fn from_f64(amount: f64, per: Duration) -> Result<Self, ConfigError> {
+        if !amount.is_finite() {
+            return Err(ConfigError::NotFinite(amount));
+        }
+        if amount <= 0.0 {
+            return Err(ConfigError::NotPositive(amount));
+        }
+        if amount > MAX_AMOUNT as f64 {
+            return Err(ConfigError::AmountTooLarge(amount));
+        }
+        // Scale by powers of ten until the amount is (close to) whole.
+        let mut scale: u32 = 1;
+        while scale < 1_000_000 && (amount * f64::from(scale)).fract().abs() > 1e-9 {
+            scale *= 10;
+        }
+        let scaled = (amount * f64::from(scale)).round();
+        if scaled < 1.0 {
+            return Err(ConfigError::NotPositive(amount));
+        }
+        let per = per.checked_mul(scale).ok_or(ConfigError::DurationTooLong(per))?;
+        Self::new(scaled as u64, per)
+    }
+
+    /// Units per interval (numerator).
+    pub fn amount(&self) -> u64 {
+        self.amount
+    }
+
+    /// The interval (denominator).
+    pub fn per(&self) -> Duration {
+        self.per
+    }
+
+    /// Units per second as a float, for display and charts.
+    pub fn per_second(&self) -> f64 {
+        self.amount as f64 / self.per.as_secs_f64()
+    }
+}
+
+/// Longest period accepted: about 10 years, enough for any real budget and far from overflow.
+const MAX_PERIOD_NANOS: u128 = 10 * 366 * 24 * 3600 * 1_000_000_000;
+/// Largest amount accepted; keeps every product of the engine's integer math in range.
+pub(crate) const MAX_AMOUNT: u64 = 1 << 40;
+
+impl fmt::Display for Rate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.amount, format_period(self.per))
+    }
+}
+
+impl FromStr for Rate {
+    type Err = ConfigError;
+
+    /// Parses `10/1s`, `10/s`, `1000/1h`, `2.5/500ms`, `100 per minute` is not accepted:
+    /// the form is always `AMOUNT/DURATION`, with a bare unit meaning one of it.
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let (amount, per) = text
+            .split_once('/')
+            .ok_or_else(|| ConfigError::Syntax(format!("'{text}' is not of the form AMOUNT/DURATION, e.g. 10/1s")))?;
+        let amount: f64 =
+            amount.trim().parse().map_err(|_| ConfigError::Syntax(format!("'{}' is not a number", amount.trim())))?;
+        let per = parse_duration(per)?;
+        Self::from_f64(amount, per)
+    }
+}
+
+/// Parses a duration such as `1s`, `500ms`, `1h`, `1m30s`; a bare unit (`s`, `min`, `h`, `d`) means one of it.
+pub fn parse_duration(text: &str) -> Result<Duration, ConfigError> {
+    let text = text.trim();
+    let with_count =
+        if text.starts_with(|c: char| c.is_ascii_alphabetic()) { format!("1{text}") } else { text.to_owned() };
+    humantime::parse_duration(&with_count)
+        .map_err(|err| ConfigError::Syntax(format!("'{text}' is not a duration ({err}); try 1s, 500ms, 1m, 1h, 1d")))
+}
+
+/// A period in its most natural single unit when it has one (`1s`, `1h`, `500ms`), else humantime's form.
+pub fn format_period(per: Duration) -> String {
+    const UNITS: [(u128, &str); 5] = [
+        (86_400_000_000_000, "d"),
+        (3_600_000_000_000, "h"),
+        (60_000_000_000, "m"),
+        (1_000_000_000, "s"),
+        (1_000_000, "ms"),
+    ];
+    let nanos = per.as_nanos();
+    for (unit, name) in UNITS {
+        if nanos >= unit && nanos.is_multiple_of(unit) {
+            return format!("{}{name}", nanos / unit);
+        }
+    }
+    humantime::format_duration(per).to_string()
+}
+
+/// A wait in at most its two most significant units: `12m 3s`, `1.2s`, `250ms`, `3h 5m`.
+pub fn format_wait(wait: Duration) -> String {
+    let secs = wait.as_secs();
+    if secs >= 86_400 {
+        format!("{}d {}h", secs / 86_400, secs % 86_400 / 3600)
+    } else if secs >= 3600 {
+        format!("{}h {}m", secs / 3600, secs % 3600 / 60)
+    } else if secs >= 60 {
+        format!("{}m {}s", secs / 60, secs % 60)
+    } else if secs >= 1 {
+        format!("{:.1}s", wait.as_secs_f64())
+    } else {
+        format!("{}ms", wait.as_millis())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_common_forms() {
+        let rate: Rate = "10/1s".parse().unwrap();
+        assert_eq!((rate.amount(), rate.per()), (10, Duration::from_secs(1)));
+        let rate: Rate = "1000/h".parse().unwrap();
+        assert_eq!((rate.amount(), rate.per()), (1000, Duration::from_secs(3600)));
+        let rate: Rate = " 2.5 / 500ms ".parse().unwrap();
+        assert_eq!(rate.per_second(), 5.0);
+        assert_eq!(rate.to_string(), "25/5s");
+        assert_eq!("100/1d".parse::<Rate>().unwrap().to_string(), "100/1d");
+    }
+
+    #[test]
+    fn refuses_absurd_rates() {
+        for bad in ["0/1s", "-1/1s", "NaN/1s", "inf/1s", "5/0s", "5", "x/1s", "5/fortnight", "1e30/1s"] {
+            assert!(bad.parse::<Rate>().is_err(), "{bad} should be refused");
+        }
+        assert!(Rate::from_f64(f64::NAN, Duration::from_secs(1)).is_err());
+        assert!(Rate::new(1, Duration::from_secs(400 * 365 * 86_400)).is_err());
+    }
+
+    #[test]
+    fn formats_waits_readably() {
+        assert_eq!(format_wait(Duration::from_secs(12 * 60 + 3)), "12m 3s");
+        assert_eq!(format_wait(Duration::from_millis(250)), "250ms");
+        assert_eq!(format_wait(Duration::from_millis(1500)), "1.5s");
+        assert_eq!(format_wait(Duration::from_secs(3 * 3600 + 5 * 60)), "3h 5m");
+        assert_eq!(format_period(Duration::from_secs(3600)), "1h");
+        assert_eq!(format_period(Duration::from_millis(1500)), "1500ms");
+    }
+}

@@ -1,0 +1,286 @@
+//! One limiter per key: a host, or a host plus a path prefix (longest prefix wins).
+//!
+//! Limits come from a table; limiters are created on first use. A request whose
+//! host has no entry passes straight through, costing one read lock and a hash lookup.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::str::FromStr;
+use std::sync::OnceLock;
+
+use parking_lot::RwLock;
+
+use super::ConfigError;
+use super::config::LimiterConfig;
+use super::limiter::Limiter;
+
+/// What a limiter is keyed on: `api.example.com`, `localhost:8787`, or `api.example.com/search`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LimitKey {
+    /// Lower-case host, with `:port` when the key is for one port only.
+    pub host: String,
+    /// A path prefix such as `/search`, matched on whole segments; `None` for the whole host.
+    pub path_prefix: Option<String>,
+}
+
+impl LimitKey {
+    /// The key for a whole host.
+    pub fn host(host: &str) -> Result<Self, ConfigError> {
+        host.parse()
+    }
+
+    /// Whether `path` lies under this key's prefix (on a segment boundary).
+    fn covers(prefix: &str, path: &str) -> bool {
+        path.strip_prefix(prefix).is_some_and(|rest| rest.is_empty() || rest.starts_with('/') || prefix.ends_with('/'))
+    }
+}
+
+impl FromStr for LimitKey {
+    type Err = ConfigError;
+
+    /// Accepts `host`, `host:port`, `host/prefix`, with or without an `http(s)://` scheme.
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let bad = || ConfigError::BadKey(text.to_owned());
+        let trimmed = text.trim();
+        let rest = trimmed.strip_prefix("https://").or_else(|| trimmed.strip_prefix("http://")).unwrap_or(trimmed);
+        let (host, path) = match rest.find('/') {
+            Some(slash) => rest.split_at(slash),
+            None => (rest, ""),
+        };
+        let host_valid = !host.is_empty()
+            && host.chars().all(|c| c.is_ascii_alphanumeric() || "-._:[]".contains(c))
+            && !host.starts_with(':');
+        if !host_valid || path.contains(['?', '#', ' ']) {
+            return Err(bad());
+        }
+        let path = path.trim_end_matches('/');
+        Ok(Self { host: host.to_ascii_lowercase(), path_prefix: (!path.is_empty()).then(|| path.to_owned()) })
+    }
+}
+
+impl fmt::Display for LimitKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{}", self.host, self.path_prefix.as_deref().unwrap_or(""))
+    }
+}
+
+#[derive(Debug)]
+struct Slot {
+    key: LimitKey,
+    config: LimiterConfig,
+    limiter: OnceLock<Limiter>,
+}
+
+impl Slot {
+    fn new(key: LimitKey, config: LimiterConfig) -> Self {
+        Self { key, config, limiter: OnceLock::new() }
+    }
+
+    fn limiter(&self) -> Limiter {
+        // The config was validated when it entered the table.
+        self.limiter.get_or_init(|| Limiter::from_valid(self.key.to_string(), self.config.clone())).clone()
+    }
+}
+
+/// Rules of one host: for the whole host and per path prefix, longest prefix first.
+#[derive(Debug, Default)]
+struct HostRules {
+    whole: Option<Slot>,
+    prefixes: Vec<(String, Slot)>,
+}
+
+impl HostRules {
+    fn find(&self, path: &str) -> Option<&Slot> {
+        self.prefixes
+            .iter()
+            .find(|(prefix, _)| LimitKey::covers(prefix, path))
+            .map(|(_, slot)| slot)
+            .or(self.whole.as_ref())
+    }
+
+    fn slot_mut(&mut self, prefix: Option<&str>) -> Option<&mut Slot> {
+        match prefix {
+            None => self.whole.as_mut(),
+            Some(prefix) => self.prefixes.iter_mut().find(|(p, _)| p == prefix).map(|(_, slot)| slot),
+        }
+    }
+}
+
+/// The table of limits and the limiters created from it.
+#[derive(Debug, Default)]
+pub struct Registry {
+    hosts: RwLock<HashMap<String, HostRules>>,
+}
+
+impl Registry {
+    /// An empty registry: everything passes through.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A registry from a table of keys and their limits.
+    pub fn from_table(table: impl IntoIterator<Item = (LimitKey, LimiterConfig)>) -> Result<Self, ConfigError> {
+        let registry = Self::new();
+        for (key, config) in table {
+            registry.set(key, config)?;
+        }
+        Ok(registry)
+    }
+
+    /// Adds or changes the limits of `key`. A limiter already in use is reconfigured in
+    /// place, so its waiters keep their order and its budgets keep what was spent.
+    pub fn set(&self, key: LimitKey, config: LimiterConfig) -> Result<(), ConfigError> {
+        config.validate()?;
+        let mut hosts = self.hosts.write();
+        let rules = hosts.entry(key.host.clone()).or_default();
+        if let Some(slot) = rules.slot_mut(key.path_prefix.as_deref()) {
+            if let Some(limiter) = slot.limiter.get() {
+                limiter.reconfigure(config.clone())?;
+            }
+            slot.config = config;
+            return Ok(());
+        }
+        match key.path_prefix.clone() {
+            None => rules.whole = Some(Slot::new(key, config)),
+            Some(prefix) => {
+                rules.prefixes.push((prefix, Slot::new(key, config)));
+                rules.prefixes.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes the limits of `key`; requests under it pass through (or fall back to a shorter prefix).
+    pub fn remove(&self, key: &LimitKey) -> bool {
+        let mut hosts = self.hosts.write();
+        let Some(rules) = hosts.get_mut(&key.host) else { return false };
+        let removed = match &key.path_prefix {
+            None => rules.whole.take().is_some(),
+            Some(prefix) => {
+                let before = rules.prefixes.len();
+                rules.prefixes.retain(|(p, _)| p != prefix);
+                rules.prefixes.len() != before
+            }
+        };
+        if rules.whole.is_none() && rules.prefixes.is_empty() {
+            hosts.remove(&key.host);
+        }
+        removed
+    }
+
+    /// The limiter for a request to `host` (lower case, as URLs give it), optional `port` and `path`;
+    /// `None` when no entry covers it and the request should pass straight through.
+    pub fn limiter_for(&self, host: &str, port: Option<u16>, path: &str) -> Option<Limiter> {
+        let hosts = self.hosts.read();
+        if hosts.is_empty() {
+            return None;
+        }
+        let with_port = port.and_then(|port| hosts.get(format!("{host}:{port}").as_str()));
+        with_port.or_else(|| hosts.get(host))?.find(path).map(Slot::limiter)
+    }
+
+    /// The table: every key and its limits, sorted by key.
+    pub fn entries(&self) -> Vec<(LimitKey, LimiterConfig)> {
+        let hosts = self.hosts.read();
+        let mut entries: Vec<_> = hosts
+            .values()
+            .flat_map(|rules| rules.whole.iter().chain(rules.prefixes.iter().map(|(_, slot)| slot)))
+            .map(|slot| (slot.key.clone(), slot.config.clone()))
+            .collect();
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        entries
+    }
+
+    /// The limiters created so far (keys that have seen traffic).
+    pub fn active(&self) -> Vec<Limiter> {
+        let hosts = self.hosts.read();
+        let mut limiters: Vec<Limiter> = hosts
+            .values()
+            .flat_map(|rules| rules.whole.iter().chain(rules.prefixes.iter().map(|(_, slot)| slot)))
+            .filter_map(|slot| slot.limiter.get().cloned())
+            .collect();
+        limiters.sort_by(|a, b| a.key().cmp(b.key()));
+        limiters
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{BudgetSpec, Rate};
+
+    fn config(capacity: u64) -> LimiterConfig {
+        let rate: Rate = "1/1s".parse().unwrap();
+        LimiterConfig::new().with_budget(BudgetSpec::token_bucket("rate", capacity, rate).unwrap())
+    }
+
+    #[test]
+    fn keys_parse_and_normalise() {
+        let key: LimitKey = "https://API.Example.com/search/".parse().unwrap();
+        assert_eq!(key.host, "api.example.com");
+        assert_eq!(key.path_prefix.as_deref(), Some("/search"));
+        assert_eq!(key.to_string(), "api.example.com/search");
+        assert_eq!("localhost:8787".parse::<LimitKey>().unwrap().host, "localhost:8787");
+        for bad in ["", "/only/path", "a b", "host/p?q", ":80"] {
+            assert!(bad.parse::<LimitKey>().is_err(), "{bad:?} should be refused");
+        }
+    }
+
+    #[test]
+    fn longest_prefix_wins_on_segment_boundaries() {
+        let registry = Registry::from_table([
+            ("api.x.com".parse().unwrap(), config(1)),
+            ("api.x.com/search".parse().unwrap(), config(2)),
+            ("api.x.com/search/deep".parse().unwrap(), config(3)),
+        ])
+        .unwrap();
+        let key = |path| registry.limiter_for("api.x.com", None, path).map(|l| l.key().to_owned());
+        assert_eq!(key("/search/deep/x").as_deref(), Some("api.x.com/search/deep"));
+        assert_eq!(key("/search?q=1").as_deref(), Some("api.x.com"), "query strings are not part of the path");
+        assert_eq!(key("/search/q").as_deref(), Some("api.x.com/search"));
+        assert_eq!(key("/searchy").as_deref(), Some("api.x.com"));
+        assert_eq!(key("/").as_deref(), Some("api.x.com"));
+        assert!(registry.limiter_for("other.com", None, "/search").is_none());
+    }
+
+    #[test]
+    fn limiters_are_created_once_and_never_shared_between_keys() {
+        let registry =
+            Registry::from_table([("a.com".parse().unwrap(), config(1)), ("b.com".parse().unwrap(), config(1))])
+                .unwrap();
+        assert!(registry.active().is_empty(), "nothing is created before first use");
+        let a = registry.limiter_for("a.com", None, "/").unwrap();
+        let b = registry.limiter_for("b.com", None, "/").unwrap();
+        let _held = a.try_acquire(1).unwrap();
+        assert!(a.try_acquire(1).is_err(), "a.com's single token is spent");
+        assert!(b.try_acquire(1).is_ok(), "b.com has its own budget");
+        assert!(registry.limiter_for("a.com", None, "/x").unwrap().try_acquire(1).is_err(), "same limiter on reuse");
+        assert_eq!(registry.active().len(), 2);
+    }
+
+    #[test]
+    fn port_specific_keys_take_precedence() {
+        let registry = Registry::from_table([
+            ("localhost".parse().unwrap(), config(1)),
+            ("localhost:8787".parse().unwrap(), config(2)),
+        ])
+        .unwrap();
+        assert_eq!(registry.limiter_for("localhost", Some(8787), "/").unwrap().key(), "localhost:8787");
+        assert_eq!(registry.limiter_for("localhost", Some(9000), "/").unwrap().key(), "localhost");
+    }
+
+    #[test]
+    fn set_reconfigures_live_limiters_and_remove_passes_through() {
+        let registry = Registry::from_table([("a.com".parse().unwrap(), config(1))]).unwrap();
+        let limiter = registry.limiter_for("a.com", None, "/").unwrap();
+        let _spent = limiter.try_acquire(1).unwrap();
+        registry.set("a.com".parse().unwrap(), config(5)).unwrap();
+        assert_eq!(limiter.config(), config(5), "the live limiter took the new settings");
+        let snapshot = limiter.snapshot();
+        assert_eq!(snapshot.budgets[0].capacity, 5, "the live limiter took the new capacity");
+        assert!(snapshot.budgets[0].available < 0.5, "raising capacity grants no burst: what was left carries over");
+        assert!(registry.set("a.com".parse().unwrap(), LimiterConfig::new().with_concurrency(0)).is_err());
+        assert!(registry.remove(&"a.com".parse().unwrap()));
+        assert!(registry.limiter_for("a.com", None, "/").is_none());
+    }
+}

@@ -1,0 +1,10 @@
+//! ratescope: a client-side limiter engine and tools for exploring HTTP API rate limits.
+//!
+//! The [`engine`] paces requests so a server's limit is never hit: token buckets for
+//! rate, exact sliding windows for hour and day budgets, a concurrency cap, priority
+//! lanes, and one limiter per host or host and path prefix.
+
+pub mod cli;
+pub mod engine;
+
+pub use engine::{Limiter, LimiterConfig, Priority, Registry};
