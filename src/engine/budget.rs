@@ -199,7 +199,11 @@ impl TokenBucket {
     }
 
     fn ready_at(&self, cost: u64, now: u64) -> u64 {
-        let needed = self.tat.max(self.ticks(now)) + u128::from(cost) * self.per_ns;
+        let now_ticks = self.ticks(now);
+        let needed = self.tat.max(now_ticks) + u128::from(cost) * self.per_ns;
+        if needed <= now_ticks + self.tolerance {
+            return now; // the common case, without a 128-bit division
+        }
         let earliest_ticks = needed.saturating_sub(self.tolerance);
         let earliest = earliest_ticks.div_ceil(self.amount);
         u64::try_from(earliest).unwrap_or(u64::MAX).max(now)

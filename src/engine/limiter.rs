@@ -13,7 +13,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering, fence};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
@@ -47,6 +47,8 @@ struct Shared {
     debt: AtomicUsize,
     /// Waiters in all lanes; lets a returning permit skip the lock when nobody waits.
     queued: AtomicUsize,
+    /// Whether a concurrency cap is set; without one a returning permit can unblock nobody.
+    capped: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -105,6 +107,7 @@ impl Limiter {
                 in_flight: AtomicUsize::new(0),
                 debt: AtomicUsize::new(0),
                 queued: AtomicUsize::new(0),
+                capped: AtomicBool::new(permits != UNCAPPED),
             }),
         }
     }
@@ -189,6 +192,7 @@ impl Limiter {
             .collect();
         let previous = state.config.concurrency.unwrap_or(UNCAPPED);
         let next = config.concurrency.unwrap_or(UNCAPPED);
+        self.shared.capped.store(next != UNCAPPED, Ordering::SeqCst);
         self.shared.resize_concurrency(previous, next);
         state.config = config;
         state.wake_head(now);
@@ -556,6 +560,11 @@ impl Drop for Permit {
             } else {
                 drop(slot);
             }
+        }
+        // Only a returned slot can unblock a waiter, and only when there is a cap. Set before
+        // any waiter can block on concurrency, so a stale `false` here never loses a wake-up.
+        if !self.shared.capped.load(Ordering::SeqCst) {
+            return;
         }
         fence(Ordering::SeqCst);
         if self.shared.queued.load(Ordering::SeqCst) > 0 {
