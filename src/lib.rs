@@ -6,5 +6,6 @@
 
 pub mod cli;
 pub mod engine;
+pub mod http;
 
 pub use engine::{Limiter, LimiterConfig, Priority, Registry};

@@ -1,5 +1,6 @@
 //! The command line: argument definitions (clap) and dispatch to each subcommand.
 
+mod headers;
 mod limits;
 mod pace;
 
@@ -21,6 +22,8 @@ pub struct Cli {
 pub enum Command {
     /// Send N simulated requests through the limiter (no network) and show when each is admitted.
     Pace(pace::PaceArgs),
+    /// Explain the rate-limit headers of a response head pasted from any provider.
+    Headers(headers::HeadersArgs),
 }
 
 /// Runs the command line; errors are printed on stderr and become a non-zero exit status.
@@ -28,6 +31,7 @@ pub fn main(cli: Cli) -> ExitCode {
     init_tracing();
     let result = match cli.command {
         Some(Command::Pace(args)) => pace::run(args),
+        Some(Command::Headers(args)) => headers::run(args),
         None => {
             use clap::CommandFactory;
             let mut command = Cli::command();

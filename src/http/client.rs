@@ -1,0 +1,531 @@
+//! `LimitedClient`: reqwest behind the registry's limiters, the retry policy, the response
+//! cache and adaptive limits, reporting every step as an `Event`.
+//!
+//! A request's path: cache lookup (a fresh hit returns at once and never touches the
+//! limiter) → the limiter of its key (priority lane, concurrency slot) → the wire →
+//! header interpretation → adaptive limits → on 429/503 the whole key pauses → the retry
+//! policy decides: done, retry after a delay (the slot is released while waiting), or give up.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, StatusCode};
+use parking_lot::Mutex;
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use thiserror::Error;
+use tokio::time::Instant;
+use url::Url;
+
+use super::adaptive;
+use super::cache::{CacheConfig, CacheStats, CachedResponse, Lookup, ResponseCache};
+use super::events::{Event, EventKind, EventSink};
+use super::headers::RateLimitInfo;
+use super::retry::{Decision, GiveUpReason, Outcome, RetryPolicy};
+use crate::engine::{AcquireError, LimitKey, Limiter, Priority, Registry, format_wait};
+
+/// One request to send.
+#[derive(Debug, Clone)]
+pub struct RequestSpec {
+    pub method: Method,
+    pub url: Url,
+    pub headers: HeaderMap,
+    pub body: Option<Bytes>,
+    pub priority: Priority,
+    /// What this request spends in each budget (usually 1).
+    pub cost: u64,
+}
+
+impl RequestSpec {
+    /// A GET of `url` in the normal lane, costing 1.
+    pub fn get(url: Url) -> Self {
+        Self::new(Method::GET, url)
+    }
+
+    pub fn new(method: Method, url: Url) -> Self {
+        Self { method, url, headers: HeaderMap::new(), body: None, priority: Priority::Normal, cost: 1 }
+    }
+
+    pub fn with_priority(mut self, priority: Priority) -> Self {
+        self.priority = priority;
+        self
+    }
+}
+
+/// A response, with what it took to get it.
+#[derive(Debug, Clone)]
+pub struct LimitedResponse {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+    pub rate_limit: RateLimitInfo,
+    /// HTTP attempts sent (0 for a fresh cache hit).
+    pub attempts: u32,
+    pub from_cache: bool,
+    /// Time spent waiting in the limiter, over all attempts.
+    pub queue_wait: Duration,
+    /// Send to response, of the last attempt.
+    pub service_time: Duration,
+    /// First queued to final response.
+    pub total: Duration,
+}
+
+/// Why a request ended without a response to return.
+#[derive(Debug, Error)]
+pub enum ClientError {
+    #[error("'{0}' cannot be requested: it has no host")]
+    NoHost(Url),
+    #[error("{reason}")]
+    GaveUp { reason: GiveUpReason, last_status: Option<u16>, attempts: u32 },
+    #[error("could not reach {host}: {message}")]
+    Transport { host: String, message: String, attempts: u32 },
+    #[error("the limiter refused the request: {0}")]
+    Limiter(#[from] AcquireError),
+    #[error("could not build the HTTP client: {0}")]
+    Build(String),
+}
+
+impl ClientError {
+    /// The last HTTP status seen, if any.
+    pub fn last_status(&self) -> Option<u16> {
+        match self {
+            Self::GaveUp { last_status, .. } => *last_status,
+            _ => None,
+        }
+    }
+}
+
+/// Which keys follow the server's published budgets.
+#[derive(Debug, Clone, Default)]
+pub enum Adaptive {
+    #[default]
+    Off,
+    /// Every host, including hosts with no configured limits (the server's word is the limit).
+    All,
+    /// Only these keys (as `LimitKey` strings: `host` or `host/prefix`).
+    Keys(HashSet<String>),
+}
+
+/// Settings for [`LimitedClient`].
+#[derive(Debug)]
+pub struct ClientBuilder {
+    registry: Arc<Registry>,
+    retry: RetryPolicy,
+    adaptive: Adaptive,
+    cache: Option<CacheConfig>,
+    events: EventSink,
+    default_headers: HeaderMap,
+    connect_timeout: Option<Duration>,
+    request_timeout: Option<Duration>,
+    pool_idle_timeout: Option<Duration>,
+    seed: Option<u64>,
+}
+
+impl Default for ClientBuilder {
+    fn default() -> Self {
+        Self {
+            registry: Arc::new(Registry::new()),
+            retry: RetryPolicy::default(),
+            adaptive: Adaptive::Off,
+            cache: None,
+            events: EventSink::none(),
+            default_headers: HeaderMap::new(),
+            connect_timeout: Some(Duration::from_secs(10)),
+            request_timeout: Some(Duration::from_secs(60)),
+            pool_idle_timeout: Some(Duration::from_secs(90)),
+            seed: None,
+        }
+    }
+}
+
+impl ClientBuilder {
+    pub fn registry(mut self, registry: Arc<Registry>) -> Self {
+        self.registry = registry;
+        self
+    }
+
+    pub fn retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    pub fn adaptive(mut self, adaptive: Adaptive) -> Self {
+        self.adaptive = adaptive;
+        self
+    }
+
+    pub fn cache(mut self, config: CacheConfig) -> Self {
+        self.cache = Some(config);
+        self
+    }
+
+    pub fn events(mut self, sink: EventSink) -> Self {
+        self.events = sink;
+        self
+    }
+
+    pub fn default_headers(mut self, headers: HeaderMap) -> Self {
+        self.default_headers = headers;
+        self
+    }
+
+    /// Connect and whole-request timeouts (`None` for none).
+    pub fn timeouts(mut self, connect: Option<Duration>, request: Option<Duration>) -> Self {
+        self.connect_timeout = connect;
+        self.request_timeout = request;
+        self
+    }
+
+    /// No timers of the client's own (timeouts, idle-connection sweeps). For tests on paused
+    /// tokio time, where any pending timer fires while a socket is being read.
+    pub fn without_timers(self) -> Self {
+        Self { pool_idle_timeout: None, ..self.timeouts(None, None) }
+    }
+
+    /// Seeds the jitter's random numbers, for reproducible runs.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    pub fn build(self) -> Result<LimitedClient, ClientError> {
+        self.retry.validate().map_err(|err| ClientError::Build(err.to_string()))?;
+        // reqwest is built without a default TLS provider; ring is ours (ignore "already installed").
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut http = reqwest::Client::builder().pool_idle_timeout(self.pool_idle_timeout);
+        if let Some(timeout) = self.connect_timeout {
+            http = http.connect_timeout(timeout);
+        }
+        if let Some(timeout) = self.request_timeout {
+            http = http.timeout(timeout);
+        }
+        let http = http.build().map_err(|err| ClientError::Build(err.to_string()))?;
+        let rng = match self.seed {
+            Some(seed) => StdRng::seed_from_u64(seed),
+            None => StdRng::from_os_rng(),
+        };
+        Ok(LimitedClient {
+            inner: Arc::new(Inner {
+                http,
+                registry: self.registry,
+                retry: self.retry,
+                adaptive: self.adaptive,
+                cache: self.cache.map(ResponseCache::new),
+                events: self.events,
+                default_headers: self.default_headers,
+                next_id: AtomicU64::new(0),
+                rng: Mutex::new(rng),
+            }),
+        })
+    }
+}
+
+/// An HTTP client that paces itself by the registry's limits. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct LimitedClient {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    http: reqwest::Client,
+    registry: Arc<Registry>,
+    retry: RetryPolicy,
+    adaptive: Adaptive,
+    cache: Option<ResponseCache>,
+    events: EventSink,
+    default_headers: HeaderMap,
+    next_id: AtomicU64,
+    rng: Mutex<StdRng>,
+}
+
+/// What one attempt on the wire produced.
+enum Attempt {
+    Response { status: StatusCode, headers: HeaderMap, body: Bytes },
+    ConnectionError(String),
+    Timeout,
+}
+
+impl LimitedClient {
+    pub fn builder() -> ClientBuilder {
+        ClientBuilder::default()
+    }
+
+    /// The registry of limits this client obeys (shared: changes apply at once).
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.inner.registry
+    }
+
+    /// Cache counters (all zero without a cache).
+    pub fn cache_stats(&self) -> CacheStats {
+        self.inner.cache.as_ref().map(ResponseCache::stats).unwrap_or_default()
+    }
+
+    /// Events dropped because their consumer lagged.
+    pub fn events_dropped(&self) -> u64 {
+        self.inner.events.dropped()
+    }
+
+    /// GET `url` in the normal lane.
+    pub async fn get(&self, url: Url) -> Result<LimitedResponse, ClientError> {
+        self.send(RequestSpec::get(url)).await
+    }
+
+    /// Sends one request through its key's limiter, retrying as the policy says.
+    pub async fn send(&self, spec: RequestSpec) -> Result<LimitedResponse, ClientError> {
+        let inner = &*self.inner;
+        let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let started = Instant::now();
+        let host = spec.url.host_str().ok_or_else(|| ClientError::NoHost(spec.url.clone()))?.to_ascii_lowercase();
+        let limiter = inner.registry.limiter_for(&host, spec.url.port_or_known_default(), spec.url.path());
+        let key = limiter.as_ref().map(|limiter| limiter.key().to_owned());
+        let emit = |kind: EventKind| {
+            inner.events.emit(Event { request_id: id, key: key.clone(), at: Instant::now(), kind });
+        };
+        let uri: http::Uri = spec.url.as_str().parse().map_err(|_| ClientError::NoHost(spec.url.clone()))?;
+        let mut headers = inner.default_headers.clone();
+        headers.extend(spec.headers.clone());
+        if let Some(cache) = &inner.cache {
+            match cache.lookup(&spec.method, &uri, &headers, SystemTime::now()) {
+                Lookup::Fresh(cached) => {
+                    emit(EventKind::CacheHit { revalidated: false });
+                    emit(EventKind::Finished { status: cached.status.as_u16(), attempts: 0, total: started.elapsed() });
+                    return Ok(cached_response(cached, 0, Duration::ZERO, Duration::ZERO, started));
+                }
+                Lookup::Revalidate(with_validators) => headers = with_validators,
+                Lookup::Miss => {}
+            }
+        }
+        let mut attempt = 0u32;
+        let mut queue_wait = Duration::ZERO;
+        let mut previous_delay = None;
+        loop {
+            attempt += 1;
+            let permit = match &limiter {
+                Some(limiter) => {
+                    emit(EventKind::Queued { attempt, priority: spec.priority });
+                    let queued_at = Instant::now();
+                    let permit = limiter.acquire(spec.priority, spec.cost).await;
+                    let waited = queued_at.elapsed();
+                    queue_wait += waited;
+                    match permit {
+                        Ok(permit) => {
+                            emit(EventKind::Admitted { attempt, queue_wait: waited });
+                            Some(permit)
+                        }
+                        Err(err) => {
+                            emit(EventKind::Failed { error: err.to_string(), attempts: attempt - 1 });
+                            return Err(err.into());
+                        }
+                    }
+                }
+                None => None,
+            };
+            emit(EventKind::Sent { attempt, method: spec.method.to_string(), path: spec.url.path().to_owned() });
+            let sent_at = Instant::now();
+            let result = self.send_once(&spec, &headers).await;
+            let service_time = sent_at.elapsed();
+            let mut error_message = String::new();
+            let (status_outcome, response) = match result {
+                Attempt::Response { status, headers: response_headers, body } => {
+                    let info =
+                        RateLimitInfo::parse(Some(status.as_u16()), &response_headers, Some(&body), SystemTime::now());
+                    emit(EventKind::Response {
+                        attempt,
+                        status: status.as_u16(),
+                        service_time,
+                        info: Box::new(info.clone()),
+                    });
+                    if let Some(limiter) = &limiter
+                        && self.adaptive_for(limiter.key())
+                    {
+                        adaptive::apply(limiter, &info, Instant::now());
+                    } else if limiter.is_none() && matches!(inner.adaptive, Adaptive::All) {
+                        self.learn_unlimited_host(&host, &info);
+                    }
+                    let outcome = Outcome::Status { status: status.as_u16(), retry_after: info.retry_after };
+                    (Some(outcome), Some((status, response_headers, body, info)))
+                }
+                Attempt::ConnectionError(message) => {
+                    error_message = message;
+                    (None, None)
+                }
+                Attempt::Timeout => (Some(Outcome::Timeout), None),
+            };
+            let outcome = status_outcome.unwrap_or(Outcome::ConnectionError { message: &error_message });
+            let decision = {
+                let mut rng = inner.rng.lock();
+                inner.retry.decide(attempt, &outcome, &spec.method, previous_delay, &mut *rng)
+            };
+            if let (Some(limiter), Some((status, _, _, info))) = (&limiter, &response)
+                && (info.throttled || matches!(status.as_u16(), 429 | 503))
+            {
+                let pause = match &decision {
+                    Decision::Retry { delay, .. } => *delay,
+                    _ => info.retry_after.unwrap_or_else(|| inner.retry.raw_backoff(attempt)),
+                }
+                .min(inner.retry.max_retry_after);
+                let reason = format!("{} from the server, pausing {}", status_text(*status), format_wait(pause));
+                limiter.pause_until(Instant::now() + pause, reason.clone());
+                emit(EventKind::KeyPaused { pause, reason });
+            }
+            // Released only now, after any pause and learned limit took effect (so a waiter let in
+            // by this slot already sees them), and before any retry wait (which holds no slot).
+            drop(permit);
+            match decision {
+                Decision::Retry { delay, reason } => {
+                    let cause = match &response {
+                        Some((status, ..)) => status_text(*status),
+                        None => outcome_text(&outcome),
+                    };
+                    emit(EventKind::RetryScheduled { attempt, delay, reason, cause });
+                    previous_delay = Some(delay);
+                    tokio::time::sleep(delay).await;
+                }
+                Decision::Done => {
+                    let Some((status, response_headers, body, info)) = response else {
+                        // The policy only finishes on a response; treat anything else as given up.
+                        return Err(self.give_up(GiveUpReason::NotRetryable, None, attempt, &emit));
+                    };
+                    let fresh = CachedResponse { status, headers: response_headers, body };
+                    let (served, revalidated) = match &inner.cache {
+                        Some(cache) => match cache.store(&spec.method, &uri, &headers, &fresh, SystemTime::now()) {
+                            Some(cached) => (cached, true),
+                            None => (fresh, false),
+                        },
+                        None => (fresh, false),
+                    };
+                    if revalidated {
+                        emit(EventKind::CacheHit { revalidated: true });
+                    }
+                    emit(EventKind::Finished {
+                        status: served.status.as_u16(),
+                        attempts: attempt,
+                        total: started.elapsed(),
+                    });
+                    let mut response = cached_response(served, attempt, queue_wait, service_time, started);
+                    response.rate_limit = info;
+                    response.from_cache = revalidated;
+                    return Ok(response);
+                }
+                Decision::GiveUp(GiveUpReason::NotRetryable) if response.is_none() => {
+                    let message = outcome_text(&outcome);
+                    emit(EventKind::Failed { error: message.clone(), attempts: attempt });
+                    return Err(ClientError::Transport { host, message, attempts: attempt });
+                }
+                Decision::GiveUp(reason) => {
+                    let last_status = response.map(|(status, ..)| status.as_u16());
+                    return Err(self.give_up(reason, last_status, attempt, &emit));
+                }
+            }
+        }
+    }
+
+    fn give_up(
+        &self,
+        reason: GiveUpReason,
+        last_status: Option<u16>,
+        attempts: u32,
+        emit: &impl Fn(EventKind),
+    ) -> ClientError {
+        emit(EventKind::Failed { error: reason.to_string(), attempts });
+        ClientError::GaveUp { reason, last_status, attempts }
+    }
+
+    fn adaptive_for(&self, key: &str) -> bool {
+        match &self.inner.adaptive {
+            Adaptive::Off => false,
+            Adaptive::All => true,
+            Adaptive::Keys(keys) => keys.contains(key),
+        }
+    }
+
+    /// Adaptive mode on a host with no configured limits: the server's word becomes its limit.
+    fn learn_unlimited_host(&self, host: &str, info: &RateLimitInfo) {
+        let Ok(key) = LimitKey::host(host) else { return };
+        let Some(config) = adaptive::learned_config(&Default::default(), info) else {
+            if adaptive::exhausted_until(info).is_none() {
+                return;
+            }
+            let _ = self.inner.registry.set(key, Default::default());
+            return;
+        };
+        let _ = self.inner.registry.set(key, config);
+    }
+
+    async fn send_once(&self, spec: &RequestSpec, headers: &HeaderMap) -> Attempt {
+        let mut request = self.inner.http.request(spec.method.clone(), spec.url.clone()).headers(headers.clone());
+        if let Some(body) = &spec.body {
+            request = request.body(body.clone());
+        }
+        let response = match request.send().await {
+            Ok(response) => response,
+            Err(err) => return classify(&err),
+        };
+        let status = response.status();
+        let headers = response.headers().clone();
+        match response.bytes().await {
+            Ok(body) => Attempt::Response { status, headers, body },
+            Err(err) => classify(&err),
+        }
+    }
+}
+
+fn classify(err: &reqwest::Error) -> Attempt {
+    if err.is_timeout() {
+        return Attempt::Timeout;
+    }
+    // The whole chain: "error sending request" alone says nothing about why.
+    let mut message = err.to_string();
+    let mut source = std::error::Error::source(err);
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    Attempt::ConnectionError(message)
+}
+
+fn cached_response(
+    cached: CachedResponse,
+    attempts: u32,
+    queue_wait: Duration,
+    service_time: Duration,
+    started: Instant,
+) -> LimitedResponse {
+    let rate_limit = RateLimitInfo::parse(Some(cached.status.as_u16()), &cached.headers, None, SystemTime::now());
+    LimitedResponse {
+        status: cached.status,
+        headers: cached.headers,
+        body: cached.body,
+        rate_limit,
+        attempts,
+        from_cache: true,
+        queue_wait,
+        service_time,
+        total: started.elapsed(),
+    }
+}
+
+fn status_text(status: StatusCode) -> String {
+    match status.canonical_reason() {
+        Some(reason) => format!("{} {reason}", status.as_u16()),
+        None => status.as_u16().to_string(),
+    }
+}
+
+fn outcome_text(outcome: &Outcome<'_>) -> String {
+    match outcome {
+        Outcome::Status { status, .. } => status.to_string(),
+        Outcome::ConnectionError { message } => format!("connection error: {message}"),
+        Outcome::Timeout => "timeout".to_owned(),
+    }
+}
+
+/// The limiter a request to `url` would wait in, if any (for snapshots and charts).
+pub fn limiter_for_url(registry: &Registry, url: &Url) -> Option<Limiter> {
+    registry.limiter_for(&url.host_str()?.to_ascii_lowercase(), url.port_or_known_default(), url.path())
+}

@@ -1,0 +1,129 @@
+//! What the limited client reports: one `Event` per step of a request, over a channel that never blocks.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::headers::RateLimitInfo;
+use super::retry::RetryReason;
+use crate::engine::Priority;
+
+/// One step in the life of one request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    /// Unique per client, in the order requests were started.
+    pub request_id: u64,
+    /// The limiter key that paced it, or `None` when no limit applied.
+    pub key: Option<String>,
+    pub at: Instant,
+    pub kind: EventKind,
+}
+
+/// What happened. Attempts count from 1.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EventKind {
+    /// Waiting for the limiter.
+    Queued { attempt: u32, priority: Priority },
+    /// Let through by the limiter after `queue_wait`.
+    Admitted { attempt: u32, queue_wait: Duration },
+    /// On the wire. `path` never carries the query string (it may hold secrets).
+    Sent { attempt: u32, method: String, path: String },
+    /// A response arrived after `service_time` (send to response), with what its headers say.
+    Response { attempt: u32, status: u16, service_time: Duration, info: Box<RateLimitInfo> },
+    /// The request will be sent again after `delay`.
+    RetryScheduled { attempt: u32, delay: Duration, reason: RetryReason, cause: String },
+    /// The key was paused: nothing of it is sent for `pause`.
+    KeyPaused { pause: Duration, reason: String },
+    /// Served from the response cache without touching the limiter (`revalidated`: after a 304).
+    CacheHit { revalidated: bool },
+    /// The request ended with a response (any status).
+    Finished { status: u16, attempts: u32, total: Duration },
+    /// The request ended without a usable response.
+    Failed { error: String, attempts: u32 },
+    /// The consumer was too slow: this many events were dropped before this one.
+    Lagged { dropped: u64 },
+}
+
+/// The sending side: bounded, never waits, counts what it had to drop.
+#[derive(Debug, Clone, Default)]
+pub struct EventSink {
+    inner: Option<Arc<SinkInner>>,
+}
+
+#[derive(Debug)]
+struct SinkInner {
+    sender: mpsc::Sender<Event>,
+    dropped: AtomicU64,
+}
+
+impl EventSink {
+    /// A sink and its receiver, holding at most `capacity` undelivered events.
+    pub fn channel(capacity: usize) -> (Self, mpsc::Receiver<Event>) {
+        let (sender, receiver) = mpsc::channel(capacity.max(1));
+        (Self { inner: Some(Arc::new(SinkInner { sender, dropped: AtomicU64::new(0) })) }, receiver)
+    }
+
+    /// A sink that discards everything.
+    pub fn none() -> Self {
+        Self::default()
+    }
+
+    /// Events dropped so far because the consumer lagged.
+    pub fn dropped(&self) -> u64 {
+        self.inner.as_ref().map_or(0, |inner| inner.dropped.load(Ordering::Relaxed))
+    }
+
+    /// Delivers `event` if there is room, else counts it as dropped; first reports earlier drops.
+    pub fn emit(&self, event: Event) {
+        let Some(inner) = &self.inner else { return };
+        let dropped = inner.dropped.swap(0, Ordering::AcqRel);
+        if dropped > 0 {
+            let lagged = Event { kind: EventKind::Lagged { dropped }, ..event.clone() };
+            if inner.sender.try_send(lagged).is_err() {
+                inner.dropped.fetch_add(dropped + 1, Ordering::AcqRel);
+                return;
+            }
+        }
+        if inner.sender.try_send(event).is_err() {
+            inner.dropped.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(id: u64) -> Event {
+        Event { request_id: id, key: None, at: Instant::now(), kind: EventKind::CacheHit { revalidated: false } }
+    }
+
+    #[test]
+    fn a_full_channel_drops_and_counts_then_reports_the_gap() {
+        let (sink, mut receiver) = EventSink::channel(2);
+        for id in 0..5 {
+            sink.emit(event(id));
+        }
+        assert_eq!(sink.dropped(), 3);
+        assert_eq!(receiver.try_recv().unwrap().request_id, 0);
+        assert_eq!(receiver.try_recv().unwrap().request_id, 1);
+        sink.emit(event(5));
+        assert_eq!(receiver.try_recv().unwrap().kind, EventKind::Lagged { dropped: 3 });
+        assert_eq!(receiver.try_recv().unwrap().request_id, 5);
+        assert_eq!(sink.dropped(), 0);
+    }
+
+    #[test]
+    fn a_closed_receiver_never_blocks_the_sender() {
+        let (sink, receiver) = EventSink::channel(1);
+        drop(receiver);
+        for id in 0..100 {
+            sink.emit(event(id));
+        }
+        assert_eq!(sink.dropped(), 100);
+        EventSink::none().emit(event(0));
+    }
+}

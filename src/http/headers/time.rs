@@ -1,0 +1,455 @@
+//! Numbers and times in rate-limit headers: plain numbers, Go-style durations,
+//! RFC 3339 and HTTP dates, and the clock-skew correction for absolute resets.
+//!
+//! # How a reset value is read
+//!
+//! Each dialect picks the [`ResetKind`] its provider documents (the dialect
+//! modules name the document). For vendors nobody documented for us,
+//! [`ResetKind::Auto`] applies this rule:
+//!
+//! - a bare number greater than 10^12 is epoch **milliseconds**;
+//! - a bare number greater than 10^9 is epoch **seconds** (10^9 s after the
+//!   epoch is September 2001, and no server means "reset in 31 years");
+//! - any other bare number is **delta seconds**;
+//! - anything else is tried as a Go duration (`6m0s`), then an RFC 3339
+//!   timestamp, then an HTTP-date.
+//!
+//! # Clock skew
+//!
+//! Absolute instants (epoch numbers, timestamps, HTTP-dates) are measured
+//! against the server's clock: the response's `Date` header when it is present
+//! and valid, otherwise the client's `now`. A server whose clock runs an hour
+//! ahead and says "reset at Date + 60 s" therefore yields 60 s, not 3660 s.
+//! Instants in the past clamp to zero.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::quoted;
+
+/// Bare numbers above this are epoch seconds under [`ResetKind::Auto`].
+const EPOCH_SECONDS_FLOOR: f64 = 1e9;
+/// Bare numbers above this are epoch milliseconds wherever an epoch is read.
+const EPOCH_MILLIS_FLOOR: f64 = 1e12;
+
+/// The server's idea of "now", against which absolute resets are measured.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Clock {
+    pub(crate) server_now: SystemTime,
+}
+
+impl Clock {
+    /// Time from the server's now until `instant`, zero if it has passed.
+    pub(crate) fn until(&self, instant: SystemTime) -> Duration {
+        instant.duration_since(self.server_now).unwrap_or(Duration::ZERO)
+    }
+}
+
+/// How a dialect writes its reset value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ResetKind {
+    /// Seconds from now, possibly fractional.
+    Delta,
+    /// Seconds since the Unix epoch, possibly fractional (milliseconds above 10^12).
+    Epoch,
+    /// A Go duration (`1h2m3.5s`, `20ms`, `0s`) or a bare number of seconds.
+    Duration,
+    /// An RFC 3339 timestamp, an HTTP-date, or a bare epoch number.
+    Timestamp,
+    /// Unknown vendor: the magnitude rule in the module docs.
+    Auto,
+}
+
+/// A finite, non-negative number written as text.
+pub(crate) fn parse_number(text: &str) -> Result<f64, String> {
+    let n: f64 = text.trim().parse().map_err(|_| format!("{} is not a number", quoted(text)))?;
+    non_negative(n, text)
+}
+
+/// `n` if it is finite and non-negative (`-0.0` becomes `0.0`); `shown` names it.
+pub(crate) fn non_negative(n: f64, shown: &str) -> Result<f64, String> {
+    if !n.is_finite() {
+        Err(format!("{} is not a finite number", quoted(shown)))
+    } else if n < 0.0 {
+        Err(format!("{} is negative", quoted(shown)))
+    } else {
+        Ok(n + 0.0)
+    }
+}
+
+/// A non-negative number of seconds as a [`Duration`], rounded to the nanosecond.
+pub(crate) fn seconds(secs: f64) -> Result<Duration, String> {
+    if !secs.is_finite() || secs < 0.0 {
+        return Err(format!("{secs} seconds is not a valid duration"));
+    }
+    let nanos = (secs * 1e9).round();
+    if nanos < u64::MAX as f64 {
+        // In range, so the cast is exact up to rounding already done.
+        Ok(Duration::from_nanos(nanos as u64))
+    } else {
+        Duration::try_from_secs_f64(secs).map_err(|_| format!("{secs} seconds is out of range"))
+    }
+}
+
+/// A non-negative number of seconds written as text. Plain decimals
+/// (`1470173023.123`) are read exactly to the nanosecond, which `f64` cannot
+/// do for epoch-sized values; other notations (`1e3`) go through `f64`.
+pub(crate) fn text_seconds(text: &str) -> Result<Duration, String> {
+    let n = parse_number(text)?;
+    match exact_decimal(text.trim()) {
+        Some(d) => Ok(d),
+        None => seconds(n),
+    }
+}
+
+fn exact_decimal(text: &str) -> Option<Duration> {
+    let t = text.strip_prefix('+').unwrap_or(text);
+    let (int, frac) = t.split_once('.').unwrap_or((t, ""));
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if (int.is_empty() && frac.is_empty()) || !digits(int) || !digits(frac) {
+        return None;
+    }
+    let secs = if int.is_empty() { 0 } else { int.parse().ok()? };
+    let nanos = (frac.bytes().take(9).enumerate()).map(|(i, b)| u32::from(b - b'0') * 10u32.pow(8 - i as u32)).sum();
+    Some(Duration::new(secs, nanos))
+}
+
+/// Interprets a reset value as "time until reset".
+pub(crate) fn reset_after(text: &str, kind: ResetKind, clock: &Clock) -> Result<Duration, String> {
+    let t = text.trim();
+    let numeric = t.parse::<f64>().is_ok();
+    let until = |at: SystemTime| clock.until(at);
+    match kind {
+        ResetKind::Delta => text_seconds(t),
+        ResetKind::Epoch => epoch_instant(text_seconds(t)?).map(until),
+        ResetKind::Duration if numeric => text_seconds(t),
+        ResetKind::Duration => parse_go_duration(t),
+        ResetKind::Timestamp if numeric => epoch_instant(text_seconds(t)?).map(until),
+        ResetKind::Timestamp => parse_timestamp(t).map(until),
+        ResetKind::Auto if numeric => {
+            let n = text_seconds(t)?;
+            if n.as_secs_f64() > EPOCH_SECONDS_FLOOR { epoch_instant(n).map(until) } else { Ok(n) }
+        }
+        ResetKind::Auto => parse_go_duration(t)
+            .or_else(|_| parse_timestamp(t).map(until))
+            .map_err(|_| format!("{} is not a number, duration or timestamp", quoted(t))),
+    }
+}
+
+/// The instant `n` seconds (or milliseconds, above 10^12) after the epoch.
+fn epoch_instant(n: Duration) -> Result<SystemTime, String> {
+    let since_epoch = if n.as_secs_f64() > EPOCH_MILLIS_FLOOR { n / 1000 } else { n };
+    UNIX_EPOCH.checked_add(since_epoch).ok_or_else(|| format!("epoch {} is out of range", n.as_secs_f64()))
+}
+
+/// An RFC 3339 timestamp or an HTTP-date (IMF-fixdate, RFC 850 or asctime).
+pub(crate) fn parse_timestamp(text: &str) -> Result<SystemTime, String> {
+    let t = text.trim();
+    parse_rfc3339(t)
+        .or_else(|| httpdate::parse_http_date(t).ok())
+        .ok_or_else(|| format!("{} is not a timestamp", quoted(t)))
+}
+
+/// A Go `time.Duration` string: `300ms`, `1.5h`, `2h45m`, `6m0s`, `0`.
+/// Units: ns, us/µs, ms, s, m, h. Negative durations are rejected.
+pub(crate) fn parse_go_duration(text: &str) -> Result<Duration, String> {
+    let invalid = || format!("{} is not a duration", quoted(text));
+    let mut rest = text.trim();
+    if let Some(unsigned) = rest.strip_prefix('-') {
+        return match parse_go_duration(unsigned) {
+            Ok(d) if d.is_zero() => Ok(d),
+            Ok(_) => Err(format!("{} is negative", quoted(text))),
+            Err(_) => Err(invalid()),
+        };
+    }
+    rest = rest.strip_prefix('+').unwrap_or(rest);
+    if rest == "0" {
+        return Ok(Duration::ZERO);
+    }
+    if rest.is_empty() {
+        return Err(invalid());
+    }
+    let mut total = 0.0;
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        let (number, tail) = rest.split_at(digits);
+        let unit_len = tail.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(tail.len());
+        let (unit, tail) = tail.split_at(unit_len);
+        let value: f64 = number.parse().map_err(|_| invalid())?;
+        let scale = match unit {
+            "ns" => 1e-9,
+            "us" | "µs" | "μs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(invalid()),
+        };
+        total += value * scale;
+        rest = tail;
+    }
+    seconds(total)
+}
+
+/// An RFC 3339 `date-time`: `2024-05-01T12:00:00Z`, `...T12:00:00.5+02:00`.
+/// Lenient in two ways seen in the wild: `t`/space as separator and `+0200`.
+pub(crate) fn parse_rfc3339(text: &str) -> Option<SystemTime> {
+    let mut c = Cursor(text.as_bytes());
+    let year = c.digits(4)?;
+    c.byte(b'-')?;
+    let month = c.digits(2)?;
+    c.byte(b'-')?;
+    let day = c.digits(2)?;
+    if !matches!(c.next()?, b'T' | b't' | b' ') {
+        return None;
+    }
+    let hour = c.digits(2)?;
+    c.byte(b':')?;
+    let minute = c.digits(2)?;
+    c.byte(b':')?;
+    let second = c.digits(2)?;
+    let mut nanos = 0u32;
+    if c.peek() == Some(b'.') {
+        c.next()?;
+        let frac = c.take_while(|b| b.is_ascii_digit());
+        if frac.is_empty() {
+            return None;
+        }
+        for (i, b) in frac.iter().take(9).enumerate() {
+            nanos += u32::from(b - b'0') * 10u32.pow(8 - i as u32);
+        }
+    }
+    let offset = match c.next()? {
+        b'Z' | b'z' => 0,
+        sign @ (b'+' | b'-') => {
+            let oh = c.digits(2)?;
+            if c.peek() == Some(b':') {
+                c.next()?;
+            }
+            let om = c.digits(2)?;
+            if oh > 23 || om > 59 {
+                return None;
+            }
+            let secs = (oh * 3600 + om * 60) as i64;
+            if sign == b'-' { -secs } else { secs }
+        }
+        _ => return None,
+    };
+    let valid = c.0.is_empty()
+        && (1..=12).contains(&month)
+        && (1..=days_in_month(year, month)).contains(&day)
+        && hour <= 23
+        && minute <= 59
+        && second <= 60;
+    if !valid {
+        return None;
+    }
+    let days = days_from_civil(year as i64, month as i64, day as i64);
+    let secs = days * 86_400 + (hour * 3600 + minute * 60 + second) as i64 - offset;
+    let whole = if secs >= 0 {
+        UNIX_EPOCH.checked_add(Duration::from_secs(secs.unsigned_abs()))?
+    } else {
+        UNIX_EPOCH.checked_sub(Duration::from_secs(secs.unsigned_abs()))?
+    };
+    whole.checked_add(Duration::from_nanos(u64::from(nanos)))
+}
+
+fn is_leap(year: u32) -> bool {
+    (year.is_multiple_of(4) && !year.is_multiple_of(100)) || year.is_multiple_of(400)
+}
+
+fn days_in_month(year: u32, month: u32) -> u32 {
+    match month {
+        2 if is_leap(year) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// A tiny byte reader that never indexes out of bounds.
+struct Cursor<'a>(&'a [u8]);
+
+impl Cursor<'_> {
+    fn peek(&self) -> Option<u8> {
+        self.0.first().copied()
+    }
+
+    fn next(&mut self) -> Option<u8> {
+        let (&b, rest) = self.0.split_first()?;
+        self.0 = rest;
+        Some(b)
+    }
+
+    fn byte(&mut self, want: u8) -> Option<()> {
+        (self.next()? == want).then_some(())
+    }
+
+    fn take_while(&mut self, pred: impl Fn(u8) -> bool) -> &[u8] {
+        let n = self.0.iter().take_while(|&&b| pred(b)).count();
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        head
+    }
+
+    /// Exactly `n` ASCII digits as a number.
+    fn digits(&mut self, n: usize) -> Option<u32> {
+        let head = self.0.get(..n)?;
+        if !head.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        self.0 = self.0.get(n..)?;
+        Some(head.iter().fold(0, |acc, b| acc * 10 + u32::from(b - b'0')))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(secs: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(secs)
+    }
+
+    fn clock(secs: u64) -> Clock {
+        Clock { server_now: at(secs) }
+    }
+
+    #[test]
+    fn numbers_reject_nan_infinity_negative_and_text() {
+        assert_eq!(parse_number(" 42.5 "), Ok(42.5));
+        assert_eq!(parse_number("-0"), Ok(0.0));
+        assert!(parse_number("-0").unwrap().is_sign_positive());
+        assert_eq!(parse_number("abc"), Err(r#""abc" is not a number"#.into()));
+        assert_eq!(parse_number("NaN"), Err(r#""NaN" is not a finite number"#.into()));
+        assert_eq!(parse_number("inf"), Err(r#""inf" is not a finite number"#.into()));
+        assert_eq!(parse_number("1e999"), Err(r#""1e999" is not a finite number"#.into()));
+        assert_eq!(parse_number("-3"), Err(r#""-3" is negative"#.into()));
+    }
+
+    #[test]
+    fn go_durations_as_openai_writes_them() {
+        let cases = [
+            ("1s", 1_000),
+            ("6m0s", 360_000),
+            ("20ms", 20),
+            ("1h2m3.5s", 3_723_500),
+            ("0s", 0),
+            ("0", 0),
+            ("2m59.56s", 179_560),
+            ("1.5h", 5_400_000),
+        ];
+        for (text, millis) in cases {
+            assert_eq!(parse_go_duration(text), Ok(Duration::from_millis(millis)), "{text}");
+        }
+        assert_eq!(parse_go_duration("1500us"), Ok(Duration::from_micros(1500)));
+        assert_eq!(parse_go_duration("1µs"), Ok(Duration::from_micros(1)));
+        assert_eq!(parse_go_duration("7ns"), Ok(Duration::from_nanos(7)));
+        for bad in ["", "s", "5", "1x", "1.2.3s", "abc", "1h-2m", "."] {
+            assert!(parse_go_duration(bad).is_err(), "{bad:?} should be rejected");
+        }
+        assert_eq!(parse_go_duration("-1s"), Err(r#""-1s" is negative"#.into()));
+        assert_eq!(parse_go_duration("-0s"), Ok(Duration::ZERO));
+    }
+
+    #[test]
+    fn rfc3339_with_zulu_offsets_and_fractions() {
+        // 2025-08-21T12:40:59Z = 1755780059 (from Anthropic's documented header shape).
+        assert_eq!(parse_rfc3339("2025-08-21T12:40:59Z"), Some(at(1_755_780_059)));
+        assert_eq!(parse_rfc3339("2025-08-21T14:40:59+02:00"), Some(at(1_755_780_059)));
+        assert_eq!(parse_rfc3339("2025-08-21T07:10:59-05:30"), Some(at(1_755_780_059)));
+        assert_eq!(parse_rfc3339("2025-08-21t12:40:59z"), Some(at(1_755_780_059)));
+        assert_eq!(parse_rfc3339("2025-08-21T14:40:59+0200"), Some(at(1_755_780_059)));
+        assert_eq!(parse_rfc3339("2025-08-21T12:40:59.25Z"), Some(at(1_755_780_059) + Duration::from_millis(250)));
+        assert_eq!(
+            parse_rfc3339("1970-01-01T00:00:00.123456789123Z"),
+            Some(UNIX_EPOCH + Duration::from_nanos(123_456_789))
+        );
+        assert_eq!(parse_rfc3339("2024-02-29T00:00:00Z"), Some(at(1_709_164_800)));
+        for bad in [
+            "2023-02-29T00:00:00Z",
+            "2025-13-01T00:00:00Z",
+            "2025-08-21T24:00:00Z",
+            "2025-08-21T12:40:59",
+            "2025-08-21T12:40:59Zjunk",
+            "2025-08-21T12:40:59.Z",
+            "2025-08-21T12:40:59+25:00",
+            "25-08-21T12:40:59Z",
+            "",
+        ] {
+            assert_eq!(parse_rfc3339(bad), None, "{bad:?} should be rejected");
+        }
+        assert!(parse_rfc3339("1969-12-31T23:59:59Z").is_some());
+    }
+
+    #[test]
+    fn http_dates_in_all_three_forms() {
+        // RFC 9110 §5.6.7 example instant: Sun, 06 Nov 1994 08:49:37 GMT.
+        let expected = at(784_111_777);
+        for text in ["Sun, 06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994"] {
+            assert_eq!(parse_timestamp(text), Ok(expected), "{text}");
+        }
+    }
+
+    #[test]
+    fn reset_kinds() {
+        let c = clock(1_700_000_000);
+        assert_eq!(reset_after("30", ResetKind::Delta, &c), Ok(Duration::from_secs(30)));
+        assert_eq!(reset_after("1.5", ResetKind::Delta, &c), Ok(Duration::from_millis(1500)));
+        assert_eq!(reset_after("1700000060", ResetKind::Epoch, &c), Ok(Duration::from_secs(60)));
+        assert_eq!(reset_after("1700000060500", ResetKind::Epoch, &c), Ok(Duration::from_millis(60_500)));
+        assert_eq!(reset_after("6m0s", ResetKind::Duration, &c), Ok(Duration::from_secs(360)));
+        assert_eq!(reset_after("12", ResetKind::Duration, &c), Ok(Duration::from_secs(12)));
+        assert_eq!(reset_after("2023-11-14T22:14:20Z", ResetKind::Timestamp, &c), Ok(Duration::from_secs(60)));
+        assert_eq!(reset_after("1700000005", ResetKind::Timestamp, &c), Ok(Duration::from_secs(5)));
+        // The magnitude rule for unknown vendors.
+        assert_eq!(reset_after("60", ResetKind::Auto, &c), Ok(Duration::from_secs(60)));
+        assert_eq!(reset_after("1700000090", ResetKind::Auto, &c), Ok(Duration::from_secs(90)));
+        assert_eq!(reset_after("1700000090000", ResetKind::Auto, &c), Ok(Duration::from_secs(90)));
+        assert_eq!(reset_after("1m30s", ResetKind::Auto, &c), Ok(Duration::from_secs(90)));
+        assert_eq!(reset_after("Tue, 14 Nov 2023 22:15:00 GMT", ResetKind::Auto, &c), Ok(Duration::from_secs(100)));
+        assert_eq!(
+            reset_after("soon", ResetKind::Auto, &c),
+            Err(r#""soon" is not a number, duration or timestamp"#.into())
+        );
+    }
+
+    #[test]
+    fn past_resets_clamp_to_zero() {
+        let c = clock(1_700_000_000);
+        assert_eq!(reset_after("1600000000", ResetKind::Epoch, &c), Ok(Duration::ZERO));
+        assert_eq!(reset_after("2001-01-01T00:00:00Z", ResetKind::Timestamp, &c), Ok(Duration::ZERO));
+    }
+
+    #[test]
+    fn out_of_range_values_are_errors_not_panics() {
+        let c = clock(0);
+        assert!(reset_after("1e300", ResetKind::Epoch, &c).is_err());
+        assert!(reset_after("1e300", ResetKind::Delta, &c).is_err());
+        assert!(parse_go_duration("99999999999999999999999h").is_err());
+        assert!(seconds(f64::NAN).is_err());
+        assert!(seconds(-1.0).is_err());
+        assert!(text_seconds("99999999999999999999999").is_err());
+        // u64::MAX is read as epoch milliseconds: far away, but no overflow.
+        assert!(reset_after("18446744073709551615", ResetKind::Epoch, &c).is_ok());
+    }
+
+    #[test]
+    fn decimal_text_is_exact() {
+        assert_eq!(text_seconds("1470173023.123"), Ok(Duration::new(1_470_173_023, 123_000_000)));
+        assert_eq!(text_seconds(".5"), Ok(Duration::from_millis(500)));
+        assert_eq!(text_seconds("2."), Ok(Duration::from_secs(2)));
+        assert_eq!(text_seconds("1e3"), Ok(Duration::from_secs(1000)));
+        assert_eq!(text_seconds("0.1234567891"), Ok(Duration::from_nanos(123_456_789)));
+    }
+}

@@ -1,0 +1,12 @@
+//! The client side of HTTP: header dialects, retries, the limited client.
+pub mod adaptive;
+pub mod cache;
+pub mod client;
+pub mod events;
+pub mod headers;
+pub mod retry;
+
+pub use client::{Adaptive, ClientBuilder, ClientError, LimitedClient, LimitedResponse, RequestSpec};
+pub use events::{Event, EventKind, EventSink};
+pub use headers::{RateLimitInfo, ServerBudget};
+pub use retry::{Jitter, RetryPolicy};

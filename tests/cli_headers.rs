@@ -1,0 +1,54 @@
+//! `ratescope headers` as a user runs it: a pasted response head in, a table or exact JSON out.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+fn headers(args: &[&str], input: &str) -> (bool, String, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ratescope"))
+        .arg("headers")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    let output = child.wait_with_output().unwrap();
+    (output.status.success(), String::from_utf8(output.stdout).unwrap(), String::from_utf8(output.stderr).unwrap())
+}
+
+const GITHUB: &str = "HTTP/2 403\r\ndate: Mon, 01 Jan 2024 00:00:00 GMT\r\nx-ratelimit-limit: 60\r\nx-ratelimit-remaining: 0\r\nx-ratelimit-used: 60\r\nx-ratelimit-reset: 1704067260\r\nx-ratelimit-resource: core\r\n\r\n";
+
+#[test]
+fn json_has_exactly_the_documented_shape() {
+    let (ok, stdout, stderr) = headers(&["--json", "--now", "1704067200"], GITHUB);
+    assert!(ok, "{stderr}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let keys: Vec<&str> = json.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(keys, ["budgets", "retry_after_s", "status", "throttled", "warnings"]);
+    assert_eq!(json["status"], 403);
+    assert_eq!(json["throttled"], true);
+    let budget = &json["budgets"][0];
+    let budget_keys: Vec<&str> = budget.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(budget_keys, ["limit", "name", "remaining", "reset_after_s", "unit", "window_s"]);
+    assert_eq!((budget["name"].as_str(), budget["limit"].as_f64()), (Some("core"), Some(60.0)));
+    assert_eq!((budget["remaining"].as_f64(), budget["reset_after_s"].as_f64()), (Some(0.0), Some(60.0)));
+}
+
+#[test]
+fn the_table_is_readable_and_malformed_values_become_warnings() {
+    let input = "HTTP/1.1 429 Too Many Requests\nRetry-After: 20\nRateLimit-Policy: \"burst\";q=100;w=60\nRateLimit: \"burst\";r=0;t=12\nx-ratelimit-remaining: lots\n\n";
+    let (ok, stdout, stderr) = headers(&[], input);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("status: 429"), "{stdout}");
+    assert!(stdout.contains("burst") && stdout.contains("100"), "{stdout}");
+    assert!(stdout.contains("retry-after: 20s"), "{stdout}");
+    assert!(stdout.contains("\"lots\" is not a number"), "{stdout}");
+}
+
+#[test]
+fn an_unreadable_file_is_a_clear_error() {
+    let (ok, _, stderr) = headers(&["/nonexistent/head.txt"], "");
+    assert!(!ok);
+    assert!(stderr.contains("cannot read /nonexistent/head.txt"), "{stderr}");
+}

@@ -1,0 +1,147 @@
+//! A small rate-limited axum server on 127.0.0.1 for client tests, on the test's own (paused) clock.
+
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use parking_lot::Mutex;
+use tokio::time::Instant;
+
+/// One request the server saw.
+#[derive(Debug, Clone)]
+pub struct Arrival {
+    pub at: Duration,
+    pub path: String,
+    pub status: u16,
+    pub headers: HeaderMap,
+}
+
+#[derive(Debug)]
+struct Inner {
+    start: Instant,
+    arrivals: Vec<Arrival>,
+    /// `/limited`: fixed window of `limit` per `window`, start of the current window and count.
+    limit: u64,
+    window: Duration,
+    window_start: Instant,
+    count: u64,
+    /// `/throttle-once`: how many 429s remain to be served.
+    throttles_left: u32,
+}
+
+#[derive(Debug, Clone)]
+pub struct TestServer {
+    pub addr: SocketAddr,
+    inner: Arc<Mutex<Inner>>,
+}
+
+impl TestServer {
+    /// Starts the server: `/limited` allows `limit` per `window` (fixed windows, IETF draft headers),
+    /// `/throttle-once` answers the first `throttles` requests with 429 and `Retry-After: 2`.
+    pub async fn start(limit: u64, window: Duration, throttles: u32) -> Self {
+        let now = Instant::now();
+        let inner = Arc::new(Mutex::new(Inner {
+            start: now,
+            arrivals: Vec::new(),
+            limit,
+            window,
+            window_start: now,
+            count: 0,
+            throttles_left: throttles,
+        }));
+        let app = Router::new()
+            .route("/limited", get(limited))
+            .route("/throttle-once", get(throttle_once))
+            .route("/always-429", get(always_429))
+            .route("/cached", get(cached))
+            .route("/ok", get(ok))
+            .with_state(Arc::clone(&inner));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Self { addr, inner }
+    }
+
+    pub fn url(&self, path: &str) -> url::Url {
+        format!("http://{}{path}", self.addr).parse().unwrap()
+    }
+
+    pub fn key(&self) -> String {
+        self.addr.to_string()
+    }
+
+    pub fn arrivals(&self) -> Vec<Arrival> {
+        self.inner.lock().arrivals.clone()
+    }
+
+    pub fn count_status(&self, status: u16) -> usize {
+        self.inner.lock().arrivals.iter().filter(|a| a.status == status).count()
+    }
+}
+
+type Shared = State<Arc<Mutex<Inner>>>;
+
+fn record(inner: &mut Inner, path: &str, status: StatusCode, headers: &HeaderMap) {
+    let at = inner.start.elapsed();
+    inner.arrivals.push(Arrival { at, path: path.to_owned(), status: status.as_u16(), headers: headers.clone() });
+}
+
+async fn limited(State(inner): Shared, request_headers: HeaderMap) -> impl IntoResponse {
+    let mut inner = inner.lock();
+    let now = Instant::now();
+    while now >= inner.window_start + inner.window {
+        let window = inner.window;
+        inner.window_start += window;
+        inner.count = 0;
+    }
+    let reset = (inner.window_start + inner.window - now).as_secs_f64().ceil() as u64;
+    let mut headers = HeaderMap::new();
+    let policy = format!("\"win\";q={};w={}", inner.limit, inner.window.as_secs());
+    headers.insert("ratelimit-policy", HeaderValue::from_str(&policy).unwrap());
+    let status = if inner.count < inner.limit {
+        inner.count += 1;
+        StatusCode::OK
+    } else {
+        headers.insert("retry-after", HeaderValue::from(reset));
+        StatusCode::TOO_MANY_REQUESTS
+    };
+    let remaining = inner.limit - inner.count;
+    headers.insert("ratelimit", HeaderValue::from_str(&format!("\"win\";r={remaining};t={reset}")).unwrap());
+    record(&mut inner, "/limited", status, &request_headers);
+    (status, headers, "limited")
+}
+
+async fn throttle_once(State(inner): Shared, request_headers: HeaderMap) -> impl IntoResponse {
+    let mut inner = inner.lock();
+    let throttled = inner.throttles_left > 0;
+    if throttled {
+        inner.throttles_left -= 1;
+        record(&mut inner, "/throttle-once", StatusCode::TOO_MANY_REQUESTS, &request_headers);
+        (StatusCode::TOO_MANY_REQUESTS, [("retry-after", "2")], "slow down").into_response()
+    } else {
+        record(&mut inner, "/throttle-once", StatusCode::OK, &request_headers);
+        (StatusCode::OK, "fine").into_response()
+    }
+}
+
+async fn always_429(State(inner): Shared, request_headers: HeaderMap) -> impl IntoResponse {
+    record(&mut inner.lock(), "/always-429", StatusCode::TOO_MANY_REQUESTS, &request_headers);
+    (StatusCode::TOO_MANY_REQUESTS, [("retry-after", "1")], "no")
+}
+
+async fn cached(State(inner): Shared, request_headers: HeaderMap) -> impl IntoResponse {
+    record(&mut inner.lock(), "/cached", StatusCode::OK, &request_headers);
+    (StatusCode::OK, [("cache-control", "max-age=60"), ("etag", "\"v1\"")], "{\"items\":[1,2,3]}")
+}
+
+async fn ok(State(inner): Shared, request_headers: HeaderMap) -> impl IntoResponse {
+    record(&mut inner.lock(), "/ok", StatusCode::OK, &request_headers);
+    (StatusCode::OK, "ok")
+}
