@@ -22,6 +22,7 @@
 //! ahead and says "reset at Date + 60 s" therefore yields 60 s, not 3660 s.
 //! Instants in the past clamp to zero.
 
+use std::borrow::Cow;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::quoted;
@@ -190,127 +191,28 @@ pub(crate) fn parse_go_duration(text: &str) -> Result<Duration, String> {
     seconds(total)
 }
 
-/// An RFC 3339 `date-time`: `2024-05-01T12:00:00Z`, `...T12:00:00.5+02:00`.
-/// Lenient in two ways seen in the wild: `t`/space as separator and `+0200`.
+/// An RFC 3339 `date-time` (`2024-05-01T12:00:00Z`, `...T12:00:00.5+02:00`),
+/// read by jiff's Temporal parser, which also takes `t`/space as separator,
+/// lower-case `z` and `+0200`. Two gaps between jiff and RFC 3339 are closed
+/// here: RFC 3339 allows any number of fraction digits (jiff reads at most
+/// nine, so the rest are cut off first), and caps an offset's hour at 23
+/// (jiff accepts up to ±25:59:59, so larger offsets are rejected).
 pub(crate) fn parse_rfc3339(text: &str) -> Option<SystemTime> {
-    let mut c = Cursor(text.as_bytes());
-    let year = c.digits(4)?;
-    c.byte(b'-')?;
-    let month = c.digits(2)?;
-    c.byte(b'-')?;
-    let day = c.digits(2)?;
-    if !matches!(c.next()?, b'T' | b't' | b' ') {
-        return None;
-    }
-    let hour = c.digits(2)?;
-    c.byte(b':')?;
-    let minute = c.digits(2)?;
-    c.byte(b':')?;
-    let second = c.digits(2)?;
-    let mut nanos = 0u32;
-    if c.peek() == Some(b'.') {
-        c.next()?;
-        let frac = c.take_while(|b| b.is_ascii_digit());
-        if frac.is_empty() {
-            return None;
-        }
-        for (i, b) in frac.iter().take(9).enumerate() {
-            nanos += u32::from(b - b'0') * 10u32.pow(8 - i as u32);
-        }
-    }
-    let offset = match c.next()? {
-        b'Z' | b'z' => 0,
-        sign @ (b'+' | b'-') => {
-            let oh = c.digits(2)?;
-            if c.peek() == Some(b':') {
-                c.next()?;
-            }
-            let om = c.digits(2)?;
-            if oh > 23 || om > 59 {
-                return None;
-            }
-            let secs = (oh * 3600 + om * 60) as i64;
-            if sign == b'-' { -secs } else { secs }
-        }
-        _ => return None,
-    };
-    let valid = c.0.is_empty()
-        && (1..=12).contains(&month)
-        && (1..=days_in_month(year, month)).contains(&day)
-        && hour <= 23
-        && minute <= 59
-        && second <= 60;
-    if !valid {
-        return None;
-    }
-    let days = days_from_civil(year as i64, month as i64, day as i64);
-    let secs = days * 86_400 + (hour * 3600 + minute * 60 + second) as i64 - offset;
-    let whole = if secs >= 0 {
-        UNIX_EPOCH.checked_add(Duration::from_secs(secs.unsigned_abs()))?
-    } else {
-        UNIX_EPOCH.checked_sub(Duration::from_secs(secs.unsigned_abs()))?
-    };
-    whole.checked_add(Duration::from_nanos(u64::from(nanos)))
+    let text = clip_fraction(text.trim());
+    let pieces = jiff::fmt::temporal::Pieces::parse(text.as_ref()).ok()?;
+    let offset = pieces.to_numeric_offset().filter(|o| o.seconds().unsigned_abs() < 24 * 3600)?;
+    let timestamp = offset.to_timestamp(pieces.date().to_datetime(pieces.time()?)).ok()?;
+    SystemTime::try_from(timestamp).ok()
 }
 
-fn is_leap(year: u32) -> bool {
-    (year.is_multiple_of(4) && !year.is_multiple_of(100)) || year.is_multiple_of(400)
-}
-
-fn days_in_month(year: u32, month: u32) -> u32 {
-    match month {
-        2 if is_leap(year) => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
+/// `text` with any seconds fraction cut to nanoseconds (nine digits).
+fn clip_fraction(text: &str) -> Cow<'_, str> {
+    let Some(dot) = text.find('.') else { return Cow::Borrowed(text) };
+    let digits = text[dot + 1..].bytes().take_while(u8::is_ascii_digit).count();
+    if digits <= 9 {
+        return Cow::Borrowed(text);
     }
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// A tiny byte reader that never indexes out of bounds.
-struct Cursor<'a>(&'a [u8]);
-
-impl Cursor<'_> {
-    fn peek(&self) -> Option<u8> {
-        self.0.first().copied()
-    }
-
-    fn next(&mut self) -> Option<u8> {
-        let (&b, rest) = self.0.split_first()?;
-        self.0 = rest;
-        Some(b)
-    }
-
-    fn byte(&mut self, want: u8) -> Option<()> {
-        (self.next()? == want).then_some(())
-    }
-
-    fn take_while(&mut self, pred: impl Fn(u8) -> bool) -> &[u8] {
-        let n = self.0.iter().take_while(|&&b| pred(b)).count();
-        let (head, rest) = self.0.split_at(n);
-        self.0 = rest;
-        head
-    }
-
-    /// Exactly `n` ASCII digits as a number.
-    fn digits(&mut self, n: usize) -> Option<u32> {
-        let head = self.0.get(..n)?;
-        if !head.iter().all(u8::is_ascii_digit) {
-            return None;
-        }
-        self.0 = self.0.get(n..)?;
-        Some(head.iter().fold(0, |acc, b| acc * 10 + u32::from(b - b'0')))
-    }
+    Cow::Owned(format!("{}{}", &text[..dot + 10], &text[dot + 1 + digits..]))
 }
 
 #[cfg(test)]
