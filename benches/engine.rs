@@ -129,7 +129,9 @@ fn queue_drain(c: &mut Criterion) {
     for n in [1_000usize, 10_000, 100_000] {
         let (_, bytes) = drain(n);
         let future = std::mem::size_of::<ratescope::engine::Acquire>();
-        eprintln!("queue_drain/{n}: {bytes} bytes per waiter in the limiter's queue + {future} bytes of Acquire future");
+        eprintln!(
+            "queue_drain/{n}: {bytes} bytes per waiter in the limiter's queue + {future} bytes of Acquire future"
+        );
         group.throughput(Throughput::Elements(n as u64));
         group.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, &n| {
             b.iter_custom(|iters| (0..iters).map(|_| drain(n).0).sum());
