@@ -209,3 +209,24 @@ async fn an_unreachable_host_gives_a_clear_error() {
     assert!(text.starts_with("could not reach 127.0.0.1: connection error:"), "{text}");
     assert!(text.contains("refused"), "the cause is named: {text}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_request_waiting_to_retry_holds_no_concurrency_slot() {
+    let server = TestServer::start(100, Duration::from_secs(60), 1).await;
+    let registry = registry_for(&server, LimiterConfig::new().with_concurrency(1));
+    let client = client(Arc::clone(&registry), RetryPolicy::default());
+    let request = tokio::spawn({
+        let (client, url) = (client.clone(), server.url("/throttle-once"));
+        async move { client.get(url).await }
+    });
+    while server.arrivals().is_empty() {
+        tokio::task::yield_now().await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let snapshot = registry.limiter_for("127.0.0.1", Some(server.addr.port()), "/").unwrap().snapshot();
+    assert_eq!(snapshot.in_flight, 0, "the 429'd request sleeps without its slot");
+    let pause = snapshot.paused.expect("the whole key is paused meanwhile");
+    assert_eq!(pause.remaining, Duration::from_secs(1));
+    assert_eq!(pause.reason, "429 Too Many Requests from the server, pausing 2.0s");
+    assert_eq!(request.await.unwrap().unwrap().status, 200);
+}
