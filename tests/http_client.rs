@@ -230,3 +230,15 @@ async fn a_request_waiting_to_retry_holds_no_concurrency_slot() {
     assert_eq!(pause.reason, "429 Too Many Requests from the server, pausing 2.0s");
     assert_eq!(request.await.unwrap().unwrap().status, 200);
 }
+
+#[tokio::test(start_paused = true)]
+async fn adaptive_mode_gives_an_unconfigured_host_the_servers_limits() {
+    let server = TestServer::start(3, Duration::from_secs(10), 0).await;
+    let client = LimitedClient::builder().adaptive(Adaptive::All).without_timers().build().unwrap();
+    for _ in 0..7 {
+        assert_eq!(client.get(server.url("/limited")).await.unwrap().status, 200);
+    }
+    assert_eq!(server.count_status(429), 0, "learned from the first response, paused at remaining 0");
+    let limiter = client.registry().limiter_for("127.0.0.1", None, "/limited").expect("a limiter was created");
+    assert_eq!(limiter.config().describe(), "window 3/10s");
+}

@@ -344,7 +344,7 @@ impl LimitedClient {
                     {
                         adaptive::apply(limiter, &info, Instant::now());
                     } else if limiter.is_none() && matches!(inner.adaptive, Adaptive::All) {
-                        self.learn_unlimited_host(&host, &info);
+                        self.learn_unlimited_host(&host, spec.url.path(), &info);
                     }
                     let outcome = Outcome::Status { status: status.as_u16(), retry_after: info.retry_after };
                     (Some(outcome), Some((status, response_headers, body, info)))
@@ -444,16 +444,18 @@ impl LimitedClient {
     }
 
     /// Adaptive mode on a host with no configured limits: the server's word becomes its limit.
-    fn learn_unlimited_host(&self, host: &str, info: &RateLimitInfo) {
-        let Ok(key) = LimitKey::host(host) else { return };
-        let Some(config) = adaptive::learned_config(&Default::default(), info) else {
-            if adaptive::exhausted_until(info).is_none() {
-                return;
-            }
-            let _ = self.inner.registry.set(key, Default::default());
+    fn learn_unlimited_host(&self, host: &str, path: &str, info: &RateLimitInfo) {
+        let learned = adaptive::learned_config(&Default::default(), info).is_some();
+        if !learned && adaptive::exhausted_until(info).is_none() {
             return;
-        };
-        let _ = self.inner.registry.set(key, config);
+        }
+        let Ok(key) = LimitKey::host(host) else { return };
+        if self.inner.registry.set(key, Default::default()).is_err() {
+            return;
+        }
+        if let Some(limiter) = self.inner.registry.limiter_for(host, None, path) {
+            adaptive::apply(&limiter, info, Instant::now());
+        }
     }
 
     async fn send_once(&self, spec: &RequestSpec, headers: &HeaderMap) -> Attempt {
