@@ -242,3 +242,21 @@ async fn adaptive_mode_gives_an_unconfigured_host_the_servers_limits() {
     let limiter = client.registry().limiter_for("127.0.0.1", None, "/limited").expect("a limiter was created");
     assert_eq!(limiter.config().describe(), "window 3/10s");
 }
+
+#[tokio::test(start_paused = true)]
+async fn per_host_headers_and_per_key_retry_policies_apply() {
+    let server = TestServer::start(100, Duration::from_secs(60), 0).await;
+    let mut headers = http::HeaderMap::new();
+    headers.insert("x-api-key", "k1".parse().unwrap());
+    let client = LimitedClient::builder()
+        .registry(registry_for(&server, LimiterConfig::new()))
+        .host_headers(&server.key(), headers)
+        .key_retry(server.key(), RetryPolicy { max_attempts: 1, ..RetryPolicy::default() })
+        .without_timers()
+        .build()
+        .unwrap();
+    client.get(server.url("/ok")).await.unwrap();
+    assert_eq!(server.arrivals()[0].headers.get("x-api-key").unwrap(), "k1");
+    let err = client.get(server.url("/always-429")).await.unwrap_err();
+    assert!(matches!(err, ClientError::GaveUp { attempts: 1, .. }), "the key's own policy: one attempt");
+}

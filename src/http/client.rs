@@ -6,7 +6,7 @@
 //! header interpretation → adaptive limits → on 429/503 the whole key pauses → the retry
 //! policy decides: done, retry after a delay (the slot is released while waiting), or give up.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
@@ -118,6 +118,8 @@ pub struct ClientBuilder {
     cache: Option<CacheConfig>,
     events: EventSink,
     default_headers: HeaderMap,
+    host_headers: HashMap<String, HeaderMap>,
+    key_retry: HashMap<String, RetryPolicy>,
     connect_timeout: Option<Duration>,
     request_timeout: Option<Duration>,
     pool_idle_timeout: Option<Duration>,
@@ -133,6 +135,8 @@ impl Default for ClientBuilder {
             cache: None,
             events: EventSink::none(),
             default_headers: HeaderMap::new(),
+            host_headers: HashMap::new(),
+            key_retry: HashMap::new(),
             connect_timeout: Some(Duration::from_secs(10)),
             request_timeout: Some(Duration::from_secs(60)),
             pool_idle_timeout: Some(Duration::from_secs(90)),
@@ -172,6 +176,18 @@ impl ClientBuilder {
         self
     }
 
+    /// Headers added to every request to `host` (`host` or `host:port`, as in the URL), after the defaults.
+    pub fn host_headers(mut self, host: &str, headers: HeaderMap) -> Self {
+        self.host_headers.entry(host.to_ascii_lowercase()).or_default().extend(headers);
+        self
+    }
+
+    /// The retry policy for requests paced by the limiter keyed `key` (instead of the default one).
+    pub fn key_retry(mut self, key: String, policy: RetryPolicy) -> Self {
+        self.key_retry.insert(key, policy);
+        self
+    }
+
     /// Connect and whole-request timeouts (`None` for none).
     pub fn timeouts(mut self, connect: Option<Duration>, request: Option<Duration>) -> Self {
         self.connect_timeout = connect;
@@ -192,7 +208,9 @@ impl ClientBuilder {
     }
 
     pub fn build(self) -> Result<LimitedClient, ClientError> {
-        self.retry.validate().map_err(|err| ClientError::Build(err.to_string()))?;
+        for policy in std::iter::once(&self.retry).chain(self.key_retry.values()) {
+            policy.validate().map_err(|err| ClientError::Build(err.to_string()))?;
+        }
         // reqwest is built without a default TLS provider; ring is ours (ignore "already installed").
         let _ = rustls::crypto::ring::default_provider().install_default();
         let mut http = reqwest::Client::builder().pool_idle_timeout(self.pool_idle_timeout);
@@ -216,6 +234,8 @@ impl ClientBuilder {
                 cache: self.cache.map(ResponseCache::new),
                 events: self.events,
                 default_headers: self.default_headers,
+                host_headers: self.host_headers,
+                key_retry: self.key_retry,
                 next_id: AtomicU64::new(0),
                 rng: Mutex::new(rng),
             }),
@@ -238,6 +258,8 @@ struct Inner {
     cache: Option<ResponseCache>,
     events: EventSink,
     default_headers: HeaderMap,
+    host_headers: HashMap<String, HeaderMap>,
+    key_retry: HashMap<String, RetryPolicy>,
     next_id: AtomicU64,
     rng: Mutex<StdRng>,
 }
@@ -286,7 +308,15 @@ impl LimitedClient {
             inner.events.emit(Event { request_id: id, key: key.clone(), at: Instant::now(), kind });
         };
         let uri: http::Uri = spec.url.as_str().parse().map_err(|_| ClientError::NoHost(spec.url.clone()))?;
+        let retry = key.as_ref().and_then(|key| inner.key_retry.get(key)).unwrap_or(&inner.retry);
         let mut headers = inner.default_headers.clone();
+        let authority = match spec.url.port() {
+            Some(port) => format!("{host}:{port}"),
+            None => host.clone(),
+        };
+        if let Some(extra) = inner.host_headers.get(&authority).or_else(|| inner.host_headers.get(&host)) {
+            headers.extend(extra.clone());
+        }
         headers.extend(spec.headers.clone());
         if let Some(cache) = &inner.cache {
             match cache.lookup(&spec.method, &uri, &headers, SystemTime::now()) {
@@ -358,16 +388,16 @@ impl LimitedClient {
             let outcome = status_outcome.unwrap_or(Outcome::ConnectionError { message: &error_message });
             let decision = {
                 let mut rng = inner.rng.lock();
-                inner.retry.decide(attempt, &outcome, &spec.method, previous_delay, &mut *rng)
+                retry.decide(attempt, &outcome, &spec.method, previous_delay, &mut *rng)
             };
             if let (Some(limiter), Some((status, _, _, info))) = (&limiter, &response)
                 && (info.throttled || matches!(status.as_u16(), 429 | 503))
             {
                 let pause = match &decision {
                     Decision::Retry { delay, .. } => *delay,
-                    _ => info.retry_after.unwrap_or_else(|| inner.retry.raw_backoff(attempt)),
+                    _ => info.retry_after.unwrap_or_else(|| retry.raw_backoff(attempt)),
                 }
-                .min(inner.retry.max_retry_after);
+                .min(retry.max_retry_after);
                 let reason = format!("{} from the server, pausing {}", status_text(*status), format_wait(pause));
                 limiter.pause_until(Instant::now() + pause, reason.clone());
                 emit(EventKind::KeyPaused { pause, reason });
