@@ -7,5 +7,6 @@
 pub mod cli;
 pub mod engine;
 pub mod http;
+pub mod run;
 
 pub use engine::{Limiter, LimiterConfig, Priority, Registry};

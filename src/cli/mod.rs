@@ -1,5 +1,6 @@
 //! The command line: argument definitions (clap) and dispatch to each subcommand.
 
+mod burst;
 mod headers;
 mod limits;
 mod pace;
@@ -22,6 +23,8 @@ pub struct Cli {
 pub enum Command {
     /// Send N simulated requests through the limiter (no network) and show when each is admitted.
     Pace(pace::PaceArgs),
+    /// Fire a burst of requests at an API through the limiter (or raw) and summarise what happened.
+    Burst(burst::BurstArgs),
     /// Explain the rate-limit headers of a response head pasted from any provider.
     Headers(headers::HeadersArgs),
 }
@@ -32,6 +35,7 @@ pub fn main(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Some(Command::Pace(args)) => pace::run(args),
         Some(Command::Headers(args)) => headers::run(args),
+        Some(Command::Burst(args)) => burst::run(args),
         None => {
             use clap::CommandFactory;
             let mut command = Cli::command();

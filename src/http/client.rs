@@ -73,6 +73,26 @@ pub struct LimitedResponse {
     pub total: Duration,
 }
 
+/// One HTTP attempt of a request, for summaries and per-attempt CSV.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttemptRecord {
+    pub attempt: u32,
+    /// When it went on the wire.
+    pub sent_at: Instant,
+    /// Time in the limiter before this attempt.
+    pub queue_wait: Duration,
+    /// Send to response (or to the error).
+    pub service_time: Duration,
+    pub status: Option<u16>,
+    /// The transport error, when there was no response.
+    pub error: Option<String>,
+    /// The wait before the next attempt, when one was scheduled.
+    pub retry_delay: Option<Duration>,
+    /// What the server said is left of its most restrictive budget.
+    pub server_remaining: Option<f64>,
+    pub retry_after: Option<Duration>,
+}
+
 /// Why a request ended without a response to return.
 #[derive(Debug, Error)]
 pub enum ClientError {
@@ -298,6 +318,16 @@ impl LimitedClient {
 
     /// Sends one request through its key's limiter, retrying as the policy says.
     pub async fn send(&self, spec: RequestSpec) -> Result<LimitedResponse, ClientError> {
+        self.send_recorded(spec, &mut Vec::new()).await
+    }
+
+    /// Like [`send`](Self::send), and appends one [`AttemptRecord`] per HTTP attempt to `log`
+    /// (nothing for a fresh cache hit). Lossless, unlike the event stream.
+    pub async fn send_recorded(
+        &self,
+        spec: RequestSpec,
+        log: &mut Vec<AttemptRecord>,
+    ) -> Result<LimitedResponse, ClientError> {
         let inner = &*self.inner;
         let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
@@ -334,6 +364,7 @@ impl LimitedClient {
         let mut previous_delay = None;
         loop {
             attempt += 1;
+            let mut this_wait = Duration::ZERO;
             let permit = match &limiter {
                 Some(limiter) => {
                     emit(EventKind::Queued { attempt, priority: spec.priority });
@@ -341,6 +372,7 @@ impl LimitedClient {
                     let permit = limiter.acquire(spec.priority, spec.cost).await;
                     let waited = queued_at.elapsed();
                     queue_wait += waited;
+                    this_wait = waited;
                     match permit {
                         Ok(permit) => {
                             emit(EventKind::Admitted { attempt, queue_wait: waited });
@@ -390,6 +422,20 @@ impl LimitedClient {
                 let mut rng = inner.rng.lock();
                 retry.decide(attempt, &outcome, &spec.method, previous_delay, &mut *rng)
             };
+            log.push(AttemptRecord {
+                attempt,
+                sent_at,
+                queue_wait: this_wait,
+                service_time,
+                status: response.as_ref().map(|(status, ..)| status.as_u16()),
+                error: response.is_none().then(|| outcome_text(&outcome)),
+                retry_delay: match &decision {
+                    Decision::Retry { delay, .. } => Some(*delay),
+                    _ => None,
+                },
+                server_remaining: response.as_ref().and_then(|(.., info)| info.most_restrictive()?.remaining),
+                retry_after: response.as_ref().and_then(|(.., info)| info.retry_after),
+            });
             if let (Some(limiter), Some((status, _, _, info))) = (&limiter, &response)
                 && (info.throttled || matches!(status.as_u16(), 429 | 503))
             {

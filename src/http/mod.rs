@@ -6,7 +6,7 @@ pub mod events;
 pub mod headers;
 pub mod retry;
 
-pub use client::{Adaptive, ClientBuilder, ClientError, LimitedClient, LimitedResponse, RequestSpec};
+pub use client::{Adaptive, AttemptRecord, ClientBuilder, ClientError, LimitedClient, LimitedResponse, RequestSpec};
 pub use events::{Event, EventKind, EventSink};
 pub use headers::{RateLimitInfo, ServerBudget};
 pub use retry::{Jitter, RetryPolicy};

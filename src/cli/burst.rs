@@ -1,0 +1,187 @@
+//! `ratescope burst`: fire requests at an API through the limiter (or raw) and summarise.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use http::{HeaderMap, HeaderName, HeaderValue, Method};
+use indicatif::{ProgressBar, ProgressStyle};
+use url::Url;
+
+use super::LimitArgs;
+use crate::engine::{Rate, parse_duration};
+use crate::http::RetryPolicy;
+use crate::run::{ArrivalPattern, Burst, BurstSpec, Endpoint, PriorityMix, write_csv};
+
+#[derive(Debug, Args)]
+pub struct BurstArgs {
+    /// Target URL(s); several spread the requests by --weights.
+    #[arg(required = true, value_name = "URL")]
+    pub urls: Vec<Url>,
+    /// Relative weights of the URLs, e.g. 3,1.
+    #[arg(long, value_delimiter = ',')]
+    pub weights: Vec<u32>,
+    /// Number of requests.
+    #[arg(short = 'n', long = "requests", default_value_t = 200)]
+    pub requests: usize,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    /// Send without any limiter, to compare against paced sending (-c still caps requests in flight).
+    #[arg(long, conflicts_with_all = ["rate", "burst", "windows", "adaptive"])]
+    pub no_limit: bool,
+    /// Retries per request after the first attempt (Retry-After always wins over backoff).
+    #[arg(long, value_name = "K")]
+    pub retries: Option<u32>,
+    /// Follow the limits the server publishes in its headers (tightening, never loosening).
+    #[arg(long)]
+    pub adaptive: bool,
+    /// HTTP method.
+    #[arg(short = 'm', long, default_value = "GET")]
+    pub method: Method,
+    /// Extra request header, `Name: value`; repeat for several.
+    #[arg(short = 'H', long = "header", value_name = "NAME: VALUE")]
+    pub headers: Vec<String>,
+    /// Arrivals at a fixed rate (e.g. 50/1s) instead of all at once.
+    #[arg(long, value_name = "N/DURATION", conflicts_with = "ramp")]
+    pub arrival_rate: Option<Rate>,
+    /// With --arrival-rate: keep arriving for this long (the count follows), e.g. 30s.
+    #[arg(long, value_parser = duration_arg, requires = "arrival_rate")]
+    pub duration: Option<Duration>,
+    /// Arrival rate ramping linearly, FROM:TO:OVER in requests per second, e.g. 1:50:30s.
+    #[arg(long, value_name = "FROM:TO:OVER")]
+    pub ramp: Option<String>,
+    /// Shares of the high and low lanes (the rest is normal), e.g. --high 0.2 --low 0.3.
+    #[arg(long, default_value_t = 0.0)]
+    pub high: f64,
+    #[arg(long, default_value_t = 0.0)]
+    pub low: f64,
+    /// Print the summary as one JSON object (schema in ratescope::run::Summary).
+    #[arg(long)]
+    pub json: bool,
+    /// Write one row per HTTP attempt to this CSV file.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+}
+
+fn duration_arg(text: &str) -> Result<Duration, String> {
+    parse_duration(text).map_err(|err| err.to_string())
+}
+
+impl BurstArgs {
+    fn spec(&self) -> anyhow::Result<BurstSpec> {
+        if !self.weights.is_empty() && self.weights.len() != self.urls.len() {
+            bail!("--weights has {} values for {} URLs", self.weights.len(), self.urls.len());
+        }
+        let endpoints = self
+            .urls
+            .iter()
+            .enumerate()
+            .map(|(i, url)| Endpoint { url: url.clone(), weight: self.weights.get(i).copied().unwrap_or(1) })
+            .collect();
+        let mut headers = HeaderMap::new();
+        for header in &self.headers {
+            let (name, value) =
+                header.split_once(':').with_context(|| format!("-H '{header}' is not 'Name: value'"))?;
+            let name: HeaderName = name.trim().parse().with_context(|| format!("-H '{header}': bad header name"))?;
+            let value: HeaderValue =
+                value.trim().parse().with_context(|| format!("-H '{header}': bad header value"))?;
+            headers.append(name, value);
+        }
+        let arrival = match (&self.arrival_rate, self.duration, &self.ramp) {
+            (Some(rate), Some(duration), _) => ArrivalPattern::ForDuration { rate: *rate, duration },
+            (Some(rate), None, _) => ArrivalPattern::FixedRate(*rate),
+            (None, _, Some(ramp)) => parse_ramp(ramp)?,
+            (None, _, None) => ArrivalPattern::AllAtOnce,
+        };
+        for (name, share) in [("--high", self.high), ("--low", self.low)] {
+            if !(0.0..=1.0).contains(&share) {
+                bail!("{name} must be between 0 and 1, got {share}");
+            }
+        }
+        if self.high + self.low > 1.0 {
+            bail!("--high and --low add up to more than 1");
+        }
+        let priorities = PriorityMix { high: self.high, normal: 1.0 - self.high - self.low, low: self.low };
+        let mut retry = RetryPolicy::default();
+        if let Some(retries) = self.retries {
+            retry.max_attempts = retries.saturating_add(1);
+        }
+        let (limits, raw_concurrency) =
+            if self.no_limit { (None, self.limits.concurrency) } else { (Some(self.limits.to_config()?), None) };
+        Ok(BurstSpec {
+            endpoints,
+            method: self.method.clone(),
+            headers,
+            requests: self.requests,
+            arrival,
+            priorities,
+            limits,
+            raw_concurrency,
+            retry,
+            adaptive: self.adaptive,
+        })
+    }
+}
+
+fn parse_ramp(text: &str) -> anyhow::Result<ArrivalPattern> {
+    let parts: Vec<&str> = text.split(':').collect();
+    let [from, to, over] = parts.as_slice() else { bail!("--ramp '{text}' is not FROM:TO:OVER, e.g. 1:50:30s") };
+    let from: f64 = from.trim().parse().with_context(|| format!("--ramp: '{from}' is not a number"))?;
+    let to: f64 = to.trim().parse().with_context(|| format!("--ramp: '{to}' is not a number"))?;
+    let over = parse_duration(over)?;
+    Ok(ArrivalPattern::Ramp { from, to, over })
+}
+
+/// Writes `results` as CSV to `path` atomically (a temporary file renamed into place).
+fn save_csv(path: &Path, results: &[crate::run::RequestResult]) -> anyhow::Result<()> {
+    let dir = path.parent().filter(|dir| !dir.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let mut file =
+        tempfile::NamedTempFile::new_in(dir).with_context(|| format!("cannot write in {}", dir.display()))?;
+    write_csv(&mut file, results).with_context(|| format!("cannot write {}", path.display()))?;
+    file.as_file().sync_all()?;
+    file.persist(path).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}
+
+pub fn run(args: BurstArgs) -> anyhow::Result<ExitCode> {
+    let spec = args.spec()?;
+    spec.validate()?;
+    let (summary, results) = super::runtime()?.block_on(async {
+        let burst = Burst::start_with_own_client(spec)?;
+        let bar = ProgressBar::new(burst.progress().planned as u64);
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} done  {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        let mut ticker = tokio::time::interval(Duration::from_millis(100));
+        let mut interrupted = false;
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => {
+                    let progress = burst.progress();
+                    bar.set_position(progress.done as u64);
+                    bar.set_message(format!("{} in flight or queued, {} failed", progress.launched - progress.done, progress.failed));
+                    if burst.is_finished() { break; }
+                }
+                _ = tokio::signal::ctrl_c(), if !interrupted => {
+                    interrupted = true;
+                    bar.println("interrupted: cancelling queued and in-flight requests");
+                    burst.cancel();
+                }
+            }
+        }
+        bar.finish_and_clear();
+        anyhow::Ok(burst.finish().await)
+    })?;
+    if let Some(path) = &args.csv {
+        save_csv(path, &results)?;
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&summary.to_json())?);
+    } else {
+        print!("{summary}");
+    }
+    Ok(if summary.failed > 0 || summary.cancelled > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}

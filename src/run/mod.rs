@@ -1,0 +1,14 @@
+//! A burst: what to send (`BurstSpec`), when (`schedule`), running it through the limited
+//! client (`runner`), and what happened (`summary`, `export`).
+
+mod export;
+mod runner;
+mod schedule;
+mod spec;
+mod summary;
+
+pub use export::{CSV_HEADER, write_csv};
+pub use runner::{Burst, BurstProgress, RequestOutcome, RequestResult};
+pub use schedule::arrival_offsets;
+pub use spec::{ArrivalPattern, BurstSpec, Endpoint, PriorityMix, SpecError};
+pub use summary::{Percentiles, Summary};

@@ -1,0 +1,256 @@
+//! `BurstSpec`: endpoints and their weights, method, headers, count, arrival pattern,
+//! priority mix and limiter settings (or none, to compare against raw sending).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{HeaderMap, Method};
+use thiserror::Error;
+use url::Url;
+
+use crate::engine::{ConfigError, LimitKey, LimiterConfig, Priority, Rate, Registry};
+use crate::http::{Adaptive, ClientError, EventSink, LimitedClient, RetryPolicy};
+
+/// The most requests one burst may plan.
+pub const MAX_REQUESTS: usize = 10_000_000;
+
+/// One target of a burst; requests are spread over endpoints by weight.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Endpoint {
+    pub url: Url,
+    pub weight: u32,
+}
+
+/// When requests arrive.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ArrivalPattern {
+    /// Every request at once: the limiter does all the pacing.
+    AllAtOnce,
+    /// One request every `per / amount`.
+    FixedRate(Rate),
+    /// The arrival rate grows linearly from `from` to `to` requests per second over `over`, then stays.
+    Ramp { from: f64, to: f64, over: Duration },
+    /// At `rate` for `duration`; the request count follows from them.
+    ForDuration { rate: Rate, duration: Duration },
+}
+
+/// Shares of the priority lanes (weights, need not sum to 1).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PriorityMix {
+    pub high: f64,
+    pub normal: f64,
+    pub low: f64,
+}
+
+impl Default for PriorityMix {
+    fn default() -> Self {
+        Self { high: 0.0, normal: 1.0, low: 0.0 }
+    }
+}
+
+impl PriorityMix {
+    /// The lane of request `index`: deterministic and evenly interleaved by weight.
+    pub fn lane(&self, index: usize) -> Priority {
+        let total = self.high + self.normal + self.low;
+        if total.is_nan() || total <= 0.0 {
+            return Priority::Normal;
+        }
+        // A low-discrepancy walk: request i sits at fraction frac(i * golden ratio).
+        let position = (index as f64 * 0.618_033_988_749_895).fract() * total;
+        if position < self.high {
+            Priority::High
+        } else if position < self.high + self.normal {
+            Priority::Normal
+        } else {
+            Priority::Low
+        }
+    }
+}
+
+/// A burst to fire.
+#[derive(Debug, Clone)]
+pub struct BurstSpec {
+    pub endpoints: Vec<Endpoint>,
+    pub method: Method,
+    pub headers: HeaderMap,
+    /// Requests to send (ignored for `ForDuration`, which derives it).
+    pub requests: usize,
+    pub arrival: ArrivalPattern,
+    pub priorities: PriorityMix,
+    /// Limits applied to every endpoint's host; `None` sends raw, unpaced.
+    pub limits: Option<LimiterConfig>,
+    /// With `limits: None`, the most requests in flight (like oha's `-c`); `None` for unbounded.
+    pub raw_concurrency: Option<usize>,
+    pub retry: RetryPolicy,
+    pub adaptive: bool,
+}
+
+/// A spec that cannot run.
+#[derive(Debug, Error)]
+pub enum SpecError {
+    #[error("a burst needs at least one endpoint")]
+    NoEndpoints,
+    #[error("endpoint {0} has no host")]
+    NoHost(Url),
+    #[error("endpoint {0} is not http or https")]
+    Scheme(Url),
+    #[error("every endpoint has weight 0")]
+    ZeroWeights,
+    #[error("{0} requests is more than a burst may send ({MAX_REQUESTS})")]
+    TooManyRequests(usize),
+    #[error("a burst of 0 requests sends nothing")]
+    NoRequests,
+    #[error("{0}")]
+    Arrival(String),
+    #[error("a concurrency of 0 would never send anything")]
+    ZeroConcurrency,
+    #[error(transparent)]
+    Limits(#[from] ConfigError),
+    #[error(transparent)]
+    Client(#[from] ClientError),
+}
+
+impl BurstSpec {
+    /// `requests` GETs of `url`, all at once, with no limits.
+    pub fn get(url: Url, requests: usize) -> Self {
+        Self {
+            endpoints: vec![Endpoint { url, weight: 1 }],
+            method: Method::GET,
+            headers: HeaderMap::new(),
+            requests,
+            arrival: ArrivalPattern::AllAtOnce,
+            priorities: PriorityMix::default(),
+            limits: None,
+            raw_concurrency: None,
+            retry: RetryPolicy::default(),
+            adaptive: false,
+        }
+    }
+
+    /// The number of requests this spec sends.
+    pub fn planned_requests(&self) -> usize {
+        match self.arrival {
+            ArrivalPattern::ForDuration { rate, duration } => {
+                (rate.per_second() * duration.as_secs_f64()).floor().max(0.0).min(MAX_REQUESTS as f64 + 1.0) as usize
+            }
+            _ => self.requests,
+        }
+    }
+
+    /// Checks everything before a single request is sent.
+    pub fn validate(&self) -> Result<(), SpecError> {
+        if self.endpoints.is_empty() {
+            return Err(SpecError::NoEndpoints);
+        }
+        for endpoint in &self.endpoints {
+            if !matches!(endpoint.url.scheme(), "http" | "https") {
+                return Err(SpecError::Scheme(endpoint.url.clone()));
+            }
+            if endpoint.url.host_str().is_none() {
+                return Err(SpecError::NoHost(endpoint.url.clone()));
+            }
+        }
+        if self.endpoints.iter().all(|endpoint| endpoint.weight == 0) {
+            return Err(SpecError::ZeroWeights);
+        }
+        match self.planned_requests() {
+            0 => return Err(SpecError::NoRequests),
+            n if n > MAX_REQUESTS => return Err(SpecError::TooManyRequests(n)),
+            _ => {}
+        }
+        if let ArrivalPattern::Ramp { from, to, over } = self.arrival
+            && (!from.is_finite() || !to.is_finite() || from < 0.0 || to <= 0.0 || over.is_zero())
+        {
+            return Err(SpecError::Arrival(format!(
+                "a ramp needs finite rates (from {from} >= 0 to {to} > 0 per second) over a positive duration"
+            )));
+        }
+        if self.raw_concurrency == Some(0) {
+            return Err(SpecError::ZeroConcurrency);
+        }
+        if let Some(limits) = &self.limits {
+            limits.validate()?;
+        }
+        self.retry.validate().map_err(|err| SpecError::Arrival(err.to_string()))?;
+        Ok(())
+    }
+
+    /// The limiter keys of the endpoints' hosts (`host:port`), deduplicated.
+    pub fn keys(&self) -> Vec<LimitKey> {
+        let mut keys: Vec<LimitKey> = self
+            .endpoints
+            .iter()
+            .filter_map(|endpoint| {
+                let host = endpoint.url.host_str()?;
+                let port = endpoint.url.port_or_known_default()?;
+                format!("{host}:{port}").parse().ok()
+            })
+            .collect();
+        keys.sort();
+        keys.dedup();
+        keys
+    }
+
+    /// A client for this spec: `limits` on every endpoint's host, its retry policy, adaptive if asked.
+    pub fn client(&self, events: EventSink) -> Result<LimitedClient, SpecError> {
+        let registry = Registry::new();
+        if let Some(limits) = &self.limits {
+            for key in self.keys() {
+                registry.set(key, limits.clone())?;
+            }
+        }
+        let adaptive = if self.adaptive {
+            Adaptive::Keys(self.keys().iter().map(ToString::to_string).collect())
+        } else {
+            Adaptive::Off
+        };
+        Ok(LimitedClient::builder()
+            .registry(Arc::new(registry))
+            .retry(self.retry.clone())
+            .adaptive(adaptive)
+            .events(events)
+            .build()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn priority_mix_interleaves_by_weight() {
+        let mix = PriorityMix { high: 1.0, normal: 2.0, low: 1.0 };
+        let lanes: Vec<Priority> = (0..1000).map(|i| mix.lane(i)).collect();
+        let count = |p| lanes.iter().filter(|l| **l == p).count();
+        assert!((240..=260).contains(&count(Priority::High)), "{}", count(Priority::High));
+        assert!((490..=510).contains(&count(Priority::Normal)));
+        assert!(lanes[..8].contains(&Priority::High) && lanes[..8].contains(&Priority::Low), "interleaved early");
+        assert_eq!(PriorityMix { high: 0.0, normal: 0.0, low: 0.0 }.lane(3), Priority::Normal);
+    }
+
+    #[test]
+    fn bad_specs_are_refused_before_sending() {
+        let url: Url = "http://127.0.0.1:1/x".parse().unwrap();
+        let ok = BurstSpec::get(url.clone(), 10);
+        assert!(ok.validate().is_ok());
+        assert!(matches!(BurstSpec { requests: 0, ..ok.clone() }.validate(), Err(SpecError::NoRequests)));
+        assert!(BurstSpec { requests: MAX_REQUESTS + 1, ..ok.clone() }.validate().is_err());
+        assert!(BurstSpec { endpoints: vec![], ..ok.clone() }.validate().is_err());
+        let ramp = ArrivalPattern::Ramp { from: f64::NAN, to: 1.0, over: Duration::from_secs(1) };
+        assert!(BurstSpec { arrival: ramp, ..ok.clone() }.validate().is_err());
+        let ftp = Endpoint { url: "ftp://h/x".parse().unwrap(), weight: 1 };
+        assert!(BurstSpec { endpoints: vec![ftp], ..ok.clone() }.validate().is_err());
+        assert!(BurstSpec { raw_concurrency: Some(0), ..ok }.validate().is_err());
+    }
+
+    #[test]
+    fn for_duration_derives_the_count() {
+        let url: Url = "http://127.0.0.1:1/x".parse().unwrap();
+        let spec = BurstSpec {
+            arrival: ArrivalPattern::ForDuration { rate: "10/1s".parse().unwrap(), duration: Duration::from_secs(3) },
+            ..BurstSpec::get(url, 0)
+        };
+        assert_eq!(spec.planned_requests(), 30);
+        assert_eq!(spec.keys()[0].to_string(), "127.0.0.1:1");
+    }
+}

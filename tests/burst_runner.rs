@@ -1,0 +1,131 @@
+//! The burst runner on paused time against a real server on 127.0.0.1: summaries, live limit
+//! changes, cancellation, CSV.
+
+mod support;
+
+use std::time::Duration;
+
+use ratescope::engine::{BudgetSpec, LimitKey, LimiterConfig};
+use ratescope::http::{EventSink, LimitedClient, RetryPolicy};
+use ratescope::run::{ArrivalPattern, Burst, BurstSpec, CSV_HEADER, RequestOutcome, write_csv};
+use support::TestServer;
+use tokio::time::Instant;
+
+fn bucket(capacity: u64, rate: &str) -> LimiterConfig {
+    LimiterConfig::new().with_budget(BudgetSpec::token_bucket("rate", capacity, rate.parse().unwrap()).unwrap())
+}
+
+/// A client for the spec with no timers of its own, as paused time needs.
+fn start(spec: BurstSpec) -> Burst {
+    let registry = std::sync::Arc::new(ratescope::engine::Registry::new());
+    if let Some(limits) = &spec.limits {
+        for key in spec.keys() {
+            registry.set(key, limits.clone()).unwrap();
+        }
+    }
+    let client = LimitedClient::builder()
+        .registry(registry)
+        .retry(spec.retry.clone())
+        .events(EventSink::none())
+        .without_timers()
+        .seed(3)
+        .build()
+        .unwrap();
+    Burst::start(spec, client).unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_paced_burst_summarises_every_attempt() {
+    let server = TestServer::start(100, Duration::from_secs(60), 1).await;
+    let spec = BurstSpec { limits: Some(bucket(2, "2/1s")), ..BurstSpec::get(server.url("/throttle-once"), 6) };
+    let (summary, results) = start(spec).finish().await;
+    assert_eq!((summary.requests, summary.succeeded, summary.failed, summary.cancelled), (6, 6, 0, 0));
+    assert_eq!(summary.sent, 7, "one 429, retried");
+    assert_eq!(summary.retries, 1);
+    assert_eq!(summary.status_counts.get("429"), Some(&1));
+    assert_eq!(summary.status_counts.get("200"), Some(&6));
+    assert_eq!(results.len(), 6);
+    assert!(summary.queue_wait_ms.max >= 1000.0, "the bucket made later requests queue");
+    assert!(summary.total_ms.max >= summary.service_ms.max);
+    let json = summary.to_json();
+    for field in [
+        "requests",
+        "sent",
+        "succeeded",
+        "failed",
+        "status_counts",
+        "retries",
+        "elapsed_s",
+        "achieved_rps",
+        "service_ms",
+        "queue_wait_ms",
+        "total_ms",
+    ] {
+        assert!(json.get(field).is_some(), "{field} is in the JSON summary");
+    }
+    for field in ["p50", "p90", "p99", "max"] {
+        assert!(json["total_ms"][field].is_number());
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn limits_changed_mid_burst_take_effect_at_once() {
+    let server = TestServer::start(1000, Duration::from_secs(60), 0).await;
+    let spec = BurstSpec { limits: Some(bucket(1, "1/1s")), ..BurstSpec::get(server.url("/ok"), 21) };
+    let key: LimitKey = spec.keys()[0].clone();
+    let burst = start(spec);
+    tokio::time::sleep(Duration::from_millis(4500)).await;
+    assert_eq!(server.arrivals().len(), 5, "1/s so far");
+    burst.registry().set(key, bucket(1, "10/1s")).unwrap();
+    let started = Instant::now();
+    let (summary, _) = burst.finish().await;
+    assert_eq!(summary.succeeded, 21);
+    // The remaining 16 at 10/s: 1.6 s, minus the half token already refilled.
+    let rest = started.elapsed();
+    assert!(rest >= Duration::from_millis(1500) && rest <= Duration::from_millis(1600), "{rest:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancelling_mid_burst_drops_queued_requests_and_leaves_nothing_running() {
+    let server = TestServer::start(1000, Duration::from_secs(60), 0).await;
+    let spec =
+        BurstSpec { limits: Some(bucket(1, "1/1s").with_concurrency(2)), ..BurstSpec::get(server.url("/ok"), 50) };
+    let burst = start(spec);
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    let registry = std::sync::Arc::clone(burst.registry());
+    burst.cancel();
+    let (summary, results) = burst.finish().await;
+    assert_eq!(summary.succeeded, 4);
+    assert_eq!(summary.cancelled, 46);
+    assert_eq!(results.iter().filter(|r| r.outcome == RequestOutcome::Cancelled).count(), 46);
+    let limiter = registry.active().pop().unwrap();
+    let snapshot = limiter.snapshot();
+    assert_eq!((snapshot.queued_total(), snapshot.in_flight), (0, 0), "no request is left waiting or holding a slot");
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(server.arrivals().len(), 4, "nothing was sent after the cancellation");
+}
+
+#[tokio::test(start_paused = true)]
+async fn arrivals_follow_the_pattern_and_the_csv_has_a_row_per_attempt() {
+    let server = TestServer::start(1000, Duration::from_secs(60), 1).await;
+    let mut url = server.url("/throttle-once");
+    url.set_query(Some("token=hunter2"));
+    let spec = BurstSpec {
+        arrival: ArrivalPattern::FixedRate("4/1s".parse().unwrap()),
+        retry: RetryPolicy::default(),
+        ..BurstSpec::get(url, 8)
+    };
+    let (summary, results) = start(spec).finish().await;
+    assert_eq!(summary.succeeded, 8);
+    let arrivals = server.arrivals();
+    let oks: Vec<Duration> = arrivals.iter().filter(|a| a.status == 200).map(|a| a.at).collect();
+    assert!(oks.contains(&Duration::from_millis(1750)), "the 8th arrives at 7/4 s: {oks:?}");
+    let mut csv = Vec::new();
+    write_csv(&mut csv, &results).unwrap();
+    let text = String::from_utf8(csv).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], CSV_HEADER.join(","));
+    assert_eq!(lines.len(), 1 + 9, "a header and one row per attempt (8 requests, one retried)");
+    assert!(lines.iter().any(|line| line.contains(",429,")));
+    assert!(!text.contains("hunter2"), "query strings never reach the CSV");
+}
