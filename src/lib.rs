@@ -8,5 +8,6 @@ pub mod cli;
 pub mod engine;
 pub mod http;
 pub mod run;
+pub mod telemetry;
 
 pub use engine::{Limiter, LimiterConfig, Priority, Registry};

@@ -400,6 +400,7 @@ impl LimitedClient {
                         status: status.as_u16(),
                         service_time,
                         info: Box::new(info.clone()),
+                        headers: Box::new(masked(&response_headers)),
                     });
                     if let Some(limiter) = &limiter
                         && self.adaptive_for(limiter.key())
@@ -586,6 +587,17 @@ fn cached_response(
         service_time,
         total: started.elapsed(),
     }
+}
+
+/// Response headers safe to show and log: cookie values are replaced by `***`.
+fn masked(headers: &HeaderMap) -> HeaderMap {
+    let mut shown = headers.clone();
+    for name in [http::header::SET_COOKIE, http::header::AUTHORIZATION, http::header::PROXY_AUTHENTICATE] {
+        if shown.contains_key(&name) {
+            shown.insert(name, http::HeaderValue::from_static("***"));
+        }
+    }
+    shown
 }
 
 fn status_text(status: StatusCode) -> String {

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use http::HeaderMap;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -32,7 +33,8 @@ pub enum EventKind {
     /// On the wire. `path` never carries the query string (it may hold secrets).
     Sent { attempt: u32, method: String, path: String },
     /// A response arrived after `service_time` (send to response), with what its headers say.
-    Response { attempt: u32, status: u16, service_time: Duration, info: Box<RateLimitInfo> },
+    /// `headers` are the response's own, with cookie values masked.
+    Response { attempt: u32, status: u16, service_time: Duration, info: Box<RateLimitInfo>, headers: Box<HeaderMap> },
     /// The request will be sent again after `delay`.
     RetryScheduled { attempt: u32, delay: Duration, reason: RetryReason, cause: String },
     /// The key was paused: nothing of it is sent for `pause`.

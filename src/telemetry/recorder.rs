@@ -1,0 +1,267 @@
+//! `Telemetry`: folds client events and limiter snapshots into chart series and a bounded request log.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use http::HeaderMap;
+use tokio::time::Instant;
+
+use super::series::{OutcomeRates, Series};
+use crate::engine::Snapshot;
+use crate::http::{Event, EventKind, RateLimitInfo};
+
+/// One attempt in the request log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogRow {
+    /// Seconds since the recording started.
+    pub at: f64,
+    pub request_id: u64,
+    pub attempt: u32,
+    pub key: Option<String>,
+    pub method: String,
+    pub path: String,
+    pub status: Option<u16>,
+    pub service_ms: Option<f64>,
+    pub queue_wait_ms: f64,
+    pub remaining: Option<f64>,
+    pub retry_after_s: Option<f64>,
+    pub error: Option<String>,
+    pub headers: HeaderMap,
+    pub info: Option<RateLimitInfo>,
+}
+
+/// What is known of an attempt before its response.
+#[derive(Debug, Clone, Default)]
+struct Pending {
+    queue_wait_ms: f64,
+    method: String,
+    path: String,
+}
+
+/// Everything the charts and the request log show, bounded in memory.
+#[derive(Debug, Clone)]
+pub struct Telemetry {
+    origin: Instant,
+    capacity: usize,
+    log_capacity: usize,
+    /// Client-side tokens per `key/budget`.
+    pub tokens: BTreeMap<String, Series>,
+    /// What the server reported remaining per budget name.
+    pub server_remaining: BTreeMap<String, Series>,
+    pub queued: Series,
+    pub in_flight: Series,
+    pub outcomes: OutcomeRates,
+    /// Scheduled retries: (time, delay in seconds).
+    pub retries: Series,
+    pub service_ms: Series,
+    pub total_ms: Series,
+    pub log: VecDeque<LogRow>,
+    /// The newest rate-limit information a server sent, and from which key.
+    pub latest_server: Option<(Option<String>, RateLimitInfo)>,
+    pub events_dropped: u64,
+    pending: HashMap<(u64, u32), Pending>,
+}
+
+impl Telemetry {
+    /// A recorder keeping `capacity` points per series and `log_capacity` log rows.
+    pub fn new(origin: Instant, capacity: usize, log_capacity: usize) -> Self {
+        Self {
+            origin,
+            capacity,
+            log_capacity: log_capacity.max(1),
+            tokens: BTreeMap::new(),
+            server_remaining: BTreeMap::new(),
+            queued: Series::new(capacity),
+            in_flight: Series::new(capacity),
+            outcomes: OutcomeRates::new(capacity.min(86_400)),
+            retries: Series::new(capacity),
+            service_ms: Series::new(capacity),
+            total_ms: Series::new(capacity),
+            log: VecDeque::new(),
+            latest_server: None,
+            events_dropped: 0,
+            pending: HashMap::new(),
+        }
+    }
+
+    /// Seconds since the origin.
+    pub fn seconds(&self, at: Instant) -> f64 {
+        at.saturating_duration_since(self.origin).as_secs_f64()
+    }
+
+    /// Starts over from `origin`.
+    pub fn clear(&mut self, origin: Instant) {
+        *self = Self::new(origin, self.capacity, self.log_capacity);
+    }
+
+    /// Folds in one client event.
+    pub fn ingest(&mut self, event: &Event) {
+        let t = self.seconds(event.at);
+        match &event.kind {
+            EventKind::Admitted { attempt, queue_wait } => {
+                self.pending.entry((event.request_id, *attempt)).or_default().queue_wait_ms =
+                    queue_wait.as_secs_f64() * 1000.0;
+            }
+            EventKind::Sent { attempt, method, path } => {
+                let pending = self.pending.entry((event.request_id, *attempt)).or_default();
+                pending.method.clone_from(method);
+                pending.path.clone_from(path);
+            }
+            EventKind::Response { attempt, status, service_time, info, headers } => {
+                let service_ms = service_time.as_secs_f64() * 1000.0;
+                self.service_ms.push(t, service_ms);
+                self.outcomes.record(t, Some(*status));
+                for budget in &info.budgets {
+                    if let Some(remaining) = budget.remaining {
+                        let capacity = self.capacity;
+                        self.server_remaining
+                            .entry(budget.name.clone())
+                            .or_insert_with(|| Series::new(capacity))
+                            .push(t, remaining);
+                    }
+                }
+                if !info.budgets.is_empty() || info.retry_after.is_some() {
+                    self.latest_server = Some((event.key.clone(), (**info).clone()));
+                }
+                let pending = self.pending.remove(&(event.request_id, *attempt)).unwrap_or_default();
+                self.push_row(LogRow {
+                    at: t,
+                    request_id: event.request_id,
+                    attempt: *attempt,
+                    key: event.key.clone(),
+                    method: pending.method,
+                    path: pending.path,
+                    status: Some(*status),
+                    service_ms: Some(service_ms),
+                    queue_wait_ms: pending.queue_wait_ms,
+                    remaining: info.most_restrictive().and_then(|budget| budget.remaining),
+                    retry_after_s: info.retry_after.map(|delay| delay.as_secs_f64()),
+                    error: None,
+                    headers: (**headers).clone(),
+                    info: Some((**info).clone()),
+                });
+            }
+            EventKind::RetryScheduled { delay, .. } => self.retries.push(t, delay.as_secs_f64()),
+            EventKind::Finished { total, .. } => self.total_ms.push(t, total.as_secs_f64() * 1000.0),
+            EventKind::Failed { error, attempts } => {
+                let pending = self.pending.remove(&(event.request_id, *attempts)).unwrap_or_default();
+                self.outcomes.record(t, None);
+                self.push_row(LogRow {
+                    at: t,
+                    request_id: event.request_id,
+                    attempt: *attempts,
+                    key: event.key.clone(),
+                    method: pending.method,
+                    path: pending.path,
+                    status: None,
+                    service_ms: None,
+                    queue_wait_ms: pending.queue_wait_ms,
+                    remaining: None,
+                    retry_after_s: None,
+                    error: Some(error.clone()),
+                    headers: HeaderMap::new(),
+                    info: None,
+                });
+            }
+            EventKind::Lagged { dropped } => self.events_dropped += dropped,
+            EventKind::Queued { .. } | EventKind::KeyPaused { .. } | EventKind::CacheHit { .. } => {}
+        }
+        // A request cancelled mid-way never answers: keep the pending map bounded all the same.
+        if self.pending.len() > self.log_capacity * 4 {
+            self.pending.clear();
+        }
+    }
+
+    /// Folds in a limiter snapshot: tokens per budget, queued, in flight.
+    pub fn sample(&mut self, snapshots: &[Snapshot]) {
+        let Some(at) = snapshots.first().map(|snapshot| snapshot.at) else { return };
+        let t = self.seconds(at);
+        let capacity = self.capacity;
+        for snapshot in snapshots {
+            for budget in &snapshot.budgets {
+                self.tokens
+                    .entry(format!("{} · {}", snapshot.key, budget.name))
+                    .or_insert_with(|| Series::new(capacity))
+                    .push(t, budget.available);
+            }
+        }
+        self.queued.push(t, snapshots.iter().map(Snapshot::queued_total).sum::<usize>() as f64);
+        self.in_flight.push(t, snapshots.iter().map(|s| s.in_flight).sum::<usize>() as f64);
+    }
+
+    fn push_row(&mut self, row: LogRow) {
+        if self.log.len() == self.log_capacity {
+            self.log.pop_front();
+        }
+        self.log.push_back(row);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::engine::{BudgetSpec, Limiter, LimiterConfig};
+
+    fn event(id: u64, at: Instant, kind: EventKind) -> Event {
+        Event { request_id: id, key: Some("api".into()), at, kind }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn events_become_series_and_log_rows() {
+        let origin = Instant::now();
+        let mut telemetry = Telemetry::new(origin, 1000, 2);
+        tokio::time::advance(Duration::from_millis(1500)).await;
+        let now = Instant::now();
+        telemetry.ingest(&event(1, now, EventKind::Admitted { attempt: 1, queue_wait: Duration::from_millis(250) }));
+        telemetry.ingest(&event(1, now, EventKind::Sent { attempt: 1, method: "GET".into(), path: "/items".into() }));
+        let info = RateLimitInfo::parse(
+            Some(429),
+            &{
+                let mut h = HeaderMap::new();
+                h.insert("retry-after", "3".parse().unwrap());
+                h.insert("x-ratelimit-remaining", "0".parse().unwrap());
+                h.insert("x-ratelimit-limit", "10".parse().unwrap());
+                h
+            },
+            None,
+            std::time::SystemTime::now(),
+        );
+        let response = EventKind::Response {
+            attempt: 1,
+            status: 429,
+            service_time: Duration::from_millis(40),
+            info: Box::new(info),
+            headers: Box::new(HeaderMap::new()),
+        };
+        telemetry.ingest(&event(1, now, response));
+        let row = telemetry.log.back().unwrap().clone();
+        assert_eq!((row.method.as_str(), row.path.as_str(), row.status), ("GET", "/items", Some(429)));
+        assert_eq!((row.queue_wait_ms, row.retry_after_s, row.remaining), (250.0, Some(3.0), Some(0.0)));
+        assert_eq!(telemetry.outcomes.totals(), [0, 1, 0]);
+        assert_eq!(telemetry.service_ms.last(), Some([1.5, 40.0]));
+        assert!(telemetry.latest_server.is_some());
+        for id in 2..5 {
+            telemetry.ingest(&event(id, now, EventKind::Failed { error: "boom".into(), attempts: 1 }));
+        }
+        assert_eq!(telemetry.log.len(), 2, "the log is bounded");
+        telemetry.ingest(&event(9, now, EventKind::Lagged { dropped: 7 }));
+        assert_eq!(telemetry.events_dropped, 7);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn snapshots_become_token_and_queue_series() {
+        let origin = Instant::now();
+        let config =
+            LimiterConfig::new().with_budget(BudgetSpec::token_bucket("rate", 4, "2/1s".parse().unwrap()).unwrap());
+        let limiter = Limiter::new("api", config).unwrap();
+        let _held = limiter.try_acquire(3).unwrap();
+        let mut telemetry = Telemetry::new(origin, 1000, 10);
+        telemetry.sample(&[limiter.snapshot()]);
+        tokio::time::advance(Duration::from_millis(500)).await;
+        telemetry.sample(&[limiter.snapshot()]);
+        let tokens: Vec<[f64; 2]> = telemetry.tokens["api · rate"].iter().copied().collect();
+        assert_eq!(tokens, vec![[0.0, 1.0], [0.5, 2.0]]);
+        assert_eq!(telemetry.in_flight.last(), Some([0.5, 1.0]));
+    }
+}
