@@ -6,7 +6,11 @@
 
 pub mod cli;
 pub mod engine;
+#[cfg(feature = "gui")]
+pub mod gui;
 pub mod http;
+pub mod mock;
+pub mod profile;
 pub mod run;
 pub mod telemetry;
 

@@ -3,7 +3,9 @@
 mod burst;
 mod headers;
 mod limits;
+mod mock;
 mod pace;
+mod profile;
 
 use std::process::ExitCode;
 
@@ -27,6 +29,10 @@ pub enum Command {
     Burst(burst::BurstArgs),
     /// Explain the rate-limit headers of a response head pasted from any provider.
     Headers(headers::HeadersArgs),
+    /// Run the embedded demo API: a rate-limited HTTP server on loopback.
+    Mock(mock::MockArgs),
+    /// List, show, import and export saved profiles.
+    Profile(profile::ProfileArgs),
 }
 
 /// Runs the command line; errors are printed on stderr and become a non-zero exit status.
@@ -36,11 +42,9 @@ pub fn main(cli: Cli) -> ExitCode {
         Some(Command::Pace(args)) => pace::run(args),
         Some(Command::Headers(args)) => headers::run(args),
         Some(Command::Burst(args)) => burst::run(args),
-        None => {
-            use clap::CommandFactory;
-            let mut command = Cli::command();
-            command.print_help().map_err(anyhow::Error::from).map(|()| ExitCode::SUCCESS)
-        }
+        Some(Command::Mock(args)) => mock::run(args),
+        Some(Command::Profile(args)) => profile::run(args),
+        None => open_app(),
     };
     match result {
         Ok(code) => code,
@@ -48,6 +52,22 @@ pub fn main(cli: Cli) -> ExitCode {
             eprintln!("error: {err:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// With no subcommand: the desktop app, or the help where it was built without one.
+fn open_app() -> anyhow::Result<ExitCode> {
+    #[cfg(feature = "gui")]
+    {
+        crate::gui::run()?;
+        Ok(ExitCode::SUCCESS)
+    }
+    #[cfg(not(feature = "gui"))]
+    {
+        use clap::CommandFactory;
+        Cli::command().print_help()?;
+        println!("\n(this build has no desktop app: build with the default feature `gui`)");
+        Ok(ExitCode::SUCCESS)
     }
 }
 

@@ -13,6 +13,7 @@ mod registry;
 mod snapshot;
 
 pub use budget::{BudgetKind, BudgetSpec};
+pub(crate) use budget::{BudgetState, duration_nanos};
 pub use config::{DEFAULT_STARVATION_GUARD, LimiterConfig, MAX_CONCURRENCY};
 pub use error::{AcquireError, ConfigError, TryAcquireError};
 pub use limiter::{Acquire, Limiter, Permit};

@@ -1,0 +1,221 @@
+//! `ratescope profile`: list, show, import and export saved profiles.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+
+use crate::engine::format_period;
+use crate::profile::{BudgetEntry, HostProfile, Profile, ProfileStore, SecretStatus, SecretStore};
+
+#[derive(Debug, Args)]
+pub struct ProfileArgs {
+    /// Directory of profile files [default: profiles/ in the config directory, which
+    /// $RATESCOPE_CONFIG_DIR overrides]. Secrets stay in the config directory.
+    #[arg(long, value_name = "DIR", global = true)]
+    pub profiles_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: ProfileCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ProfileCommand {
+    /// List saved profiles; broken files are reported with the line at fault.
+    List,
+    /// Show a profile: hosts, limits, path overrides, retry, headers (secret values masked).
+    Show {
+        /// The profile's name.
+        name: String,
+    },
+    /// Check a profile file and add it to the saved profiles.
+    Import {
+        /// The TOML file to import.
+        file: PathBuf,
+        /// Replace a saved profile of the same name (its previous version is kept as .bak).
+        #[arg(long)]
+        overwrite: bool,
+    },
+    /// Write a saved profile to FILE ("-" for standard output); secret values are never written.
+    Export {
+        /// The profile's name.
+        name: String,
+        /// Where to write it.
+        file: PathBuf,
+    },
+}
+
+pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
+    let store = match args.profiles_dir {
+        Some(dir) => ProfileStore::at(dir),
+        None => ProfileStore::default_location()?,
+    };
+    match args.command {
+        ProfileCommand::List => list(&store),
+        ProfileCommand::Show { name } => {
+            let profile = store.load(&name)?;
+            let path = store.path_of(&profile.name)?;
+            let secrets = match SecretStore::open_default() {
+                Ok(secrets) => secrets,
+                Err(err) => {
+                    eprintln!("warning: secret store unavailable: {err}");
+                    SecretStore::in_memory()
+                }
+            };
+            print!("{}", show(&profile, &path, &secrets, |name| std::env::var_os(name).is_some()));
+            Ok(ExitCode::SUCCESS)
+        }
+        ProfileCommand::Import { file, overwrite } => {
+            let profile = store.import(&file, overwrite)?;
+            let path = store.path_of(&profile.name)?;
+            println!("imported profile '{}' ({}) as {}", profile.name, hosts(profile.hosts.len()), path.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        ProfileCommand::Export { name, file } => {
+            if file == Path::new("-") {
+                print!("{}", store.load(&name)?.to_toml()?);
+            } else {
+                store.export(&name, &file).with_context(|| format!("cannot export profile '{name}'"))?;
+                println!("exported profile '{name}' to {}", file.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn list(store: &ProfileStore) -> anyhow::Result<ExitCode> {
+    let entries = store.list()?;
+    if entries.is_empty() {
+        println!("no profiles in {}", store.dir().display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let width = entries.iter().flatten().map(|summary| summary.name.chars().count()).max().unwrap_or(0);
+    for entry in entries {
+        match entry {
+            Ok(summary) => {
+                println!("{:width$}  {:8}  {}", summary.name, hosts(summary.hosts), summary.path.display());
+            }
+            Err(err) => eprintln!("warning: skipped a broken profile: {err}"),
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn hosts(count: usize) -> String {
+    if count == 1 { "1 host".to_owned() } else { format!("{count} hosts") }
+}
+
+/// The readable form of a profile. Secret values never appear: only whether one is set.
+fn show(profile: &Profile, path: &Path, secrets: &SecretStore, is_set: impl Fn(&str) -> bool) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "profile '{}'  ({})", profile.name, path.display());
+    if profile.hosts.is_empty() {
+        let _ = writeln!(out, "\n  no hosts");
+    }
+    for host in &profile.hosts {
+        let key = host.key().map_or_else(|err| format!("invalid: {err}"), |key| key.to_string());
+        let _ = writeln!(out, "\nhost '{}'  {}  (key {key})", host.name, host.base_url);
+        limits_lines(&mut out, "  ", host.budgets.iter().map(budget_line).collect(), host.concurrency);
+        let _ = writeln!(
+            out,
+            "  adaptive: {}",
+            if host.adaptive { "on (follows the server's published budgets)" } else { "off" }
+        );
+        let _ = writeln!(out, "  retry: {}", retry_line(host));
+        for (name, value) in &host.headers {
+            let _ = writeln!(out, "  header {name}: {value}");
+        }
+        for name in &host.secret_headers {
+            let state = match secrets.status(&profile.name, &host.name, name) {
+                SecretStatus::Missing => "(no value in the secret store)".to_owned(),
+                SecretStatus::Stored => "*** (in the secret store)".to_owned(),
+                SecretStatus::FromEnv(variables) => {
+                    let names: Vec<String> = variables
+                        .iter()
+                        .map(|var| if is_set(var) { format!("${var}") } else { format!("${var}, which is not set") })
+                        .collect();
+                    format!("*** (from {})", names.join(", "))
+                }
+            };
+            let _ = writeln!(out, "  secret header {name}: {state}");
+        }
+        for path in &host.paths {
+            let key = host.key().map(|key| format!("{}{}", key.host, path.prefix.trim_end_matches('/')));
+            let _ = writeln!(out, "  path {}  (key {})", path.prefix, key.unwrap_or_else(|_| "?".to_owned()));
+            limits_lines(&mut out, "    ", path.budgets.iter().map(budget_line).collect(), path.concurrency);
+        }
+    }
+    out
+}
+
+fn limits_lines(out: &mut String, indent: &str, budgets: Vec<String>, concurrency: Option<usize>) {
+    if budgets.is_empty() {
+        let _ = writeln!(out, "{indent}budgets: none");
+    }
+    for budget in budgets {
+        let _ = writeln!(out, "{indent}budget {budget}");
+    }
+    match concurrency {
+        Some(limit) => {
+            let _ = writeln!(out, "{indent}concurrency: {limit}");
+        }
+        None => {
+            let _ = writeln!(out, "{indent}concurrency: no cap");
+        }
+    }
+}
+
+/// `'rate': bucket 5 @ 5/1s`, in the engine's own words when the entry is valid.
+fn budget_line(entry: &BudgetEntry) -> String {
+    match entry.to_budget() {
+        Ok(budget) => format!("'{}': {}", entry.name, budget.describe()),
+        Err(err) => format!("'{}': invalid ({err})", entry.name),
+    }
+}
+
+fn retry_line(host: &HostProfile) -> String {
+    let policy = match host.retry_policy() {
+        Ok(policy) => policy,
+        Err(err) => return format!("invalid ({err})"),
+    };
+    if policy.max_attempts == 1 {
+        return "never".to_owned();
+    }
+    let statuses: Vec<String> = policy.retry_statuses.iter().map(u16::to_string).collect();
+    let yes_no = |flag: bool| if flag { "yes" } else { "no" };
+    format!(
+        "up to {} attempts on {}; backoff {} to {}, {} jitter; Retry-After honoured up to {}; connection errors: {}; non-idempotent methods: {}{}",
+        policy.max_attempts,
+        statuses.join(", "),
+        format_period(policy.base),
+        format_period(policy.cap),
+        policy.jitter,
+        format_period(policy.max_retry_after),
+        yes_no(policy.retry_connection_errors),
+        yes_no(policy.retry_non_idempotent),
+        if host.retry.is_none() { " (defaults)" } else { "" },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn show_masks_secrets_and_describes_limits() {
+        let mut profile = Profile::demo().unwrap();
+        profile.hosts[0].secret_headers = vec!["x-api-key".into(), "authorization".into(), "x-other".into()];
+        let mut secrets = SecretStore::in_memory();
+        secrets.set("demo", "demo API", "x-api-key", "s3cr3t-value");
+        secrets.set("demo", "demo API", "authorization", "Bearer ${SHOW_TOKEN}");
+        let text = show(&profile, Path::new("/p/demo.toml"), &secrets, |_| false);
+        assert!(!text.contains("s3cr3t-value") && !text.contains("Bearer"), "{text}");
+        assert!(text.contains("secret header x-api-key: *** (in the secret store)"), "{text}");
+        assert!(text.contains("secret header authorization: *** (from $SHOW_TOKEN, which is not set)"), "{text}");
+        assert!(text.contains("secret header x-other: (no value in the secret store)"), "{text}");
+        assert!(text.contains("budget 'rate': bucket 5 @ 5/1s"), "{text}");
+        assert!(text.contains("path /search  (key 127.0.0.1:8787/search)"), "{text}");
+        assert!(text.contains("up to 5 attempts on 429, 503; backoff 300ms to 20s, full jitter"), "{text}");
+    }
+}

@@ -1,0 +1,347 @@
+//! The app's state and its frame: drains the background's updates, lays out the panels,
+//! and turns clicks and shortcuts into commands.
+
+use std::time::Duration;
+
+use egui::{Key, KeyboardShortcut, Modifiers};
+use tokio::sync::mpsc;
+use url::Url;
+
+use super::backend::{Backend, Command, Update};
+use super::charts::{ChartView, charts_ui};
+use super::composer::Composer;
+use super::editor::{Editor, EditorAction};
+use super::log::{details_ui, log_ui};
+use super::server::server_ui;
+use super::summary::{SummaryAction, summary_ui};
+use super::toasts::Toasts;
+use crate::http::Event;
+use crate::profile::{Profile, SecretStore};
+use crate::run::{BurstProgress, RequestResult, Summary, write_csv};
+use crate::telemetry::Telemetry;
+
+/// Points kept per chart series and rows kept in the request log.
+const SERIES_CAPACITY: usize = 200_000;
+const LOG_CAPACITY: usize = 50_000;
+/// Events folded into the charts per frame at most, so one frame never stalls on a flood.
+const EVENTS_PER_FRAME: usize = 20_000;
+
+/// The embedded demo API as the app knows it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DemoStatus {
+    Starting,
+    Running { url: Url, routes: String },
+    Failed(String),
+}
+
+/// A burst as the app knows it.
+#[derive(Debug, Default)]
+pub enum RunStatus {
+    #[default]
+    Idle,
+    Running {
+        progress: BurstProgress,
+    },
+    Done {
+        summary: Box<Summary>,
+        results: Vec<RequestResult>,
+    },
+}
+
+/// The whole app.
+pub struct App {
+    backend: Backend,
+    pub editor: Editor,
+    pub composer: Composer,
+    pub demo: DemoStatus,
+    pub run: RunStatus,
+    pub telemetry: Telemetry,
+    pub chart_view: ChartView,
+    pub selected_row: Option<(u64, u32)>,
+    pub toasts: Toasts,
+    events: Option<mpsc::Receiver<Event>>,
+}
+
+impl App {
+    /// The app with its background started; `repaint` wakes the UI when news arrives.
+    pub fn new(repaint: impl Fn() + Send + Sync + 'static, demo_port: u16) -> std::io::Result<Self> {
+        let backend = Backend::start(repaint)?;
+        backend.send(Command::LoadProfiles);
+        backend.send(Command::StartDemo { port: demo_port });
+        Ok(Self {
+            backend,
+            editor: Editor::default(),
+            composer: Composer::default(),
+            demo: DemoStatus::Starting,
+            run: RunStatus::Idle,
+            telemetry: Telemetry::new(tokio::time::Instant::now(), SERIES_CAPACITY, LOG_CAPACITY),
+            chart_view: ChartView::default(),
+            selected_row: None,
+            toasts: Toasts::default(),
+            events: None,
+        })
+    }
+
+    /// Whether a burst is running.
+    pub fn is_running(&self) -> bool {
+        matches!(self.run, RunStatus::Running { .. })
+    }
+
+    /// The last finished burst's summary.
+    pub fn summary(&self) -> Option<&Summary> {
+        match &self.run {
+            RunStatus::Done { summary, .. } => Some(summary),
+            _ => None,
+        }
+    }
+
+    /// Applies everything the background sent since the last frame.
+    fn drain(&mut self) {
+        for update in self.backend.drain() {
+            match update {
+                Update::DemoStarted { url, description } => {
+                    self.editor.point_demo_at(&url);
+                    self.demo = DemoStatus::Running { url, routes: description };
+                }
+                Update::DemoFailed(err) => {
+                    self.toasts.error(format!("the demo API did not start: {err}"));
+                    self.demo = DemoStatus::Failed(err);
+                }
+                Update::BurstStarted { events, planned } => {
+                    self.telemetry.clear(tokio::time::Instant::now());
+                    self.selected_row = None;
+                    self.events = Some(events);
+                    self.run = RunStatus::Running { progress: BurstProgress { planned, ..BurstProgress::default() } };
+                }
+                Update::Progress(progress) => {
+                    if let RunStatus::Running { progress: current } = &mut self.run {
+                        *current = progress;
+                    }
+                }
+                Update::Snapshots(snapshots) => self.telemetry.sample(&snapshots),
+                Update::Finished { summary, results } => {
+                    self.drain_events(usize::MAX);
+                    self.events = None;
+                    self.run = RunStatus::Done { summary, results };
+                }
+                Update::Error(err) => self.toasts.error(err),
+                Update::Info(text) => self.toasts.info(text),
+                Update::Profiles { profiles, problems, secrets } => {
+                    for problem in problems {
+                        self.toasts.error(problem);
+                    }
+                    self.editor.load(profiles, *secrets);
+                    if let DemoStatus::Running { url, .. } = &self.demo {
+                        let url = url.clone();
+                        self.editor.point_demo_at(&url);
+                    }
+                }
+                Update::Imported(profile) => {
+                    self.toasts.info(format!("imported '{}'", profile.name));
+                    self.editor.add_saved(*profile);
+                }
+            }
+        }
+        self.drain_events(EVENTS_PER_FRAME);
+    }
+
+    fn drain_events(&mut self, limit: usize) {
+        let Some(events) = &mut self.events else { return };
+        for _ in 0..limit {
+            match events.try_recv() {
+                Ok(event) => self.telemetry.ingest(&event),
+                Err(_) => break,
+            }
+        }
+    }
+
+    /// Fires the composed burst at the selected host.
+    pub fn fire(&mut self) {
+        if self.is_running() {
+            self.toasts.info("a burst is already running: cancel it first (Esc)");
+            return;
+        }
+        match self.composer.fire_request(&self.editor) {
+            Ok(request) => self.backend.send(Command::Fire(Box::new(request))),
+            Err(err) => self.toasts.error(err),
+        }
+    }
+
+    pub fn cancel(&mut self) {
+        if self.is_running() {
+            self.backend.send(Command::Cancel);
+        }
+    }
+
+    fn shortcuts(&mut self, ui: &egui::Ui) {
+        let fire = KeyboardShortcut::new(Modifiers::COMMAND, Key::Enter);
+        let save = KeyboardShortcut::new(Modifiers::COMMAND, Key::S);
+        let (fire_pressed, save_pressed, escape) = ui.ctx().input_mut(|input| {
+            (input.consume_shortcut(&fire), input.consume_shortcut(&save), input.key_pressed(Key::Escape))
+        });
+        if fire_pressed {
+            self.fire();
+        }
+        if save_pressed {
+            self.save();
+        }
+        if escape {
+            self.cancel();
+        }
+    }
+
+    /// Saves the current profile and the secrets.
+    pub fn save(&mut self) {
+        match self.editor.save_request() {
+            Ok((profile, secrets)) => {
+                self.backend.send(Command::Save { profile: Box::new(profile), secrets: Box::new(secrets) });
+            }
+            Err(err) => self.toasts.error(err),
+        }
+    }
+
+    /// One frame of the whole window.
+    pub fn frame_ui(&mut self, ui: &mut egui::Ui) {
+        self.drain();
+        self.shortcuts(ui);
+        egui::Panel::top("top").show(ui, |ui| self.top_bar_ui(ui));
+        egui::Panel::left("hosts").default_size(340.0).resizable(true).show(ui, |ui| {
+            egui::ScrollArea::vertical().show(ui, |ui| {
+                let action = self.editor.editor_ui(ui, self.is_running());
+                self.handle_editor(action);
+            });
+        });
+        egui::Panel::bottom("log").default_size(260.0).resizable(true).show(ui, |ui| self.lower_ui(ui));
+        egui::CentralPanel::default().show(ui, |ui| {
+            self.composer_ui(ui);
+            ui.separator();
+            charts_ui(ui, &self.telemetry, &mut self.chart_view);
+        });
+        self.toasts.toasts_ui(ui);
+    }
+
+    fn handle_editor(&mut self, action: EditorAction) {
+        match action {
+            EditorAction::None => {}
+            EditorAction::LiveLimits(changes) => {
+                for (key, config) in changes {
+                    self.backend.send(Command::SetLimits { key, config });
+                }
+            }
+            EditorAction::Save => self.save(),
+            EditorAction::Import => self.backend.send(Command::Import),
+            EditorAction::Export(profile) => self.backend.send(Command::Export { profile }),
+            EditorAction::Delete(name) => self.backend.send(Command::Delete { name }),
+            EditorAction::Message(text) => self.toasts.info(text),
+        }
+    }
+
+    fn top_bar_ui(&mut self, ui: &mut egui::Ui) {
+        ui.horizontal(|ui| {
+            ui.heading("ratescope");
+            ui.separator();
+            let action = self.editor.profile_bar_ui(ui);
+            self.handle_editor(action);
+            ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| match &self.demo {
+                DemoStatus::Starting => {
+                    ui.spinner();
+                    ui.label("starting the demo API…");
+                }
+                DemoStatus::Running { url, routes } => {
+                    ui.label(
+                        egui::RichText::new(format!("demo API running at {url}"))
+                            .color(egui::Color32::from_rgb(80, 180, 90)),
+                    )
+                    .on_hover_text(format!("The embedded rate-limited API, on loopback only.\nRoutes: {routes}"));
+                }
+                DemoStatus::Failed(err) => {
+                    ui.label(egui::RichText::new("demo API down").color(egui::Color32::RED)).on_hover_text(err);
+                }
+            });
+        });
+    }
+
+    fn composer_ui(&mut self, ui: &mut egui::Ui) {
+        let running = self.is_running();
+        let pressed = self.composer.composer_ui(ui, &self.editor, running);
+        if pressed.fire {
+            self.fire();
+        }
+        if pressed.cancel {
+            self.cancel();
+        }
+        if let RunStatus::Running { progress } = &self.run {
+            let fraction = progress.done as f32 / progress.planned.max(1) as f32;
+            ui.add(egui::ProgressBar::new(fraction).show_percentage().text(format!(
+                "{}/{} done · {} queued or in flight · {} failed",
+                progress.done,
+                progress.planned,
+                progress.launched.saturating_sub(progress.done),
+                progress.failed
+            )));
+        }
+    }
+
+    fn lower_ui(&mut self, ui: &mut egui::Ui) {
+        egui::Panel::right("server").default_size(330.0).resizable(true).show(ui, |ui| {
+            egui::ScrollArea::vertical().id_salt("server_scroll").show(ui, |ui| {
+                if let RunStatus::Done { summary, results } = &self.run {
+                    ui.heading("Summary");
+                    match summary_ui(ui, summary) {
+                        SummaryAction::None => {}
+                        SummaryAction::ExportJson => {
+                            let contents = serde_json::to_vec_pretty(&summary.to_json()).unwrap_or_default();
+                            self.backend.send(Command::SaveFile {
+                                title: "Export the summary as JSON".into(),
+                                default_name: "ratescope-summary.json".into(),
+                                contents,
+                            });
+                        }
+                        SummaryAction::ExportCsv => {
+                            let mut contents = Vec::new();
+                            match write_csv(&mut contents, results) {
+                                Ok(()) => self.backend.send(Command::SaveFile {
+                                    title: "Export every attempt as CSV".into(),
+                                    default_name: "ratescope-attempts.csv".into(),
+                                    contents,
+                                }),
+                                Err(err) => self.toasts.error(format!("CSV not written: {err}")),
+                            }
+                        }
+                    }
+                    ui.separator();
+                }
+                ui.heading("What the server says");
+                if let Some(config) = server_ui(ui, &self.telemetry) {
+                    let message = self.editor.apply_server_limits(&config);
+                    self.toasts.info(message);
+                }
+                if let Some(selected) = self.selected_row
+                    && let Some(row) =
+                        self.telemetry.log.iter().rev().find(|row| (row.request_id, row.attempt) == selected)
+                {
+                    ui.separator();
+                    ui.heading("Selected response");
+                    details_ui(ui, row);
+                }
+            });
+        });
+        egui::CentralPanel::default().show(ui, |ui| {
+            ui.heading("Request log");
+            log_ui(ui, &self.telemetry, &mut self.selected_row);
+        });
+    }
+}
+
+impl eframe::App for App {
+    fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
+        self.frame_ui(ui);
+        if self.is_running() {
+            // The background also asks for repaints; this keeps the progress moving if it lags.
+            ui.ctx().request_repaint_after(Duration::from_millis(100));
+        }
+    }
+}
+
+/// Secrets and profiles as the editor hands them to be saved.
+pub type SaveRequest = (Profile, SecretStore);

@@ -1,0 +1,357 @@
+//! The app's background: a tokio runtime on its own thread that runs the demo API and bursts.
+//! The UI sends `Command`s and drains `Update`s each frame; it never awaits and never blocks.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::sync::mpsc as std_mpsc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use url::Url;
+
+use crate::engine::{LimitKey, LimiterConfig, Registry, Snapshot};
+use crate::http::{Adaptive, Event, EventSink, LimitedClient, RetryPolicy};
+use crate::mock::{MockConfig, MockServer};
+use crate::profile::{Profile, ProfileStore, SecretStore};
+use crate::run::{Burst, BurstProgress, BurstSpec, RequestResult, Summary};
+
+/// How many client events may wait for the UI before newer ones are dropped (and counted).
+pub const EVENT_BUFFER: usize = 16_384;
+/// How often a running burst is sampled (snapshots, progress) and the UI asked to repaint.
+pub const SAMPLE_EVERY: Duration = Duration::from_millis(50);
+
+/// What the UI asks of the background.
+#[derive(Debug)]
+pub enum Command {
+    /// Start the embedded demo API on `port` (0 for any free port).
+    StartDemo { port: u16 },
+    /// Fire a burst: `table` holds the limits of every key, applied before the first request.
+    Fire(Box<FireRequest>),
+    /// Cancel the running burst.
+    Cancel,
+    /// Change the limits of a key now (the running burst feels it at once).
+    SetLimits { key: LimitKey, config: LimiterConfig },
+    /// Load every profile of the store (writing the demo profile first if there is none).
+    LoadProfiles,
+    /// Save a profile and the secret store.
+    Save { profile: Box<Profile>, secrets: Box<SecretStore> },
+    /// Move a saved profile aside (`.bak`).
+    Delete { name: String },
+    /// Ask for a file and import the profile in it.
+    Import,
+    /// Ask for a file and export a profile to it (never with secret values).
+    Export { profile: Box<Profile> },
+    /// Ask for a file and write `contents` to it (a JSON summary or a CSV of attempts).
+    SaveFile { title: String, default_name: String, contents: Vec<u8> },
+}
+
+/// Everything a burst needs.
+#[derive(Debug, Clone)]
+pub struct FireRequest {
+    pub spec: BurstSpec,
+    pub table: Vec<(LimitKey, LimiterConfig)>,
+    pub retry: RetryPolicy,
+    pub adaptive_keys: Vec<String>,
+    pub headers: Vec<(String, http::HeaderMap)>,
+}
+
+/// What the background tells the UI.
+#[derive(Debug)]
+pub enum Update {
+    DemoStarted {
+        url: Url,
+        description: String,
+    },
+    DemoFailed(String),
+    /// A burst started: its events arrive on `events`.
+    BurstStarted {
+        events: mpsc::Receiver<Event>,
+        planned: usize,
+    },
+    Progress(BurstProgress),
+    Snapshots(Vec<Snapshot>),
+    Finished {
+        summary: Box<Summary>,
+        results: Vec<RequestResult>,
+    },
+    Error(String),
+    /// The profiles in the store, what could not be read, and the secret store.
+    Profiles {
+        profiles: Vec<Profile>,
+        problems: Vec<String>,
+        secrets: Box<SecretStore>,
+    },
+    /// Something finished that the user should hear about.
+    Info(String),
+    Imported(Box<Profile>),
+}
+
+/// The UI's handle on the background.
+#[derive(Debug)]
+pub struct Backend {
+    commands: mpsc::UnboundedSender<Command>,
+    updates: std_mpsc::Receiver<Update>,
+    _thread: std::thread::JoinHandle<()>,
+}
+
+impl Backend {
+    /// Starts the runtime thread. `repaint` is called (throttled) whenever the UI has news.
+    pub fn start(repaint: impl Fn() + Send + Sync + 'static) -> std::io::Result<Self> {
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+        let (commands, command_rx) = mpsc::unbounded_channel();
+        let (update_tx, updates) = std_mpsc::channel();
+        let repaint: Arc<dyn Fn() + Send + Sync> = Arc::new(repaint);
+        let thread = std::thread::Builder::new()
+            .name("ratescope-backend".into())
+            .spawn(move || runtime.block_on(serve(command_rx, update_tx, repaint)))?;
+        Ok(Self { commands, updates, _thread: thread })
+    }
+
+    /// Sends a command; never blocks. A closed backend is reported by the next `drain`.
+    pub fn send(&self, command: Command) {
+        let _ = self.commands.send(command);
+    }
+
+    /// Every update that arrived since the last call.
+    pub fn drain(&self) -> Vec<Update> {
+        let mut updates = Vec::new();
+        loop {
+            match self.updates.try_recv() {
+                Ok(update) => updates.push(update),
+                Err(std_mpsc::TryRecvError::Empty) => break,
+                Err(std_mpsc::TryRecvError::Disconnected) => {
+                    updates.push(Update::Error("the background stopped; restart ratescope".into()));
+                    break;
+                }
+            }
+        }
+        updates
+    }
+}
+
+struct Running {
+    burst: Burst,
+    registry: Arc<Registry>,
+}
+
+async fn serve(
+    mut commands: mpsc::UnboundedReceiver<Command>,
+    updates: std_mpsc::Sender<Update>,
+    repaint: Arc<dyn Fn() + Send + Sync>,
+) {
+    let send = |update: Update| {
+        let _ = updates.send(update);
+        repaint();
+    };
+    let mut demo: Option<MockServer> = None;
+    let mut running: Option<Running> = None;
+    let mut ticker = tokio::time::interval(SAMPLE_EVERY);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tokio::select! {
+            command = commands.recv() => {
+                let Some(command) = command else { break };
+                match command {
+                    Command::StartDemo { port } => {
+                        if let Some(server) = &demo {
+                            send(Update::DemoStarted { url: server.url(), description: describe(server) });
+                            continue;
+                        }
+                        match start_demo(port).await {
+                            Ok(server) => {
+                                send(Update::DemoStarted { url: server.url(), description: describe(&server) });
+                                demo = Some(server);
+                            }
+                            Err(err) => send(Update::DemoFailed(err)),
+                        }
+                    }
+                    Command::Fire(request) => {
+                        if let Some(previous) = running.take() {
+                            previous.burst.cancel();
+                            let _ = previous.burst.finish().await;
+                        }
+                        match fire(*request) {
+                            Ok((started, events, planned)) => {
+                                send(Update::BurstStarted { events, planned });
+                                running = Some(started);
+                            }
+                            Err(err) => send(Update::Error(err)),
+                        }
+                    }
+                    Command::Cancel => {
+                        if let Some(current) = &running {
+                            current.burst.cancel();
+                        }
+                    }
+                    Command::LoadProfiles => send(load_profiles()),
+                    Command::Save { profile, secrets } => send(save(&profile, &secrets)),
+                    Command::Delete { name } => send(delete(&name)),
+                    Command::Import => {
+                        let picked = rfd::AsyncFileDialog::new().set_title("Import a profile").add_filter("profile", &["toml"]).pick_file().await;
+                        if let Some(file) = picked {
+                            send(import(file.path()));
+                        }
+                    }
+                    Command::Export { profile } => {
+                        let picked = rfd::AsyncFileDialog::new()
+                            .set_title("Export the profile (without secrets)")
+                            .set_file_name(format!("{}.toml", profile.name))
+                            .save_file()
+                            .await;
+                        if let Some(file) = picked {
+                            send(export(&profile, file.path()));
+                        }
+                    }
+                    Command::SaveFile { title, default_name, contents } => {
+                        let picked = rfd::AsyncFileDialog::new().set_title(title).set_file_name(default_name).save_file().await;
+                        if let Some(file) = picked {
+                            send(write_atomically(file.path(), &contents));
+                        }
+                    }
+                    Command::SetLimits { key, config } => {
+                        if let Some(current) = &running
+                            && let Err(err) = current.registry.set(key, config)
+                        {
+                            send(Update::Error(format!("limits not applied: {err}")));
+                        }
+                    }
+                }
+            }
+            _ = ticker.tick(), if running.is_some() => {
+                let Some(current) = running.take() else { continue };
+                let snapshots: Vec<Snapshot> = current.registry.active().iter().map(|limiter| limiter.snapshot()).collect();
+                let _ = updates.send(Update::Snapshots(snapshots));
+                let _ = updates.send(Update::Progress(current.burst.progress()));
+                if current.burst.is_finished() {
+                    let (summary, results) = current.burst.finish().await;
+                    send(Update::Finished { summary: Box::new(summary), results });
+                } else {
+                    repaint();
+                    running = Some(current);
+                }
+            }
+        }
+    }
+    if let Some(server) = demo {
+        let _ = server.shutdown().await;
+    }
+}
+
+async fn start_demo(port: u16) -> Result<MockServer, String> {
+    let config = MockConfig::demo().map_err(|err| err.to_string())?;
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    match MockServer::start(config.clone(), addr).await {
+        Ok(server) => Ok(server),
+        // The preferred port is taken (another ratescope?): any free port will do.
+        Err(_) if port != 0 => {
+            MockServer::start(config, SocketAddr::from((Ipv4Addr::LOCALHOST, 0))).await.map_err(|err| err.to_string())
+        }
+        Err(err) => Err(err.to_string()),
+    }
+}
+
+fn describe(server: &MockServer) -> String {
+    server.config().routes.iter().map(|route| route.prefix.clone()).collect::<Vec<_>>().join("  ")
+}
+
+fn fire(request: FireRequest) -> Result<(Running, mpsc::Receiver<Event>, usize), String> {
+    let registry = Arc::new(Registry::from_table(request.table).map_err(|err| err.to_string())?);
+    let (sink, events) = EventSink::channel(EVENT_BUFFER);
+    let mut builder = LimitedClient::builder()
+        .registry(Arc::clone(&registry))
+        .retry(request.retry)
+        .adaptive(Adaptive::Keys(request.adaptive_keys.into_iter().collect()))
+        .events(sink);
+    for (host, headers) in &request.headers {
+        builder = builder.host_headers(host, headers.clone());
+    }
+    let client = builder.build().map_err(|err| err.to_string())?;
+    let planned = request.spec.planned_requests();
+    let burst = Burst::start(request.spec, client).map_err(|err| err.to_string())?;
+    Ok((Running { burst, registry }, events, planned))
+}
+
+fn store() -> Result<ProfileStore, String> {
+    ProfileStore::default_location().map_err(|err| err.to_string())
+}
+
+fn load_profiles() -> Update {
+    let store = match store() {
+        Ok(store) => store,
+        Err(err) => return Update::Error(err),
+    };
+    let mut problems = Vec::new();
+    if let Err(err) = store.ensure_demo() {
+        problems.push(format!("the demo profile could not be written: {err}"));
+    }
+    let mut profiles = Vec::new();
+    match store.list() {
+        Ok(entries) => {
+            for entry in entries {
+                match entry.and_then(|summary| store.load(&summary.name)) {
+                    Ok(profile) => profiles.push(profile),
+                    Err(err) => problems.push(err.to_string()),
+                }
+            }
+        }
+        Err(err) => problems.push(err.to_string()),
+    }
+    let secrets = SecretStore::open_default().unwrap_or_else(|err| {
+        problems.push(format!("secrets not loaded: {err}"));
+        SecretStore::in_memory()
+    });
+    Update::Profiles { profiles, problems, secrets: Box::new(secrets) }
+}
+
+fn save(profile: &Profile, secrets: &SecretStore) -> Update {
+    let saved = store().and_then(|store| store.save(profile).map_err(|err| err.to_string()));
+    match saved {
+        Ok(path) => match secrets.save() {
+            Ok(()) => Update::Info(format!("saved '{}' to {}", profile.name, path.display())),
+            Err(err) => Update::Error(format!("profile saved, but the secrets were not: {err}")),
+        },
+        Err(err) => Update::Error(format!("not saved: {err}")),
+    }
+}
+
+fn delete(name: &str) -> Update {
+    match store().and_then(|store| store.delete(name).map_err(|err| err.to_string())) {
+        Ok(path) => Update::Info(format!("'{name}' moved aside to {}", path.display())),
+        Err(err) => Update::Error(format!("not deleted: {err}")),
+    }
+}
+
+fn import(path: &std::path::Path) -> Update {
+    match store().and_then(|store| store.import(path, false).map_err(|err| err.to_string())) {
+        Ok(profile) => Update::Imported(Box::new(profile)),
+        Err(err) => Update::Error(format!("not imported: {err}")),
+    }
+}
+
+fn export(profile: &Profile, path: &std::path::Path) -> Update {
+    match profile.to_toml() {
+        Ok(text) => match write_atomically(path, text.as_bytes()) {
+            Update::Info(_) => {
+                Update::Info(format!("exported '{}' to {} (no secret values)", profile.name, path.display()))
+            }
+            other => other,
+        },
+        Err(err) => Update::Error(format!("not exported: {err}")),
+    }
+}
+
+/// Writes a whole file or nothing: a temporary file in the same directory, renamed into place.
+fn write_atomically(path: &std::path::Path, contents: &[u8]) -> Update {
+    use std::io::Write;
+    let dir = path.parent().filter(|dir| !dir.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    let written = tempfile::NamedTempFile::new_in(dir).and_then(|mut file| {
+        file.write_all(contents)?;
+        file.as_file().sync_all()?;
+        file.persist(path).map_err(|err| err.error)?;
+        Ok(())
+    });
+    match written {
+        Ok(()) => Update::Info(format!("wrote {}", path.display())),
+        Err(err) => Update::Error(format!("could not write {}: {err}", path.display())),
+    }
+}

@@ -1,0 +1,259 @@
+//! The burst composer: endpoints, method, count, arrival pattern, priority mix, limiter on/off,
+//! Fire and Cancel; and turning it into what the background runs.
+
+use std::time::Duration;
+
+use http::{HeaderMap, Method};
+use url::Url;
+
+use super::backend::FireRequest;
+use super::editor::Editor;
+use crate::engine::{Rate, parse_duration};
+use crate::run::{ArrivalPattern, BurstSpec, Endpoint, PriorityMix};
+
+/// How requests arrive, as the composer edits it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArrivalChoice {
+    AllAtOnce,
+    FixedRate,
+    Ramp,
+    ForDuration,
+}
+
+/// One endpoint row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EndpointDraft {
+    pub path: String,
+    pub weight: u32,
+}
+
+/// What the composer shows.
+#[derive(Debug, Clone)]
+pub struct Composer {
+    pub endpoints: Vec<EndpointDraft>,
+    pub method: Method,
+    pub count: usize,
+    pub arrival: ArrivalChoice,
+    pub rate: String,
+    pub duration: String,
+    pub ramp_from: f64,
+    pub ramp_to: f64,
+    pub ramp_over: String,
+    pub high: f64,
+    pub low: f64,
+    pub limiter_on: bool,
+}
+
+impl Default for Composer {
+    fn default() -> Self {
+        Self {
+            endpoints: vec![EndpointDraft { path: "/items".into(), weight: 1 }],
+            method: Method::GET,
+            count: 50,
+            arrival: ArrivalChoice::AllAtOnce,
+            rate: "20/1s".into(),
+            duration: "10s".into(),
+            ramp_from: 1.0,
+            ramp_to: 20.0,
+            ramp_over: "10s".into(),
+            high: 0.0,
+            low: 0.0,
+            limiter_on: true,
+        }
+    }
+}
+
+/// Buttons pressed this frame.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Pressed {
+    pub fire: bool,
+    pub cancel: bool,
+}
+
+fn endpoint_url(base: &str, path: &str) -> Result<Url, String> {
+    let path = path.trim();
+    let joined = format!("{}/{}", base.trim().trim_end_matches('/'), path.trim_start_matches('/'));
+    let url = Url::parse(&joined).map_err(|err| format!("'{joined}' is not a URL: {err}"))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!("'{joined}' is not http or https"));
+    }
+    Ok(url)
+}
+
+impl Composer {
+    fn arrival(&self) -> Result<ArrivalPattern, String> {
+        let rate = || self.rate.parse::<Rate>().map_err(|err| format!("arrival rate: {err}"));
+        let duration = |text: &str, what: &str| parse_duration(text).map_err(|err| format!("{what}: {err}"));
+        Ok(match self.arrival {
+            ArrivalChoice::AllAtOnce => ArrivalPattern::AllAtOnce,
+            ArrivalChoice::FixedRate => ArrivalPattern::FixedRate(rate()?),
+            ArrivalChoice::ForDuration => {
+                ArrivalPattern::ForDuration { rate: rate()?, duration: duration(&self.duration, "duration")? }
+            }
+            ArrivalChoice::Ramp => ArrivalPattern::Ramp {
+                from: self.ramp_from,
+                to: self.ramp_to,
+                over: duration(&self.ramp_over, "ramp length")?,
+            },
+        })
+    }
+
+    /// Everything the background needs to fire at the editor's selected host.
+    pub fn fire_request(&self, editor: &Editor) -> Result<FireRequest, String> {
+        let profile = editor.profile().ok_or("select or create a profile first")?;
+        let host = editor.selected_host().ok_or("select a host first (or add one with + host)")?;
+        let endpoints = self
+            .endpoints
+            .iter()
+            .map(|endpoint| {
+                Ok(Endpoint { url: endpoint_url(&host.base_url, &endpoint.path)?, weight: endpoint.weight })
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        let config = host.limiter_config().map_err(|err| err.to_string())?;
+        let retry = host.retry_policy().map_err(|err| err.to_string())?;
+        let mut table = Vec::new();
+        if self.limiter_on {
+            table.push((host.key().map_err(|err| err.to_string())?, config.clone()));
+            table.extend(host.path_limits().map_err(|err| err.to_string())?);
+        }
+        let adaptive_keys = if host.adaptive && self.limiter_on {
+            table.iter().map(|(key, _)| key.to_string()).collect()
+        } else {
+            Vec::new()
+        };
+        let mut headers: HeaderMap = host.default_headers().map_err(|err| err.to_string())?;
+        headers.extend(editor.secrets.headers_for(&profile.name, host).map_err(|err| err.to_string())?);
+        let authority = endpoints
+            .first()
+            .and_then(|endpoint| {
+                let host = endpoint.url.host_str()?;
+                Some(match endpoint.url.port() {
+                    Some(port) => format!("{host}:{port}"),
+                    None => host.to_owned(),
+                })
+            })
+            .unwrap_or_default();
+        let spec = BurstSpec {
+            endpoints,
+            method: self.method.clone(),
+            headers: HeaderMap::new(),
+            requests: self.count,
+            arrival: self.arrival()?,
+            priorities: PriorityMix { high: self.high, normal: (1.0 - self.high - self.low).max(0.0), low: self.low },
+            limits: self.limiter_on.then_some(config),
+            raw_concurrency: None,
+            retry: retry.clone(),
+            adaptive: host.adaptive && self.limiter_on,
+        };
+        spec.validate().map_err(|err| err.to_string())?;
+        Ok(FireRequest { spec, table, retry, adaptive_keys, headers: vec![(authority, headers)] })
+    }
+
+    /// The composer row. Returns the buttons pressed.
+    pub fn composer_ui(&mut self, ui: &mut egui::Ui, editor: &Editor, running: bool) -> Pressed {
+        let mut pressed = Pressed::default();
+        let base = editor.selected_host().map(|host| host.base_url.clone()).unwrap_or_default();
+        ui.horizontal_wrapped(|ui| {
+            ui.strong("Burst");
+            egui::ComboBox::from_id_salt("method").width(70.0).selected_text(self.method.as_str()).show_ui(ui, |ui| {
+                for method in [Method::GET, Method::HEAD, Method::POST, Method::PUT, Method::DELETE] {
+                    let label = method.to_string();
+                    ui.selectable_value(&mut self.method, method, label);
+                }
+            });
+            let mut remove = None;
+            let many = self.endpoints.len() > 1;
+            for (index, endpoint) in self.endpoints.iter_mut().enumerate() {
+                ui.push_id(("endpoint", index), |ui| {
+                    ui.add(egui::TextEdit::singleline(&mut endpoint.path).desired_width(110.0).hint_text("/path"))
+                        .on_hover_text(format!("{}{}", base.trim_end_matches('/'), endpoint.path));
+                    if many {
+                        ui.add(egui::DragValue::new(&mut endpoint.weight).range(0..=100).prefix("×"))
+                            .on_hover_text("weight: share of requests to this endpoint");
+                        if ui.small_button("x").clicked() {
+                            remove = Some(index);
+                        }
+                    }
+                });
+            }
+            if let Some(index) = remove {
+                self.endpoints.remove(index);
+            }
+            if ui.small_button("+").on_hover_text("add an endpoint").clicked() {
+                self.endpoints.push(EndpointDraft { path: "/search".into(), weight: 1 });
+            }
+            ui.separator();
+            ui.label("n");
+            ui.add(egui::DragValue::new(&mut self.count).range(1..=1_000_000).speed(5.0));
+            ui.separator();
+            egui::ComboBox::from_id_salt("arrival")
+                .selected_text(match self.arrival {
+                    ArrivalChoice::AllAtOnce => "all at once",
+                    ArrivalChoice::FixedRate => "fixed rate",
+                    ArrivalChoice::Ramp => "ramp",
+                    ArrivalChoice::ForDuration => "for a duration",
+                })
+                .show_ui(ui, |ui| {
+                    ui.selectable_value(&mut self.arrival, ArrivalChoice::AllAtOnce, "all at once");
+                    ui.selectable_value(&mut self.arrival, ArrivalChoice::FixedRate, "fixed rate");
+                    ui.selectable_value(&mut self.arrival, ArrivalChoice::Ramp, "ramp");
+                    ui.selectable_value(&mut self.arrival, ArrivalChoice::ForDuration, "for a duration");
+                });
+            match self.arrival {
+                ArrivalChoice::AllAtOnce => {}
+                ArrivalChoice::FixedRate | ArrivalChoice::ForDuration => {
+                    ui.add(egui::TextEdit::singleline(&mut self.rate).desired_width(60.0)).on_hover_text("e.g. 20/1s");
+                    if self.arrival == ArrivalChoice::ForDuration {
+                        ui.label("for");
+                        ui.add(egui::TextEdit::singleline(&mut self.duration).desired_width(50.0));
+                    }
+                }
+                ArrivalChoice::Ramp => {
+                    ui.add(egui::DragValue::new(&mut self.ramp_from).range(0.0..=10_000.0).suffix("/s"));
+                    ui.label("→");
+                    ui.add(egui::DragValue::new(&mut self.ramp_to).range(0.1..=10_000.0).suffix("/s"));
+                    ui.label("over");
+                    ui.add(egui::TextEdit::singleline(&mut self.ramp_over).desired_width(45.0));
+                }
+            }
+            ui.separator();
+            ui.label("high");
+            ui.add(egui::Slider::new(&mut self.high, 0.0..=1.0).show_value(false))
+                .on_hover_text("share of the high lane");
+            ui.label("low");
+            ui.add(egui::Slider::new(&mut self.low, 0.0..=1.0).show_value(false))
+                .on_hover_text("share of the low lane");
+            if self.high + self.low > 1.0 {
+                self.low = 1.0 - self.high;
+            }
+            ui.separator();
+            ui.checkbox(&mut self.limiter_on, "limiter").on_hover_text("off: send raw, to compare paced with unpaced");
+            ui.separator();
+            let fire = ui.add_enabled(!running, egui::Button::new(egui::RichText::new("Fire").strong()));
+            if fire.on_hover_text("Ctrl+Enter").clicked() {
+                pressed.fire = true;
+            }
+            if ui.add_enabled(running, egui::Button::new("Cancel")).on_hover_text("Esc").clicked() {
+                pressed.cancel = true;
+            }
+        });
+        if let Err(err) = self.arrival() {
+            ui.label(egui::RichText::new(err).color(egui::Color32::from_rgb(230, 80, 70)).small());
+        }
+        let _ = Duration::ZERO;
+        pressed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoint_urls_join_base_and_path() {
+        assert_eq!(endpoint_url("http://127.0.0.1:8787/", "/items").unwrap().as_str(), "http://127.0.0.1:8787/items");
+        assert_eq!(endpoint_url("http://h/api", "v1/x?q=1").unwrap().as_str(), "http://h/api/v1/x?q=1");
+        assert!(endpoint_url("ftp://h", "/x").is_err());
+        assert!(endpoint_url("not a url", "/x").is_err());
+    }
+}

@@ -1,0 +1,707 @@
+//! Profiles and hosts: the profile bar, the host list and the host editor, every field
+//! validated as it is typed, with changes applied live to a running burst.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use egui::{Color32, RichText};
+use url::Url;
+
+use super::app::SaveRequest;
+use crate::engine::{LimitKey, LimiterConfig, Rate, parse_duration};
+use crate::profile::{
+    BudgetEntry, BudgetEntryKind, HostProfile, PathOverride, Profile, RetryEntry, SecretStatus, SecretStore,
+};
+
+/// What the editor asks the app to do.
+#[derive(Debug)]
+pub enum EditorAction {
+    None,
+    /// Valid limits changed: apply them to these keys now.
+    LiveLimits(Vec<(LimitKey, LimiterConfig)>),
+    Save,
+    Import,
+    Export(Box<Profile>),
+    Delete(String),
+    Message(String),
+}
+
+/// A profile being edited and what is on disk.
+#[derive(Debug, Clone)]
+pub struct ProfileDoc {
+    pub profile: Profile,
+    pub saved: Option<Profile>,
+}
+
+impl ProfileDoc {
+    pub fn is_dirty(&self) -> bool {
+        self.saved.as_ref() != Some(&self.profile)
+    }
+}
+
+/// Something deleted that can be brought back.
+#[derive(Debug, Clone)]
+enum Undo {
+    Profile(Box<ProfileDoc>, usize),
+    Host(usize, Box<HostProfile>, usize),
+}
+
+/// The editing state.
+#[derive(Default)]
+pub struct Editor {
+    pub profiles: Vec<ProfileDoc>,
+    pub current: usize,
+    pub host: usize,
+    pub secrets: SecretStore,
+    pub loaded: bool,
+    rename: Option<String>,
+    confirm_delete_profile: bool,
+    confirm_delete_host: bool,
+    undo: Option<(Undo, Instant)>,
+    new_header: (String, String),
+    new_secret_name: String,
+    secret_drafts: BTreeMap<String, String>,
+}
+
+/// How long an undo offer stays.
+const UNDO_FOR: Duration = Duration::from_secs(15);
+const ERROR: Color32 = Color32::from_rgb(230, 80, 70);
+
+fn error_label(ui: &mut egui::Ui, error: Option<String>) {
+    if let Some(error) = error {
+        ui.label(RichText::new(error).color(ERROR).small());
+    }
+}
+
+fn rate_error(text: &str) -> Option<String> {
+    text.parse::<Rate>().err().map(|err| err.to_string())
+}
+
+fn duration_error(text: &str) -> Option<String> {
+    match parse_duration(text) {
+        Ok(duration) if duration.is_zero() => Some("must be longer than zero".into()),
+        Ok(_) => None,
+        Err(err) => Some(err.to_string()),
+    }
+}
+
+fn base_url_error(text: &str) -> Option<String> {
+    match Url::parse(text.trim()) {
+        Ok(url) if !matches!(url.scheme(), "http" | "https") => Some("use http:// or https://".into()),
+        Ok(url) if url.host_str().is_none() => Some("a base URL needs a host".into()),
+        Ok(_) => None,
+        Err(err) => Some(format!("not a URL: {err}")),
+    }
+}
+
+/// A `limit/window` pair such as `100/1m`.
+fn parse_window(text: &str) -> Result<(u64, String), String> {
+    let (limit, window) = text.split_once('/').ok_or("write it as LIMIT/WINDOW, e.g. 1000/1h")?;
+    let limit: u64 = limit.trim().parse().map_err(|_| format!("'{}' is not a whole number", limit.trim()))?;
+    if limit == 0 {
+        return Err("a limit of 0 lets nothing through".into());
+    }
+    if let Some(error) = duration_error(window) {
+        return Err(error);
+    }
+    Ok((limit, window.trim().to_owned()))
+}
+
+/// The budgets of a host or path override. Returns whether anything changed.
+fn budgets_ui(ui: &mut egui::Ui, budgets: &mut Vec<BudgetEntry>, salt: &str) -> bool {
+    let mut changed = false;
+    let mut remove = None;
+    for (index, budget) in budgets.iter_mut().enumerate() {
+        ui.push_id((salt, index), |ui| {
+            ui.horizontal(|ui| {
+                changed |= ui.add(egui::TextEdit::singleline(&mut budget.name).desired_width(70.0)).changed();
+                egui::ComboBox::from_id_salt("kind")
+                    .width(110.0)
+                    .selected_text(match budget.kind {
+                        BudgetEntryKind::TokenBucket => "token bucket",
+                        BudgetEntryKind::SlidingWindow => "sliding window",
+                    })
+                    .show_ui(ui, |ui| {
+                        changed |= ui
+                            .selectable_value(&mut budget.kind, BudgetEntryKind::TokenBucket, "token bucket")
+                            .changed();
+                        changed |= ui
+                            .selectable_value(&mut budget.kind, BudgetEntryKind::SlidingWindow, "sliding window")
+                            .changed();
+                    });
+                if ui.small_button("x").on_hover_text("remove this budget").clicked() {
+                    remove = Some(index);
+                }
+            });
+            match budget.kind {
+                BudgetEntryKind::TokenBucket => {
+                    let mut capacity = budget.capacity.unwrap_or(1);
+                    ui.horizontal(|ui| {
+                        ui.label("burst");
+                        if ui
+                            .add(egui::Slider::new(&mut capacity, 1..=10_000).logarithmic(true))
+                            .on_hover_text("capacity: how many go through at once")
+                            .changed()
+                        {
+                            budget.capacity = Some(capacity);
+                            changed = true;
+                        }
+                    });
+                    let mut rate = budget.rate.clone().unwrap_or_default();
+                    ui.horizontal(|ui| {
+                        ui.label("refill");
+                        if ui
+                            .add(egui::TextEdit::singleline(&mut rate).desired_width(90.0).hint_text("10/1s"))
+                            .on_hover_text("AMOUNT/DURATION: 10/1s, 600/1m, 2.5/1s")
+                            .changed()
+                        {
+                            budget.rate = Some(rate.clone());
+                            changed = true;
+                        }
+                        if let Ok(parsed) = rate.parse::<Rate>() {
+                            ui.weak(format!("{:.2}/s", parsed.per_second()));
+                        }
+                    });
+                    error_label(ui, rate_error(&rate));
+                    if budget.capacity.is_none() {
+                        budget.capacity = Some(capacity);
+                    }
+                }
+                BudgetEntryKind::SlidingWindow => {
+                    let mut limit = budget.limit.unwrap_or(1);
+                    let mut text = format!("{}/{}", limit, budget.window.clone().unwrap_or_else(|| "1m".to_owned()));
+                    ui.horizontal(|ui| {
+                        ui.label("limit");
+                        if ui.add(egui::Slider::new(&mut limit, 1..=1_000_000).logarithmic(true)).changed() {
+                            budget.limit = Some(limit);
+                            changed = true;
+                        }
+                    });
+                    ui.horizontal(|ui| {
+                        ui.label("per");
+                        if ui
+                            .add(egui::TextEdit::singleline(&mut text).desired_width(90.0).hint_text("1000/1h"))
+                            .on_hover_text("LIMIT/WINDOW: 100/1m, 1000/1h, 10000/1d")
+                            .changed()
+                            && let Ok((limit, window)) = parse_window(&text)
+                        {
+                            budget.limit = Some(limit);
+                            budget.window = Some(window);
+                            changed = true;
+                        }
+                    });
+                    error_label(ui, parse_window(&text).err());
+                    if budget.limit.is_none() || budget.window.is_none() {
+                        budget.limit = Some(limit);
+                        budget.window.get_or_insert_with(|| "1m".to_owned());
+                    }
+                }
+            }
+            ui.add_space(4.0);
+        });
+    }
+    if let Some(index) = remove {
+        budgets.remove(index);
+        changed = true;
+    }
+    ui.horizontal(|ui| {
+        let fresh_name = |prefix: &str, budgets: &[BudgetEntry]| {
+            (1..)
+                .map(|i| format!("{prefix}{i}"))
+                .find(|name| budgets.iter().all(|b| &b.name != name))
+                .unwrap_or_default()
+        };
+        if ui.button("+ token bucket").clicked() {
+            let name = fresh_name("rate", budgets);
+            budgets.push(BudgetEntry {
+                name,
+                kind: BudgetEntryKind::TokenBucket,
+                capacity: Some(10),
+                rate: Some("10/1s".into()),
+                limit: None,
+                window: None,
+                cost: None,
+            });
+            changed = true;
+        }
+        if ui.button("+ sliding window").clicked() {
+            let name = fresh_name("window", budgets);
+            budgets.push(BudgetEntry {
+                name,
+                kind: BudgetEntryKind::SlidingWindow,
+                capacity: None,
+                rate: None,
+                limit: Some(1000),
+                window: Some("1h".into()),
+                cost: None,
+            });
+            changed = true;
+        }
+    });
+    changed
+}
+
+fn concurrency_ui(ui: &mut egui::Ui, concurrency: &mut Option<usize>) -> bool {
+    let mut changed = false;
+    ui.horizontal(|ui| {
+        let mut capped = concurrency.is_some();
+        if ui.checkbox(&mut capped, "cap in flight").changed() {
+            *concurrency = capped.then_some(concurrency.unwrap_or(4));
+            changed = true;
+        }
+        if let Some(limit) = concurrency {
+            changed |= ui.add(egui::Slider::new(limit, 1..=1000).logarithmic(true)).changed();
+        }
+    });
+    changed
+}
+
+fn optional_text_ui(ui: &mut egui::Ui, label: &str, value: &mut Option<String>, default: &str) -> bool {
+    let mut text = value.clone().unwrap_or_else(|| default.to_owned());
+    let mut changed = false;
+    ui.horizontal(|ui| {
+        ui.label(label);
+        if ui.add(egui::TextEdit::singleline(&mut text).desired_width(80.0)).changed() {
+            *value = Some(text.clone());
+            changed = true;
+        }
+    });
+    error_label(ui, duration_error(&text));
+    changed
+}
+
+fn retry_ui(ui: &mut egui::Ui, retry: &mut Option<RetryEntry>) -> bool {
+    let entry = retry.get_or_insert_with(RetryEntry::default);
+    let mut changed = false;
+    let mut attempts = entry.max_attempts.unwrap_or(5);
+    ui.horizontal(|ui| {
+        ui.label("attempts");
+        if ui.add(egui::Slider::new(&mut attempts, 1..=20)).on_hover_text("1 = never retry").changed() {
+            entry.max_attempts = Some(attempts);
+            changed = true;
+        }
+    });
+    changed |= optional_text_ui(ui, "base", &mut entry.base, "300ms");
+    changed |= optional_text_ui(ui, "cap", &mut entry.cap, "20s");
+    changed |= optional_text_ui(ui, "longest Retry-After", &mut entry.max_retry_after, "5m");
+    let mut jitter = entry.jitter.clone().unwrap_or_else(|| "full".to_owned());
+    egui::ComboBox::from_label("jitter").selected_text(&jitter).show_ui(ui, |ui| {
+        for option in ["full", "equal", "decorrelated", "none"] {
+            if ui.selectable_value(&mut jitter, option.to_owned(), option).changed() {
+                entry.jitter = Some(jitter.clone());
+                changed = true;
+            }
+        }
+    });
+    let mut connection = entry.retry_connection_errors.unwrap_or(false);
+    if ui.checkbox(&mut connection, "retry connection errors").changed() {
+        entry.retry_connection_errors = Some(connection);
+        changed = true;
+    }
+    let mut non_idempotent = entry.retry_non_idempotent.unwrap_or(false);
+    if ui.checkbox(&mut non_idempotent, "retry POST/PATCH too").changed() {
+        entry.retry_non_idempotent = Some(non_idempotent);
+        changed = true;
+    }
+    changed
+}
+
+impl Editor {
+    /// Takes the profiles read from the store.
+    pub fn load(&mut self, profiles: Vec<Profile>, secrets: SecretStore) {
+        self.profiles =
+            profiles.into_iter().map(|profile| ProfileDoc { saved: Some(profile.clone()), profile }).collect();
+        self.secrets = secrets;
+        if self.profiles.is_empty()
+            && let Ok(demo) = Profile::demo()
+        {
+            self.profiles.push(ProfileDoc { profile: demo, saved: None });
+        }
+        self.current = self.profiles.iter().position(|doc| doc.profile.name == "demo").unwrap_or(0);
+        self.host = 0;
+        self.loaded = true;
+    }
+
+    /// Adds a profile that is already on disk (imported) and selects it.
+    pub fn add_saved(&mut self, profile: Profile) {
+        self.profiles.retain(|doc| doc.profile.name != profile.name);
+        self.profiles.push(ProfileDoc { saved: Some(profile.clone()), profile });
+        self.current = self.profiles.len() - 1;
+        self.host = 0;
+    }
+
+    pub fn profile(&self) -> Option<&Profile> {
+        self.profiles.get(self.current).map(|doc| &doc.profile)
+    }
+
+    pub fn selected_host(&self) -> Option<&HostProfile> {
+        self.profile()?.hosts.get(self.host)
+    }
+
+    /// The demo profile's hosts at the default demo address follow where the demo API really runs.
+    pub fn point_demo_at(&mut self, url: &Url) {
+        let actual = url.as_str().trim_end_matches('/').to_owned();
+        for doc in self.profiles.iter_mut().filter(|doc| doc.profile.name == "demo") {
+            for profile in std::iter::once(&mut doc.profile).chain(doc.saved.as_mut()) {
+                for host in &mut profile.hosts {
+                    let at_demo = Url::parse(&host.base_url)
+                        .is_ok_and(|base| base.host_str() == Some("127.0.0.1") && base.port() == Some(8787));
+                    if at_demo {
+                        host.base_url.clone_from(&actual);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The current profile and secrets to save, if the profile is valid.
+    pub fn save_request(&mut self) -> Result<SaveRequest, String> {
+        let doc = self.profiles.get_mut(self.current).ok_or("there is no profile to save")?;
+        doc.profile.validate().map_err(|err| format!("not saved: {err}"))?;
+        doc.saved = Some(doc.profile.clone());
+        Ok((doc.profile.clone(), self.secrets.clone()))
+    }
+
+    /// Turns the server's reported budgets into the selected host's limits.
+    pub fn apply_server_limits(&mut self, config: &LimiterConfig) -> String {
+        let Some(host) = self.profiles.get_mut(self.current).and_then(|doc| doc.profile.hosts.get_mut(self.host))
+        else {
+            return "select a host first".to_owned();
+        };
+        let mut merged = host.limiter_config().unwrap_or_default();
+        merged.budgets.retain(|budget| config.budgets.iter().all(|new| new.name != budget.name));
+        merged.budgets.extend(config.budgets.iter().cloned());
+        host.set_limits(&merged);
+        format!("'{}' now has {} (unsaved: Ctrl+S to keep it)", host.name, merged.describe())
+    }
+
+    /// The profile selector, its actions and the save button.
+    pub fn profile_bar_ui(&mut self, ui: &mut egui::Ui) -> EditorAction {
+        let mut action = EditorAction::None;
+        if !self.loaded {
+            ui.spinner();
+            ui.label("loading profiles…");
+            return action;
+        }
+        let label = |doc: &ProfileDoc| {
+            if doc.is_dirty() { format!("{} •", doc.profile.name) } else { doc.profile.name.clone() }
+        };
+        let selected = self.profiles.get(self.current).map(label).unwrap_or_else(|| "no profile".to_owned());
+        ui.label("profile");
+        egui::ComboBox::from_id_salt("profile").selected_text(selected).show_ui(ui, |ui| {
+            for (index, doc) in self.profiles.iter().enumerate() {
+                if ui.selectable_label(index == self.current, label(doc)).clicked() {
+                    self.current = index;
+                    self.host = 0;
+                    self.rename = None;
+                }
+            }
+        });
+        if ui.button("New").clicked() {
+            let name = (1..).map(|i| format!("profile {i}")).find(|name| self.name_free(name)).unwrap_or_default();
+            self.profiles.push(ProfileDoc { profile: Profile::new(name), saved: None });
+            self.current = self.profiles.len() - 1;
+            self.host = 0;
+        }
+        if let Some(doc) = self.profiles.get(self.current).cloned() {
+            if ui.button("Duplicate").clicked() {
+                let name = (2..)
+                    .map(|i| format!("{} {i}", doc.profile.name))
+                    .find(|name| self.name_free(name))
+                    .unwrap_or_default();
+                self.profiles.push(ProfileDoc { profile: Profile { name, ..doc.profile.clone() }, saved: None });
+                self.current = self.profiles.len() - 1;
+            }
+            match self.rename.take() {
+                Some(mut name) => {
+                    let response = ui.add(egui::TextEdit::singleline(&mut name).desired_width(120.0));
+                    let taken = name.trim() != doc.profile.name && !self.name_free_except(&name, self.current);
+                    let blank = name.trim().is_empty();
+                    let confirmed = response.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter));
+                    if taken || blank {
+                        ui.label(RichText::new(if blank { "needs a name" } else { "name taken" }).color(ERROR));
+                        self.rename = Some(name);
+                    } else if ui.button("OK").clicked() || confirmed {
+                        if let Some(current) = self.profiles.get_mut(self.current) {
+                            current.profile.name = name.trim().to_owned();
+                        }
+                    } else {
+                        self.rename = Some(name);
+                    }
+                }
+                None => {
+                    if ui.button("Rename").clicked() {
+                        self.rename = Some(doc.profile.name.clone());
+                    }
+                }
+            }
+            if self.confirm_delete_profile {
+                ui.label(format!("Delete '{}'?", doc.profile.name));
+                if ui.button(RichText::new("Delete").color(ERROR)).clicked() {
+                    self.confirm_delete_profile = false;
+                    let removed = self.profiles.remove(self.current);
+                    if removed.saved.is_some() {
+                        action = EditorAction::Delete(removed.profile.name.clone());
+                    }
+                    self.undo = Some((Undo::Profile(Box::new(removed), self.current), Instant::now()));
+                    self.current = self.current.saturating_sub(1);
+                    self.host = 0;
+                }
+                if ui.button("Keep").clicked() {
+                    self.confirm_delete_profile = false;
+                }
+            } else if ui.button("Delete").clicked() {
+                self.confirm_delete_profile = true;
+            }
+            ui.separator();
+            let save = ui.add_enabled(doc.is_dirty(), egui::Button::new("Save"));
+            if save.on_hover_text("Ctrl+S").clicked() {
+                action = EditorAction::Save;
+            }
+            if ui.button("Export…").clicked() {
+                action = EditorAction::Export(Box::new(doc.profile.clone()));
+            }
+        }
+        if ui.button("Import…").clicked() {
+            action = EditorAction::Import;
+        }
+        self.undo_ui(ui);
+        action
+    }
+
+    fn name_free(&self, name: &str) -> bool {
+        self.profiles.iter().all(|doc| doc.profile.name != name)
+    }
+
+    fn name_free_except(&self, name: &str, except: usize) -> bool {
+        self.profiles.iter().enumerate().all(|(index, doc)| index == except || doc.profile.name != name.trim())
+    }
+
+    fn undo_ui(&mut self, ui: &mut egui::Ui) {
+        let Some((undo, when)) = &self.undo else { return };
+        if when.elapsed() > UNDO_FOR {
+            self.undo = None;
+            return;
+        }
+        let what = match undo {
+            Undo::Profile(doc, _) => format!("deleted profile '{}'", doc.profile.name),
+            Undo::Host(_, host, _) => format!("deleted host '{}'", host.name),
+        };
+        ui.label(RichText::new(what).italics());
+        if ui.button("Undo").clicked() {
+            match self.undo.take().map(|(undo, _)| undo) {
+                Some(Undo::Profile(mut doc, index)) => {
+                    // Its file was moved aside: it comes back as unsaved.
+                    doc.saved = None;
+                    let index = index.min(self.profiles.len());
+                    self.profiles.insert(index, *doc);
+                    self.current = index;
+                }
+                Some(Undo::Host(profile, host, index)) => {
+                    if let Some(doc) = self.profiles.get_mut(profile) {
+                        let index = index.min(doc.profile.hosts.len());
+                        doc.profile.hosts.insert(index, *host);
+                        self.current = profile;
+                        self.host = index;
+                    }
+                }
+                None => {}
+            }
+        }
+        ui.ctx().request_repaint_after(Duration::from_secs(1));
+    }
+
+    /// The host list and the selected host's editor.
+    pub fn editor_ui(&mut self, ui: &mut egui::Ui, running: bool) -> EditorAction {
+        let Some(doc) = self.profiles.get_mut(self.current) else {
+            ui.label("No profile yet: press New above.");
+            return EditorAction::None;
+        };
+        ui.heading("Hosts");
+        for (index, host) in doc.profile.hosts.iter().enumerate() {
+            let text = format!("{}  ·  {}", host.name, host.base_url);
+            if ui.selectable_label(index == self.host, text).clicked() {
+                self.host = index;
+                self.confirm_delete_host = false;
+            }
+        }
+        ui.horizontal(|ui| {
+            if ui.button("+ host").clicked() {
+                let name = (1..)
+                    .map(|i| format!("host {i}"))
+                    .find(|name| doc.profile.hosts.iter().all(|h| &h.name != name))
+                    .unwrap_or_default();
+                doc.profile.hosts.push(HostProfile::new(name, "https://api.example.com"));
+                self.host = doc.profile.hosts.len() - 1;
+            }
+            if let Some(host) = doc.profile.hosts.get(self.host).cloned() {
+                if ui.button("duplicate").clicked() {
+                    let name = (2..)
+                        .map(|i| format!("{} {i}", host.name))
+                        .find(|name| doc.profile.hosts.iter().all(|h| &h.name != name))
+                        .unwrap_or_default();
+                    doc.profile.hosts.push(HostProfile { name, ..host.clone() });
+                    self.host = doc.profile.hosts.len() - 1;
+                }
+                if self.confirm_delete_host {
+                    if ui.button(RichText::new(format!("delete '{}'", host.name)).color(ERROR)).clicked() {
+                        let removed = doc.profile.hosts.remove(self.host);
+                        self.undo = Some((Undo::Host(self.current, Box::new(removed), self.host), Instant::now()));
+                        self.host = self.host.saturating_sub(1);
+                        self.confirm_delete_host = false;
+                    }
+                    if ui.button("keep").clicked() {
+                        self.confirm_delete_host = false;
+                    }
+                } else if ui.button("delete").clicked() {
+                    self.confirm_delete_host = true;
+                }
+            }
+        });
+        ui.separator();
+        let profile_name = doc.profile.name.clone();
+        let Some(host) = doc.profile.hosts.get_mut(self.host) else {
+            ui.label("This profile has no host yet: add one with + host.");
+            return EditorAction::None;
+        };
+        let mut limits_changed = false;
+        ui.heading(format!("Limits · {}", host.name));
+        ui.horizontal(|ui| {
+            ui.label("name");
+            ui.text_edit_singleline(&mut host.name);
+        });
+        ui.horizontal(|ui| {
+            ui.label("base URL");
+            limits_changed |= ui.text_edit_singleline(&mut host.base_url).changed();
+        });
+        error_label(ui, base_url_error(&host.base_url));
+        ui.add_space(4.0);
+        limits_changed |= budgets_ui(ui, &mut host.budgets, "host");
+        limits_changed |= concurrency_ui(ui, &mut host.concurrency);
+        ui.checkbox(&mut host.adaptive, "adaptive: follow the limits the server publishes")
+            .on_hover_text("Server budgets tighten these limits, never loosen them; an exhausted budget pauses the host until it resets.");
+        egui::CollapsingHeader::new("Per-path limits").default_open(!host.paths.is_empty()).show(ui, |ui| {
+            let mut remove = None;
+            for (index, path) in host.paths.iter_mut().enumerate() {
+                ui.push_id(("path", index), |ui| {
+                    ui.horizontal(|ui| {
+                        ui.label("prefix");
+                        limits_changed |=
+                            ui.add(egui::TextEdit::singleline(&mut path.prefix).desired_width(120.0)).changed();
+                        if ui.small_button("x").clicked() {
+                            remove = Some(index);
+                        }
+                    });
+                    if !path.prefix.starts_with('/') {
+                        error_label(ui, Some("a prefix starts with /".into()));
+                    }
+                    limits_changed |= budgets_ui(ui, &mut path.budgets, "path");
+                    limits_changed |= concurrency_ui(ui, &mut path.concurrency);
+                    ui.separator();
+                });
+            }
+            if let Some(index) = remove {
+                host.paths.remove(index);
+                limits_changed = true;
+            }
+            if ui.button("+ path prefix").clicked() {
+                host.paths.push(PathOverride { prefix: "/search".into(), concurrency: None, budgets: Vec::new() });
+            }
+        });
+        egui::CollapsingHeader::new("Retry").show(ui, |ui| {
+            retry_ui(ui, &mut host.retry);
+        });
+        egui::CollapsingHeader::new("Headers").show(ui, |ui| {
+            let mut remove = None;
+            for (name, value) in host.headers.iter_mut() {
+                ui.horizontal(|ui| {
+                    ui.monospace(name.as_str());
+                    ui.text_edit_singleline(value);
+                    if ui.small_button("x").clicked() {
+                        remove = Some(name.clone());
+                    }
+                });
+            }
+            if let Some(name) = remove {
+                host.headers.remove(&name);
+            }
+            ui.horizontal(|ui| {
+                ui.add(egui::TextEdit::singleline(&mut self.new_header.0).hint_text("name").desired_width(90.0));
+                ui.add(egui::TextEdit::singleline(&mut self.new_header.1).hint_text("value").desired_width(110.0));
+                let valid = http::HeaderName::from_bytes(self.new_header.0.trim().as_bytes()).is_ok();
+                if ui.add_enabled(valid, egui::Button::new("add")).clicked() {
+                    host.headers.insert(self.new_header.0.trim().to_ascii_lowercase(), self.new_header.1.clone());
+                    self.new_header = Default::default();
+                }
+            });
+        });
+        egui::CollapsingHeader::new("Secrets").show(ui, |ui| {
+            ui.weak("Kept apart from the profile, in a file only you can read; never exported.");
+            let mut remove = None;
+            for name in &host.secret_headers {
+                ui.horizontal(|ui| {
+                    ui.monospace(name.as_str());
+                    let status = match self.secrets.status(&profile_name, &host.name, name) {
+                        SecretStatus::Missing => RichText::new("missing").color(ERROR),
+                        SecretStatus::Stored => RichText::new("••••••••"),
+                        SecretStatus::FromEnv(vars) => RichText::new(format!("from ${}", vars.join(", $"))),
+                    };
+                    ui.label(status);
+                    let draft = self.secret_drafts.entry(name.clone()).or_default();
+                    ui.add(
+                        egui::TextEdit::singleline(draft)
+                            .password(true)
+                            .hint_text("new value or ${VAR}")
+                            .desired_width(120.0),
+                    );
+                    if ui.add_enabled(!draft.is_empty(), egui::Button::new("set")).clicked() {
+                        self.secrets.set(&profile_name, &host.name, name, std::mem::take(draft));
+                        // The store changed: saving writes it, so mark the profile as changed too.
+                    }
+                    if ui.small_button("x").clicked() {
+                        remove = Some(name.clone());
+                    }
+                });
+            }
+            if let Some(name) = remove {
+                host.secret_headers.retain(|existing| *existing != name);
+                self.secrets.remove(&profile_name, &host.name, &name);
+            }
+            ui.horizontal(|ui| {
+                ui.add(
+                    egui::TextEdit::singleline(&mut self.new_secret_name)
+                        .hint_text("e.g. authorization")
+                        .desired_width(140.0),
+                );
+                let valid = http::HeaderName::from_bytes(self.new_secret_name.trim().as_bytes()).is_ok();
+                if ui.add_enabled(valid, egui::Button::new("add secret header")).clicked() {
+                    host.secret_headers.push(self.new_secret_name.trim().to_ascii_lowercase());
+                    self.new_secret_name.clear();
+                }
+            });
+        });
+        ui.separator();
+        let config = host.limiter_config();
+        match &config {
+            Ok(config) => {
+                ui.label(RichText::new(format!("valid: {}", config.describe())).color(Color32::from_rgb(80, 180, 90)));
+            }
+            Err(err) => {
+                ui.label(RichText::new(err.to_string()).color(ERROR));
+            }
+        }
+        if limits_changed && running {
+            let mut changes = Vec::new();
+            if let (Ok(key), Ok(config)) = (host.key(), config) {
+                changes.push((key, config));
+            }
+            if let Ok(paths) = host.path_limits() {
+                changes.extend(paths);
+            }
+            if !changes.is_empty() {
+                return EditorAction::LiveLimits(changes);
+            }
+        }
+        EditorAction::None
+    }
+}

@@ -1,0 +1,45 @@
+//! The desktop app (eframe/egui, glow renderer): hosts and limits on the left, a burst
+//! composer and live charts in the middle, the request log and what the server says below.
+//! The UI thread never awaits: it sends commands to a background tokio runtime and drains
+//! its updates each frame.
+
+mod app;
+mod backend;
+pub mod charts;
+mod composer;
+mod editor;
+pub mod log;
+pub mod server;
+pub mod summary;
+mod toasts;
+
+pub use app::{App, DemoStatus, RunStatus};
+pub use backend::{Backend, Command, FireRequest, Update};
+pub use composer::{ArrivalChoice, Composer, EndpointDraft};
+pub use editor::{Editor, EditorAction, ProfileDoc};
+pub use toasts::Toasts;
+
+/// The port the demo API prefers (any free one is taken when it is busy).
+pub const DEMO_PORT: u16 = 8787;
+
+/// Opens the window and runs until it is closed.
+pub fn run() -> anyhow::Result<()> {
+    let options = eframe::NativeOptions {
+        renderer: eframe::Renderer::Glow,
+        viewport: egui::ViewportBuilder::default()
+            .with_title("ratescope")
+            .with_inner_size([1360.0, 860.0])
+            .with_min_inner_size([900.0, 600.0]),
+        ..Default::default()
+    };
+    eframe::run_native(
+        "ratescope",
+        options,
+        Box::new(|cc| {
+            let ctx = cc.egui_ctx.clone();
+            let app = App::new(move || ctx.request_repaint(), DEMO_PORT)?;
+            Ok(Box::new(app))
+        }),
+    )
+    .map_err(|err| anyhow::anyhow!("the window could not open: {err}"))
+}

@@ -1,0 +1,229 @@
+//! "What the server says": the newest budgets a server advertised, and a button to adopt them as limits.
+
+use egui::{Color32, ProgressBar, RichText, Ui};
+
+use crate::engine::{BudgetSpec, LimiterConfig, format_period, format_wait};
+use crate::http::RateLimitInfo;
+use crate::telemetry::Telemetry;
+
+/// What the panel shows before any response carried rate-limit information.
+pub const EMPTY_TEXT: &str = "The server has not advertised any limits yet.";
+/// The label of the button that adopts the server's budgets.
+pub const APPLY_TEXT: &str = "Apply to profile";
+
+/// Shows the newest rate-limit information a server sent; returns a limiter config made of its
+/// budgets when the user clicks "Apply to profile".
+pub fn server_ui(ui: &mut Ui, telemetry: &Telemetry) -> Option<LimiterConfig> {
+    let Some((key, info)) = &telemetry.latest_server else {
+        ui.weak(EMPTY_TEXT);
+        return None;
+    };
+    ui.horizontal_wrapped(|ui| {
+        match key {
+            Some(key) => ui.label(format!("key {key}")),
+            None => ui.weak("no limiter key"),
+        };
+        if let Some(status) = info.status {
+            ui.weak(format!("status {status}"));
+        }
+        if info.throttled {
+            ui.label(RichText::new("throttled").color(Color32::from_rgb(235, 140, 20)));
+        }
+        if let Some(wait) = info.retry_after {
+            ui.label(format!("retry after {}", format_wait(wait)));
+        }
+    });
+
+    if info.budgets.is_empty() {
+        ui.weak("No budget in the newest response, only a retry hint.");
+    } else {
+        egui::Grid::new("ratescope_server_budgets").striped(true).num_columns(5).show(ui, |ui| {
+            for title in ["budget", "remaining / limit", "", "resets in", "window"] {
+                ui.strong(title);
+            }
+            ui.end_row();
+            for budget in &info.budgets {
+                ui.label(budget.name.as_str()).on_hover_text(format!("{} · from {}", budget.unit, budget.source));
+                let remaining = budget.remaining.map_or_else(|| "?".to_owned(), number);
+                let limit = budget.limit.map_or_else(|| "?".to_owned(), number);
+                ui.monospace(format!("{remaining} / {limit} {}", budget.unit));
+                match (budget.remaining, budget.limit) {
+                    (Some(remaining), Some(limit)) if limit > 0.0 => {
+                        let fraction = (remaining / limit).clamp(0.0, 1.0) as f32;
+                        ui.add(ProgressBar::new(fraction).desired_width(120.0).fill(fill_color(fraction)));
+                    }
+                    _ => {
+                        ui.weak("-");
+                    }
+                }
+                ui.label(budget.reset_after.map_or_else(|| "-".to_owned(), format_wait));
+                ui.label(budget.window.map_or_else(|| "-".to_owned(), format_period));
+                ui.end_row();
+            }
+        });
+    }
+
+    let config = config_from_server(info);
+    let hover = "Replaces the limits of this key in the current profile with one exact sliding window per \
+                 budget counting requests whose limit and window the server published (e.g. 100 per 1m), \
+                 so the client never sends more than the server allows in any window. Budgets in other units \
+                 (tokens, points) or without a window are left out.";
+    let response =
+        ui.add_enabled(config.is_some(), egui::Button::new(APPLY_TEXT)).on_hover_text(hover).on_disabled_hover_text(
+            format!("Nothing to apply: no budget counting requests has both a limit and a window.\n\n{hover}"),
+        );
+    if response.clicked() { config } else { None }
+}
+
+/// One exact sliding window per budget counting requests with a limit and a window (limits rounded
+/// down; invalid or duplicate budgets skipped), or `None` when no budget qualifies.
+pub fn config_from_server(info: &RateLimitInfo) -> Option<LimiterConfig> {
+    let mut config = LimiterConfig::new();
+    for budget in &info.budgets {
+        let (Some(limit), Some(window)) = (budget.limit, budget.window) else { continue };
+        if !budget.unit.eq_ignore_ascii_case("requests") || !limit.is_finite() || limit < 1.0 {
+            continue;
+        }
+        if config.budgets.iter().any(|existing| existing.name == budget.name) {
+            continue;
+        }
+        if let Ok(spec) = BudgetSpec::sliding_window(budget.name.as_str(), limit.floor() as u64, window) {
+            config = config.with_budget(spec);
+        }
+    }
+    (!config.budgets.is_empty() && config.validate().is_ok()).then_some(config)
+}
+
+/// Green while plenty is left, orange when low, red when (nearly) exhausted.
+fn fill_color(fraction: f32) -> Color32 {
+    if fraction <= 0.1 {
+        Color32::from_rgb(215, 58, 73)
+    } else if fraction <= 0.3 {
+        Color32::from_rgb(235, 140, 20)
+    } else {
+        Color32::from_rgb(46, 160, 67)
+    }
+}
+
+/// A count without a needless fraction: `42`, `0.5`.
+fn number(value: f64) -> String {
+    if value.fract() == 0.0 && value.abs() < 1e15 { format!("{value:.0}") } else { format!("{value:.2}") }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, SystemTime};
+
+    use egui_kittest::Harness;
+    use egui_kittest::kittest::Queryable;
+    use http::HeaderMap;
+    use tokio::time::Instant;
+
+    use super::*;
+    use crate::engine::BudgetKind;
+    use crate::http::{Event, EventKind, ServerBudget};
+
+    /// A telemetry whose newest response carried `pairs` as headers.
+    fn telemetry_after(pairs: &[(&'static str, &'static str)]) -> Telemetry {
+        let origin = Instant::now();
+        let mut telemetry = Telemetry::new(origin, 100, 100);
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.insert(*name, value.parse().unwrap());
+        }
+        let info = RateLimitInfo::parse(Some(200), &headers, None, SystemTime::now());
+        telemetry.ingest(&Event {
+            request_id: 1,
+            key: Some("127.0.0.1:8787".into()),
+            at: origin,
+            kind: EventKind::Response {
+                attempt: 1,
+                status: 200,
+                service_time: Duration::from_millis(5),
+                info: Box::new(info),
+                headers: Box::new(headers),
+            },
+        });
+        telemetry
+    }
+
+    type State = (Telemetry, Option<Option<LimiterConfig>>);
+
+    fn harness(telemetry: Telemetry) -> Harness<'static, State> {
+        Harness::builder().with_size(egui::vec2(1000.0, 700.0)).build_ui_state(
+            |ui, (telemetry, applied): &mut State| {
+                if let Some(config) = server_ui(ui, telemetry) {
+                    *applied = Some(Some(config));
+                }
+            },
+            (telemetry, None),
+        )
+    }
+
+    #[test]
+    fn applying_turns_request_budgets_into_sliding_windows() {
+        // IETF draft: 100 requests per 60 s, 40 left.
+        let mut harness = harness(telemetry_after(&[
+            ("ratelimit-policy", "\"default\";q=100;w=60"),
+            ("ratelimit", "\"default\";r=40;t=30"),
+        ]));
+        harness.run();
+        harness.get_by_label("key 127.0.0.1:8787");
+        assert!(harness.state().1.is_none(), "nothing is applied before the click");
+        harness.get_by_label(APPLY_TEXT).click();
+        harness.run();
+        let Some(Some(config)) = &harness.state().1 else { panic!("the click returned no config") };
+        assert_eq!(config.budgets.len(), 1);
+        let budget = &config.budgets[0];
+        assert_eq!(budget.name, "default");
+        assert_eq!(budget.kind, BudgetKind::SlidingWindow { limit: 100, window: Duration::from_secs(60) });
+    }
+
+    #[test]
+    fn nothing_to_apply_without_a_window() {
+        // GitHub-style headers give a limit but no window: the button stays disabled.
+        let mut harness = harness(telemetry_after(&[("x-ratelimit-limit", "60"), ("x-ratelimit-remaining", "59")]));
+        harness.run();
+        harness.get_by_label(APPLY_TEXT).click();
+        harness.run();
+        assert!(harness.state().1.is_none());
+
+        let mut empty = harness_without_data();
+        empty.run();
+        empty.get_by_label(EMPTY_TEXT);
+        assert!(empty.query_by_label(APPLY_TEXT).is_none());
+    }
+
+    fn harness_without_data() -> Harness<'static, State> {
+        harness(Telemetry::new(Instant::now(), 10, 10))
+    }
+
+    #[test]
+    fn only_valid_request_budgets_qualify() {
+        let budget = |name: &str, limit: Option<f64>, window: Option<u64>, unit: &str| ServerBudget {
+            name: name.into(),
+            limit,
+            remaining: None,
+            reset_after: None,
+            window: window.map(Duration::from_secs),
+            unit: unit.into(),
+            source: "test".into(),
+        };
+        let mut info =
+            RateLimitInfo { status: Some(200), budgets: vec![], retry_after: None, throttled: false, warnings: vec![] };
+        assert_eq!(config_from_server(&info), None);
+        info.budgets = vec![
+            budget("tokens", Some(1000.0), Some(60), "tokens"),
+            budget("no-window", Some(10.0), None, "requests"),
+            budget("fraction", Some(0.5), Some(1), "requests"),
+            budget("zero-window", Some(10.0), Some(0), "requests"),
+            budget("minute", Some(99.9), Some(60), "requests"),
+            budget("minute", Some(5.0), Some(1), "requests"),
+        ];
+        let config = config_from_server(&info).unwrap();
+        let kinds: Vec<(&str, BudgetKind)> = config.budgets.iter().map(|b| (b.name.as_str(), b.kind)).collect();
+        assert_eq!(kinds, [("minute", BudgetKind::SlidingWindow { limit: 99, window: Duration::from_secs(60) })]);
+        info.budgets.truncate(4);
+        assert_eq!(config_from_server(&info), None);
+    }
+}

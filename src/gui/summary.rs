@@ -1,0 +1,189 @@
+//! The summary after a burst: the CLI summary's figures in grids, and buttons to export the results.
+
+use egui::{Color32, Label, RichText, Ui};
+
+use crate::run::{Percentiles, Summary};
+
+/// The label of the JSON export button.
+pub const EXPORT_JSON_TEXT: &str = "Export JSON…";
+/// The label of the CSV export button.
+pub const EXPORT_CSV_TEXT: &str = "Export CSV…";
+
+/// What the user asked for in the summary; the caller opens the file dialog off the UI thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SummaryAction {
+    #[default]
+    None,
+    ExportJson,
+    ExportCsv,
+}
+
+/// Shows `summary`; returns the export the user clicked, if any.
+pub fn summary_ui(ui: &mut Ui, summary: &Summary) -> SummaryAction {
+    egui::Grid::new("ratescope_summary_counts").num_columns(2).spacing([16.0, 4.0]).show(ui, |ui| {
+        figure_row_ui(ui, "limiter", |ui| {
+            ui.add(Label::new(summary.limiter.as_str()).wrap());
+        });
+        figure_row_ui(ui, "requests", |ui| {
+            ui.label(RichText::new(summary.requests.to_string()).strong());
+            ui.label(RichText::new(format!("{} succeeded", summary.succeeded)).color(OK_COLOR));
+            let failed = RichText::new(format!("{} failed", summary.failed));
+            ui.label(if summary.failed > 0 { failed.color(ERROR_COLOR) } else { failed });
+            ui.label(format!("{} cancelled", summary.cancelled));
+        });
+        figure_row_ui(ui, "HTTP attempts", |ui| {
+            ui.label(RichText::new(summary.sent.to_string()).strong());
+            ui.label(format!("{} retries", summary.retries));
+            ui.label(format!("{} cache hits", summary.cache_hits));
+        });
+        figure_row_ui(ui, "statuses", |ui| {
+            if summary.status_counts.is_empty() {
+                ui.label("-");
+            }
+            for (status, count) in &summary.status_counts {
+                ui.label(RichText::new(format!("{status}×{count}")).monospace().color(status_color(status)));
+            }
+        });
+        figure_row_ui(ui, "elapsed", |ui| {
+            ui.label(format!("{:.3} s", summary.elapsed_s));
+        });
+        figure_row_ui(ui, "achieved", |ui| {
+            ui.label(format!("{:.2} req/s", summary.achieved_rps));
+        });
+    });
+
+    ui.add_space(8.0);
+    egui::Grid::new("ratescope_summary_latency").num_columns(5).striped(true).spacing([16.0, 4.0]).show(ui, |ui| {
+        ui.strong("ms");
+        for title in ["p50", "p90", "p99", "max"] {
+            ui.strong(title);
+        }
+        ui.end_row();
+        let rows: [(&str, Percentiles, &str); 3] = [
+            ("service", summary.service_ms, "From sending a request to its response, every attempt"),
+            ("queue wait", summary.queue_wait_ms, "Time a request spent waiting in the client-side limiter"),
+            ("total", summary.total_ms, "From first queued to the final response, per request"),
+        ];
+        for (name, p, hint) in rows {
+            ui.label(name).on_hover_text(hint);
+            for value in [p.p50, p.p90, p.p99, p.max] {
+                ui.monospace(format!("{value:.1}"));
+            }
+            ui.end_row();
+        }
+    });
+
+    if !summary.errors.is_empty() {
+        ui.add_space(8.0);
+        for (error, count) in &summary.errors {
+            ui.add(Label::new(RichText::new(format!("failed ×{count}: {error}")).color(ERROR_COLOR)).wrap());
+        }
+    }
+
+    ui.add_space(8.0);
+    let mut action = SummaryAction::None;
+    ui.horizontal(|ui| {
+        if ui.button(EXPORT_JSON_TEXT).on_hover_text("Save this summary and every request as JSON").clicked() {
+            action = SummaryAction::ExportJson;
+        }
+        if ui.button(EXPORT_CSV_TEXT).on_hover_text("Save one line per attempt as CSV").clicked() {
+            action = SummaryAction::ExportCsv;
+        }
+    });
+    action
+}
+
+/// Colour of successful statuses.
+const OK_COLOR: Color32 = Color32::from_rgb(46, 160, 67);
+/// Colour of 429.
+const THROTTLED_COLOR: Color32 = Color32::from_rgb(235, 140, 20);
+/// Colour of other 4xx/5xx statuses and transport errors.
+const ERROR_COLOR: Color32 = Color32::from_rgb(215, 58, 73);
+
+/// One grid row: a name, then `values` side by side.
+fn figure_row_ui(ui: &mut Ui, name: &str, values: impl FnOnce(&mut Ui)) {
+    ui.weak(name);
+    ui.horizontal_wrapped(values);
+    ui.end_row();
+}
+
+/// The colour of a `status_counts` key: a status code, or `error`.
+fn status_color(status: &str) -> Color32 {
+    match status.parse::<u16>() {
+        Ok(429) => THROTTLED_COLOR,
+        Ok(code) if code < 400 => OK_COLOR,
+        _ => ERROR_COLOR,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use egui_kittest::Harness;
+    use egui_kittest::kittest::Queryable;
+
+    use super::*;
+
+    fn summary() -> Summary {
+        let percentiles = |base: f64| Percentiles { p50: base, p90: base * 2.0, p99: base * 3.0, max: base * 4.0 };
+        Summary {
+            requests: 50,
+            sent: 57,
+            succeeded: 45,
+            failed: 3,
+            cancelled: 2,
+            status_counts: BTreeMap::from([("200".into(), 45), ("429".into(), 9), ("error".into(), 3)]),
+            retries: 7,
+            cache_hits: 1,
+            elapsed_s: 12.5,
+            achieved_rps: 3.84,
+            service_ms: percentiles(10.0),
+            queue_wait_ms: percentiles(250.0),
+            total_ms: percentiles(333.3),
+            errors: BTreeMap::from([("connection refused".into(), 3)]),
+            limiter: "bucket 5 @ 3/1s".into(),
+        }
+    }
+
+    #[test]
+    fn the_figures_show_and_csv_export_is_requested() {
+        let mut harness = Harness::builder().with_size(egui::vec2(1000.0, 700.0)).build_ui_state(
+            |ui, (summary, action): &mut (Summary, SummaryAction)| {
+                let clicked = summary_ui(ui, summary);
+                if clicked != SummaryAction::None {
+                    *action = clicked;
+                }
+            },
+            (summary(), SummaryAction::None),
+        );
+        harness.run();
+        for text in [
+            "bucket 5 @ 3/1s",
+            "50",
+            "45 succeeded",
+            "3 failed",
+            "2 cancelled",
+            "57",
+            "7 retries",
+            "1 cache hits",
+            "429×9",
+            "12.500 s",
+            "3.84 req/s",
+            "p99",
+            "queue wait",
+            "750.0",
+            "1333.2",
+            "failed ×3: connection refused",
+        ] {
+            assert!(harness.query_by_label(text).is_some(), "{text:?} is not shown");
+        }
+        assert_eq!(harness.state().1, SummaryAction::None);
+        harness.get_by_label(EXPORT_CSV_TEXT).click();
+        harness.run();
+        assert_eq!(harness.state().1, SummaryAction::ExportCsv);
+        harness.get_by_label(EXPORT_JSON_TEXT).click();
+        harness.run();
+        assert_eq!(harness.state().1, SummaryAction::ExportJson);
+    }
+}

@@ -1,0 +1,73 @@
+//! Short messages in a corner of the window that fade by themselves: errors inline, never a blocking modal.
+
+use std::time::{Duration, Instant};
+
+use egui::{Color32, RichText};
+
+const SHOW_FOR: Duration = Duration::from_secs(6);
+const MAX_SHOWN: usize = 5;
+
+#[derive(Debug, Clone, PartialEq)]
+struct Toast {
+    text: String,
+    error: bool,
+    since: Instant,
+}
+
+/// The messages on screen.
+#[derive(Debug, Default)]
+pub struct Toasts {
+    shown: Vec<Toast>,
+}
+
+impl Toasts {
+    pub fn info(&mut self, text: impl Into<String>) {
+        self.push(text.into(), false);
+    }
+
+    pub fn error(&mut self, text: impl Into<String>) {
+        self.push(text.into(), true);
+    }
+
+    fn push(&mut self, text: String, error: bool) {
+        self.shown.retain(|toast| toast.text != text);
+        self.shown.push(Toast { text, error, since: Instant::now() });
+        if self.shown.len() > MAX_SHOWN {
+            self.shown.remove(0);
+        }
+    }
+
+    /// The texts currently shown, oldest first.
+    pub fn texts(&self) -> Vec<&str> {
+        self.shown.iter().map(|toast| toast.text.as_str()).collect()
+    }
+
+    pub fn toasts_ui(&mut self, ui: &mut egui::Ui) {
+        // Errors stay until clicked away; information fades.
+        self.shown.retain(|toast| toast.error || toast.since.elapsed() < SHOW_FOR);
+        if self.shown.is_empty() {
+            return;
+        }
+        let mut dismissed = None;
+        egui::Area::new(egui::Id::unique("ratescope-toasts"))
+            .anchor(egui::Align2::RIGHT_BOTTOM, egui::vec2(-12.0, -12.0))
+            .show(ui.ctx(), |ui| {
+                for (index, toast) in self.shown.iter().enumerate() {
+                    egui::Frame::popup(ui.style()).show(ui, |ui| {
+                        ui.set_max_width(420.0);
+                        ui.horizontal(|ui| {
+                            let text = RichText::new(&toast.text);
+                            ui.label(if toast.error { text.color(Color32::from_rgb(230, 80, 70)) } else { text });
+                            if ui.small_button("x").clicked() {
+                                dismissed = Some(index);
+                            }
+                        });
+                    });
+                }
+            });
+        if let Some(index) = dismissed {
+            self.shown.remove(index);
+        }
+        ui.ctx().request_repaint_after(Duration::from_millis(500));
+    }
+}

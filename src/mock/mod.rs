@@ -1,0 +1,30 @@
+//! The embedded demo API: a rate-limited HTTP server on loopback, so ratescope works with no internet.
+//!
+//! - [`config`]: [`MockConfig`] from TOML (`assets/demo.toml` is the built-in demo), validated;
+//! - [`policy`]: the server-side limits as pure code on nanosecond timestamps, sharing the
+//!   engine's budget math, so a virtual-time simulator can reuse them;
+//! - [`headers`]: the rate-limit headers of each dialect (IETF draft, `X-RateLimit-*`, GitHub);
+//! - [`server`]: [`MockServer`], axum on 127.0.0.0/8 or ::1 only, with latency, faults,
+//!   cacheable JSON and an arrival log.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), ratescope::mock::MockError> {
+//! use ratescope::mock::{MockConfig, MockServer};
+//!
+//! let server = MockServer::start(MockConfig::demo()?, "127.0.0.1:0".parse().unwrap()).await?;
+//! println!("demo API on {}", server.url());
+//! server.shutdown().await
+//! # }
+//! ```
+
+pub mod config;
+mod error;
+pub mod headers;
+pub mod policy;
+pub mod server;
+
+pub use config::{CountBy, DEMO_TOML, Faults, Latency, MockConfig, RouteConfig, ServerSettings};
+pub use error::{Location, MockError};
+pub use headers::{Dialect, write_headers};
+pub use policy::{ConcurrencyGuard, Decision, PolicyKind, PolicyReport, PolicySpec, RoutePolicies};
+pub use server::{ARRIVAL_LOG_CAPACITY, Arrival, FaultKind, MockServer, Outcome, is_loopback};

@@ -1,0 +1,41 @@
+//! The demo profile shipped in `assets/demo-profile.toml`, for the embedded demo API.
+
+use super::error::ProfileError;
+use super::model::Profile;
+
+/// The text of `assets/demo-profile.toml`.
+pub const DEMO_TOML: &str = include_str!("../../assets/demo-profile.toml");
+
+impl Profile {
+    /// The profile named `demo` for the demo API at `http://127.0.0.1:8787`.
+    pub fn demo() -> Result<Self, ProfileError> {
+        Profile::from_toml(DEMO_TOML)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_demo_profile_is_valid_and_describes_the_demo_api() {
+        let demo = Profile::demo().unwrap();
+        assert_eq!(demo.name, "demo");
+        let host = &demo.hosts[0];
+        assert_eq!(host.key().unwrap().to_string(), "127.0.0.1:8787");
+        assert_eq!(host.limiter_config().unwrap().describe(), "bucket 5 @ 5/1s, window 100/1m");
+        let paths: Vec<String> =
+            host.path_limits().unwrap().iter().map(|(key, config)| format!("{key}: {}", config.describe())).collect();
+        assert_eq!(
+            paths,
+            [
+                "127.0.0.1:8787/search: window 2/1s, concurrency 1",
+                "127.0.0.1:8787/slow: concurrency 3",
+                "127.0.0.1:8787/flaky: window 60/1m",
+                "127.0.0.1:8787/catalog: window 10/1m",
+                "127.0.0.1:8787/open: no limits",
+            ]
+        );
+        assert!(host.secret_headers.is_empty(), "the demo needs no secret to run");
+    }
+}

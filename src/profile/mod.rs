@@ -1,0 +1,84 @@
+//! Profiles: named sets of hosts and the limits, retry policy and headers that work for them,
+//! stored as TOML files, with secret header values kept apart.
+//!
+//! # The format
+//!
+//! ```toml
+//! name = "demo"                         # the file is <slug>.toml: "demo API" -> demo-api.toml
+//!
+//! [[hosts]]                             # one table per host
+//! name = "demo API"                     # unique in the profile; secrets are filed under it
+//! base_url = "http://127.0.0.1:8787"    # http(s); its host[:port] is the limiter key
+//! concurrency = 4                       # most requests in flight (absent: no cap)
+//! adaptive = true                       # follow the budgets the server publishes (default false)
+//! budgets = [
+//!     # a token bucket: `capacity` at once, refilled at `rate` (AMOUNT/DURATION)
+//!     { name = "rate", kind = "token_bucket", capacity = 5, rate = "5/1s" },
+//!     # an exact sliding window: at most `limit` in any `window`
+//!     { name = "minute", kind = "sliding_window", limit = 100, window = "1m" },
+//! ]                                     # each budget may also set `cost` (default 1)
+//! headers = { "accept" = "application/json" }   # non-secret headers sent to this host
+//! secret_headers = ["x-api-key"]        # names only; values live in the secret store
+//!
+//! [hosts.retry]                         # every field optional; absent ones take the defaults shown
+//! max_attempts = 5                      # attempts in all, 1 = never retry
+//! base = "300ms"                        # backoff min(cap, base * 2^(n-1)) ...
+//! cap = "20s"
+//! jitter = "full"                       # full | equal | decorrelated | none
+//! max_retry_after = "5m"                # a longer Retry-After fails at once instead of hanging
+//! retry_statuses = [429, 503]
+//! retry_connection_errors = false
+//! retry_non_idempotent = false          # POST, PATCH, ...
+//!
+//! [[hosts.paths]]                       # requests under /search use these limits instead of
+//! prefix = "/search"                    # the host's (key 127.0.0.1:8787/search); the host's
+//! concurrency = 1                       # retry, headers and `adaptive` still apply
+//! budgets = [{ name = "search", kind = "sliding_window", limit = 2, window = "1s" }]
+//! ```
+//!
+//! Durations are written like `500ms`, `1s`, `1m`, `1h`, `1d`, or `1m30s`. Unknown fields are
+//! refused, so a typo is an error rather than a silently ignored setting. Budget names starting
+//! with `server:` are kept for limits learned from servers at run time and are never stored.
+//! Headers that look secret (`authorization`, `cookie`, names containing `token`, `api-key`,
+//! `secret`, `password`) are refused in `headers`: they belong in `secret_headers`.
+//!
+//! Every error names the file, the line and column, the host and the field:
+//! `demo.toml: line 9, column 72: host 'demo API': budget 'rate': rate "0/1s": a rate of zero ...`.
+//!
+//! # Where things live
+//!
+//! The config directory is `$RATESCOPE_CONFIG_DIR` when set, else the platform's
+//! (`~/.config/ratescope` on Linux). Profiles are `profiles/<slug>.toml` inside it, written
+//! atomically with the previous version kept as `<slug>.toml.bak`; secrets are in
+//! `secrets.toml` (see [`SecretStore`]), readable by the user only.
+
+mod client;
+mod convert;
+mod demo;
+mod error;
+mod model;
+mod secrets;
+mod store;
+mod text;
+
+use std::path::PathBuf;
+
+pub use demo::DEMO_TOML;
+pub use error::{FieldPath, InvalidSetting, Position, ProfileError, Segment};
+pub use model::{BudgetEntry, BudgetEntryKind, HostProfile, LEARNED_PREFIX, PathOverride, Profile, RetryEntry};
+pub use secrets::{SecretStatus, SecretStore};
+pub use store::{ProfileStore, ProfileSummary, slug};
+
+/// The environment variable that overrides the config directory (tests and CI set it).
+pub const CONFIG_DIR_ENV: &str = "RATESCOPE_CONFIG_DIR";
+
+/// The config directory: `$RATESCOPE_CONFIG_DIR` when set and not empty, else the platform's
+/// (`directories::ProjectDirs::from("dev", "ratescope", "ratescope")`).
+pub fn config_dir() -> Result<PathBuf, ProfileError> {
+    if let Some(dir) = std::env::var_os(CONFIG_DIR_ENV).filter(|dir| !dir.is_empty()) {
+        return Ok(PathBuf::from(dir));
+    }
+    directories::ProjectDirs::from("dev", "ratescope", "ratescope")
+        .map(|dirs| dirs.config_dir().to_owned())
+        .ok_or(ProfileError::NoConfigDir)
+}

@@ -1,0 +1,278 @@
+//! Profiles on disk: one `<slug>.toml` per profile, written atomically, the previous version kept
+//! as `<slug>.toml.bak`, and a broken file never overwritten.
+
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use super::error::ProfileError;
+use super::model::Profile;
+use super::{DEMO_TOML, config_dir};
+
+/// The file name of a profile: lower case ASCII letters, digits and single dashes
+/// (`"demo API"` → `demo-api`). Refuses a name with no letter or digit.
+pub fn slug(name: &str) -> Result<String, ProfileError> {
+    let mut slug = String::with_capacity(name.len());
+    for c in name.chars() {
+        if c.is_ascii_alphanumeric() {
+            slug.push(c.to_ascii_lowercase());
+        } else if !slug.is_empty() && !slug.ends_with('-') {
+            slug.push('-');
+        }
+    }
+    while slug.ends_with('-') {
+        slug.pop();
+    }
+    if slug.is_empty() { Err(ProfileError::BadName(name.to_owned())) } else { Ok(slug) }
+}
+
+/// One line of [`ProfileStore::list`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProfileSummary {
+    pub name: String,
+    pub path: PathBuf,
+    pub hosts: usize,
+}
+
+/// A directory of profiles.
+#[derive(Debug, Clone)]
+pub struct ProfileStore {
+    dir: PathBuf,
+}
+
+impl ProfileStore {
+    /// `profiles/` in the user's config directory ([`config_dir`]).
+    pub fn default_location() -> Result<Self, ProfileError> {
+        Ok(Self::at(config_dir()?.join("profiles")))
+    }
+
+    /// The profiles in `dir` (created on the first save).
+    pub fn at(dir: impl Into<PathBuf>) -> Self {
+        Self { dir: dir.into() }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The file that holds (or would hold) the profile named `name`.
+    pub fn path_of(&self, name: &str) -> Result<PathBuf, ProfileError> {
+        Ok(self.dir.join(format!("{}.toml", slug(name)?)))
+    }
+
+    /// Every profile file, sorted by file name. A broken file is reported in its place, with
+    /// its name, line and column; the others are listed all the same.
+    pub fn list(&self) -> Result<Vec<Result<ProfileSummary, ProfileError>>, ProfileError> {
+        let entries = match fs::read_dir(&self.dir) {
+            Ok(entries) => entries,
+            Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(err) => return Err(ProfileError::io("read the directory", &self.dir)(err)),
+        };
+        let mut paths = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(ProfileError::io("read the directory", &self.dir))?;
+            let path = entry.path();
+            let visible = entry.file_name().to_str().is_some_and(|name| !name.starts_with('.'));
+            if visible && path.extension().is_some_and(|ext| ext == "toml") && path.is_file() {
+                paths.push(path);
+            }
+        }
+        paths.sort();
+        Ok(paths
+            .into_iter()
+            .map(|path| {
+                let profile = read_profile(&path)?;
+                Ok(ProfileSummary { name: profile.name, hosts: profile.hosts.len(), path })
+            })
+            .collect())
+    }
+
+    /// Whether a file for `name` exists (readable or not).
+    pub fn exists(&self, name: &str) -> Result<bool, ProfileError> {
+        Ok(self.path_of(name)?.exists())
+    }
+
+    /// The profile named `name`.
+    pub fn load(&self, name: &str) -> Result<Profile, ProfileError> {
+        let path = self.path_of(name)?;
+        if !path.exists() {
+            return Err(ProfileError::NotFound { name: name.to_owned(), path });
+        }
+        read_profile(&path)
+    }
+
+    /// Validates and writes `profile`, keeping the version it replaces as `<slug>.toml.bak`.
+    /// Refuses to replace a file that does not hold a valid profile of the same name.
+    pub fn save(&self, profile: &Profile) -> Result<PathBuf, ProfileError> {
+        profile.validate()?;
+        self.write(&profile.name, &profile.to_toml()?)
+    }
+
+    /// Moves the profile's file to `<slug>.toml.bak` (replacing an older backup); returns that path.
+    pub fn delete(&self, name: &str) -> Result<PathBuf, ProfileError> {
+        let path = self.path_of(name)?;
+        if !path.exists() {
+            return Err(ProfileError::NotFound { name: name.to_owned(), path });
+        }
+        let backup = backup_of(&path);
+        fs::rename(&path, &backup).map_err(ProfileError::io("move aside", &path))?;
+        tracing::info!(profile = name, backup = %backup.display(), "profile deleted (kept as a backup)");
+        Ok(backup)
+    }
+
+    /// Reads, validates and stores the profile file at `path` (its text is kept as written,
+    /// comments included). An existing profile of the same name is replaced only with `overwrite`.
+    pub fn import(&self, path: &Path, overwrite: bool) -> Result<Profile, ProfileError> {
+        let text = fs::read(path).map_err(ProfileError::io("read", path))?;
+        let text = String::from_utf8(text).map_err(|_| invalid_utf8().in_file(path))?;
+        let profile = Profile::from_toml(&text).map_err(|err| err.in_file(path))?;
+        let target = self.path_of(&profile.name)?;
+        if target.exists() && !overwrite {
+            return Err(ProfileError::Exists { name: profile.name, path: target });
+        }
+        self.write(&profile.name, &text)?;
+        Ok(profile)
+    }
+
+    /// Writes the profile named `name` to `path` as TOML. Only the profile is written:
+    /// secret header names, never their values (those live in the secret store).
+    pub fn export(&self, name: &str, path: &Path) -> Result<(), ProfileError> {
+        let text = self.load(name)?.to_toml()?;
+        write_atomic(path, text.as_bytes(), false)
+    }
+
+    /// Writes the demo profile ([`Profile::demo`]) unless a profile named `demo` exists;
+    /// returns whether it wrote it. Never overwrites anything, not even a broken file.
+    pub fn ensure_demo(&self) -> Result<bool, ProfileError> {
+        let path = self.path_of("demo")?;
+        if path.exists() {
+            return Ok(false);
+        }
+        fs::create_dir_all(&self.dir).map_err(ProfileError::io("create", &self.dir))?;
+        let mut file = temp_file_in(&self.dir, false)?;
+        file.write_all(DEMO_TOML.as_bytes()).map_err(ProfileError::io("write", file.path()))?;
+        file.as_file().sync_all().map_err(ProfileError::io("write", file.path()))?;
+        match file.persist_noclobber(&path) {
+            Ok(_) => {
+                sync_dir(&self.dir);
+                Ok(true)
+            }
+            // Someone else wrote it in the meantime: theirs stays.
+            Err(err) if err.error.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+            Err(err) => Err(ProfileError::io("write", &path)(err.error)),
+        }
+    }
+
+    /// Writes `text` as the file of profile `name`, after the checks of [`save`](Self::save).
+    fn write(&self, name: &str, text: &str) -> Result<PathBuf, ProfileError> {
+        let path = self.path_of(name)?;
+        fs::create_dir_all(&self.dir).map_err(ProfileError::io("create", &self.dir))?;
+        match fs::read(&path) {
+            Ok(existing) => {
+                let current = parse_bytes(&path, &existing)
+                    .map_err(|error| ProfileError::Broken { path: path.clone(), error: Box::new(error) })?;
+                if current.name != name {
+                    return Err(ProfileError::NameClash { new: name.to_owned(), existing: current.name, path });
+                }
+                write_atomic(&backup_of(&path), &existing, false)?;
+            }
+            Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+            Err(err) => return Err(ProfileError::io("read", &path)(err)),
+        }
+        write_atomic(&path, text.as_bytes(), false)?;
+        tracing::debug!(profile = name, path = %path.display(), "profile saved");
+        Ok(path)
+    }
+}
+
+/// `demo.toml` → `demo.toml.bak`.
+fn backup_of(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".bak");
+    path.with_file_name(name)
+}
+
+/// A profile file: valid TOML, valid settings, and a name that belongs to this file name.
+fn read_profile(path: &Path) -> Result<Profile, ProfileError> {
+    let bytes = fs::read(path).map_err(ProfileError::io("read", path))?;
+    parse_bytes(path, &bytes)
+}
+
+fn parse_bytes(path: &Path, bytes: &[u8]) -> Result<Profile, ProfileError> {
+    let text = std::str::from_utf8(bytes).map_err(|_| invalid_utf8().in_file(path))?;
+    let profile = Profile::from_toml(text).map_err(|err| err.in_file(path))?;
+    let expected = slug(&profile.name)?;
+    let stem = path.file_stem().and_then(|stem| stem.to_str()).unwrap_or_default();
+    if stem != expected {
+        return Err(ProfileError::NameMismatch {
+            path: path.to_owned(),
+            found: profile.name,
+            expected: format!("{expected}.toml"),
+        });
+    }
+    Ok(profile)
+}
+
+fn invalid_utf8() -> ProfileError {
+    ProfileError::Syntax { position: None, host: None, message: "the file is not UTF-8 text".to_owned() }
+}
+
+fn temp_file_in(dir: &Path, private: bool) -> Result<tempfile::NamedTempFile, ProfileError> {
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(".ratescope-").suffix(".tmp");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        builder.permissions(fs::Permissions::from_mode(if private { 0o600 } else { 0o644 }));
+    }
+    #[cfg(not(unix))]
+    let _ = private;
+    builder.tempfile_in(dir).map_err(ProfileError::io("create a temporary file in", dir))
+}
+
+/// Writes `bytes` to `path` so that a reader sees the old file or the new one, never a mix:
+/// a temporary file in the same directory, flushed to disk, then renamed over `path`.
+/// `private` files are readable by their owner only (mode 0600 on unix, from creation on).
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8], private: bool) -> Result<(), ProfileError> {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let mut file = temp_file_in(dir, private)?;
+    file.write_all(bytes).map_err(ProfileError::io("write", file.path()))?;
+    file.as_file().sync_all().map_err(ProfileError::io("write", file.path()))?;
+    file.persist(path).map_err(|err| ProfileError::io("write", path)(err.error))?;
+    sync_dir(dir);
+    Ok(())
+}
+
+/// Makes a rename in `dir` durable (best effort: not every platform can open a directory).
+fn sync_dir(dir: &Path) {
+    #[cfg(unix)]
+    if let Ok(handle) = fs::File::open(dir) {
+        let _ = handle.sync_all();
+    }
+    #[cfg(not(unix))]
+    let _ = dir;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slugs_are_lowercase_ascii_with_single_dashes() {
+        assert_eq!(slug("demo").unwrap(), "demo");
+        assert_eq!(slug("  Demo API v2 ").unwrap(), "demo-api-v2");
+        assert_eq!(slug("../../etc/passwd").unwrap(), "etc-passwd");
+        assert_eq!(slug("Ünïcode—name").unwrap(), "n-code-name");
+        for bad in ["", "   ", "---", "ééé", "/"] {
+            assert!(matches!(slug(bad), Err(ProfileError::BadName(_))), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn backups_sit_beside_the_file() {
+        assert_eq!(backup_of(Path::new("/x/demo.toml")), Path::new("/x/demo.toml.bak"));
+    }
+}
