@@ -12,7 +12,8 @@ use url::Url;
 
 use super::LimitArgs;
 use crate::engine::{Rate, parse_duration};
-use crate::http::RetryPolicy;
+use crate::http::{LimitedClient, RetryPolicy};
+use crate::profile::{Profile, ProfileStore, SecretStore};
 use crate::run::{ArrivalPattern, Burst, BurstSpec, Endpoint, PriorityMix, write_csv};
 
 #[derive(Debug, Args)]
@@ -57,6 +58,10 @@ pub struct BurstArgs {
     pub high: f64,
     #[arg(long, default_value_t = 0.0)]
     pub low: f64,
+    /// Take the limits, retry policy and headers for the URLs' hosts from a profile: a file, or
+    /// the name of a saved profile.
+    #[arg(long, value_name = "FILE|NAME", conflicts_with_all = ["rate", "burst", "windows", "concurrency", "no_limit"])]
+    pub profile: Option<String>,
     /// Print the summary as one JSON object (schema in ratescope::run::Summary).
     #[arg(long)]
     pub json: bool,
@@ -145,11 +150,53 @@ fn save_csv(path: &Path, results: &[crate::run::RequestResult]) -> anyhow::Resul
     Ok(())
 }
 
+/// The profile named by `--profile`: a file when one exists at that path, else a saved profile.
+fn load_profile(reference: &str) -> anyhow::Result<Profile> {
+    let path = Path::new(reference);
+    if path.exists() {
+        return Ok(Profile::from_file(path)?);
+    }
+    Ok(ProfileStore::default_location()?.load(reference)?)
+}
+
+/// A client from the profile, and the limits it applies to the burst's hosts (for the summary).
+fn profile_client(reference: &str, spec: &mut BurstSpec) -> anyhow::Result<LimitedClient> {
+    let profile = load_profile(reference)?;
+    let entries = profile.entries()?;
+    for endpoint in &spec.endpoints {
+        let host = endpoint.url.host_str().unwrap_or_default();
+        let with_port = endpoint.url.port_or_known_default().map(|port| format!("{host}:{port}"));
+        let covered = entries.iter().any(|(entry, _)| entry.host == host || Some(&entry.host) == with_port.as_ref());
+        if !covered {
+            bail!(
+                "profile '{}' has no host for {}; its hosts: {}",
+                profile.name,
+                endpoint.url,
+                describe_hosts(&profile)
+            );
+        }
+    }
+    spec.limits = entries.iter().find(|(key, _)| key.path_prefix.is_none()).map(|(_, config)| config.clone());
+    let secrets = SecretStore::open_default()?;
+    Ok(profile.client_builder(&secrets)?.build()?)
+}
+
+fn describe_hosts(profile: &Profile) -> String {
+    profile.hosts.iter().map(|host| host.base_url.as_str()).collect::<Vec<_>>().join(", ")
+}
+
 pub fn run(args: BurstArgs) -> anyhow::Result<ExitCode> {
-    let spec = args.spec()?;
+    let mut spec = args.spec()?;
+    let client = match &args.profile {
+        Some(reference) => Some(profile_client(reference, &mut spec)?),
+        None => None,
+    };
     spec.validate()?;
     let (summary, results) = super::runtime()?.block_on(async {
-        let burst = Burst::start_with_own_client(spec)?;
+        let burst = match client {
+            Some(client) => Burst::start(spec, client)?,
+            None => Burst::start_with_own_client(spec)?,
+        };
         let bar = ProgressBar::new(burst.progress().planned as u64);
         bar.set_style(
             ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} done  {msg}")

@@ -29,6 +29,16 @@ impl Profile {
         Ok(profile)
     }
 
+    /// Reads and validates the profile file at `path`; errors name the file, line and column.
+    pub fn from_file(path: &std::path::Path) -> Result<Self, ProfileError> {
+        let bytes = std::fs::read(path).map_err(ProfileError::io("read", path))?;
+        let text = String::from_utf8(bytes).map_err(|_| {
+            ProfileError::Syntax { position: None, host: None, message: "the file is not UTF-8 text".into() }
+                .in_file(path)
+        })?;
+        Self::from_toml(&text).map_err(|err| err.in_file(path))
+    }
+
     /// The profile as TOML in the documented layout: one `[[hosts]]` table per host with its
     /// budgets as inline tables. Secret values are not part of a profile, so never in here.
     pub fn to_toml(&self) -> Result<String, ProfileError> {

@@ -1,0 +1,150 @@
+//! `ratescope burst` as a user runs it, against the demo API on loopback (real time, small bursts).
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Command;
+
+use ratescope::mock::{MockConfig, MockServer, Outcome};
+
+const SERVER: &str = r#"
+[server]
+api_key_header = "x-api-key"
+
+[[routes]]
+prefix = "/items"
+dialect = "ietf"
+status = 429
+retry_after = true
+count_by = "global"
+
+  [[routes.policies]]
+  name = "burst"
+  kind = "token_bucket"
+  capacity = 5
+  rate = "10/1s"
+"#;
+
+async fn server() -> MockServer {
+    MockServer::start(MockConfig::from_toml(SERVER).unwrap(), SocketAddr::from(([127, 0, 0, 1], 0))).await.unwrap()
+}
+
+/// Runs the binary with its config directory in `config`, off the test's runtime threads.
+async fn ratescope(config: &Path, args: Vec<String>) -> (i32, String, String) {
+    let config = config.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let output = Command::new(env!("CARGO_BIN_EXE_ratescope"))
+            .args(&args)
+            .env("RATESCOPE_CONFIG_DIR", &config)
+            .output()
+            .unwrap();
+        (
+            output.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    })
+    .await
+    .unwrap()
+}
+
+fn args(items: &[&str]) -> Vec<String> {
+    items.iter().map(|item| (*item).to_owned()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paced_burst_prints_the_documented_json_and_succeeds() {
+    let server = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("{}items", server.url());
+    let csv = dir.path().join("attempts.csv");
+    let (code, stdout, stderr) = ratescope(
+        dir.path(),
+        args(&["burst", &url, "-n", "12", "--rate", "10/1s", "--burst", "5", "--json", "--csv", csv.to_str().unwrap()]),
+    )
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    for field in ["requests", "sent", "succeeded", "failed", "status_counts", "retries", "elapsed_s", "achieved_rps"] {
+        assert!(json.get(field).is_some(), "{field} missing from {json}");
+    }
+    for field in ["service_ms", "queue_wait_ms", "total_ms"] {
+        for percentile in ["p50", "p90", "p99", "max"] {
+            assert!(json[field][percentile].is_number(), "{field}.{percentile}");
+        }
+    }
+    assert_eq!((json["requests"].as_u64(), json["succeeded"].as_u64()), (Some(12), Some(12)));
+    assert_eq!(json["status_counts"]["200"].as_u64(), Some(12));
+    assert!(json["status_counts"].get("429").is_none(), "paced below the server's limit");
+    let rows = std::fs::read_to_string(&csv).unwrap();
+    assert_eq!(rows.lines().count(), 13, "a header and one row per attempt");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_raw_burst_meets_429s_and_exits_non_zero() {
+    let server = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("{}items", server.url());
+    let (code, stdout, _) =
+        ratescope(dir.path(), args(&["burst", &url, "-n", "20", "--no-limit", "--retries", "0", "--json"])).await;
+    assert_ne!(code, 0, "requests finally failed");
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert!(json["status_counts"]["429"].as_u64().unwrap_or(0) >= 10, "{json}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_profile_is_reported_and_left_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("broken.toml");
+    let text = "name = \"broken\"\n[[hosts]]\nname = \"x\"\nbase_url = 42\n";
+    std::fs::write(&path, text).unwrap();
+    let (code, _, stderr) =
+        ratescope(dir.path(), args(&["burst", "http://127.0.0.1:9/items", "--profile", path.to_str().unwrap()])).await;
+    assert_ne!(code, 0);
+    assert!(stderr.contains("broken.toml") && stderr.contains("line 4"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), text, "the file is untouched");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_reach_the_server_and_no_output() {
+    let server = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let profile = format!(
+        "name = \"team\"\n[[hosts]]\nname = \"demo\"\nbase_url = \"{}\"\nsecret_headers = [\"x-api-key\"]\nbudgets = [{{ name = \"rate\", kind = \"token_bucket\", capacity = 5, rate = \"10/1s\" }}]\n",
+        server.url().as_str().trim_end_matches('/')
+    );
+    let profile_path = dir.path().join("team.toml");
+    std::fs::write(&profile_path, profile).unwrap();
+    let secrets = dir.path().join("secrets.toml");
+    std::fs::write(&secrets, "[team.demo]\nx-api-key = \"sk-very-secret-value\"\n").unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let csv = dir.path().join("out.csv");
+    let url = format!("{}items", server.url());
+    let (code, stdout, stderr) = ratescope(
+        dir.path(),
+        args(&[
+            "burst",
+            &url,
+            "-n",
+            "6",
+            "--profile",
+            profile_path.to_str().unwrap(),
+            "--json",
+            "--csv",
+            csv.to_str().unwrap(),
+        ]),
+    )
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    let arrivals = server.arrivals();
+    assert_eq!(arrivals.len(), 6);
+    assert!(arrivals.iter().all(|a| a.key.as_deref() == Some("sk-very-secret-value")), "the server got the key");
+    assert!(arrivals.iter().all(|a| matches!(a.outcome, Outcome::Served(200))));
+    let everything = format!("{stdout}{stderr}{}", std::fs::read_to_string(&csv).unwrap());
+    assert!(!everything.contains("sk-very-secret-value"), "the secret appears in no output");
+    let (_, shown, _) = ratescope(dir.path(), args(&["profile", "show", profile_path.to_str().unwrap()])).await;
+    assert!(!shown.contains("sk-very-secret-value"));
+}
