@@ -26,7 +26,7 @@ pub enum Command {
     /// Send N simulated requests through the limiter (no network) and show when each is admitted.
     Pace(pace::PaceArgs),
     /// Fire a burst of requests at an API through the limiter (or raw) and summarise what happened.
-    Burst(burst::BurstArgs),
+    Burst(Box<burst::BurstArgs>),
     /// Explain the rate-limit headers of a response head pasted from any provider.
     Headers(headers::HeadersArgs),
     /// Run the embedded demo API: a rate-limited HTTP server on loopback.
@@ -41,7 +41,7 @@ pub fn main(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Some(Command::Pace(args)) => pace::run(args),
         Some(Command::Headers(args)) => headers::run(args),
-        Some(Command::Burst(args)) => burst::run(args),
+        Some(Command::Burst(args)) => burst::run(*args),
         Some(Command::Mock(args)) => mock::run(args),
         Some(Command::Profile(args)) => profile::run(args),
         None => open_app(),
