@@ -48,6 +48,15 @@ pub enum RunStatus {
     },
 }
 
+/// How the app starts.
+#[derive(Debug, Clone)]
+pub struct AppOptions {
+    /// The demo API's preferred port (0: any free port).
+    pub demo_port: u16,
+    /// Where profiles and secrets live; `None` for the platform's config directory.
+    pub config_dir: Option<std::path::PathBuf>,
+}
+
 /// The whole app.
 pub struct App {
     backend: Backend,
@@ -64,10 +73,10 @@ pub struct App {
 
 impl App {
     /// The app with its background started; `repaint` wakes the UI when news arrives.
-    pub fn new(repaint: impl Fn() + Send + Sync + 'static, demo_port: u16) -> std::io::Result<Self> {
-        let backend = Backend::start(repaint)?;
+    pub fn new(repaint: impl Fn() + Send + Sync + 'static, options: AppOptions) -> std::io::Result<Self> {
+        let backend = Backend::start(repaint, options.config_dir)?;
         backend.send(Command::LoadProfiles);
-        backend.send(Command::StartDemo { port: demo_port });
+        backend.send(Command::StartDemo { port: options.demo_port });
         Ok(Self {
             backend,
             editor: Editor::default(),

@@ -2,6 +2,7 @@
 //! The UI sends `Command`s and drains `Update`s each frame; it never awaits and never blocks.
 
 use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::mpsc as std_mpsc;
 use std::time::Duration;
@@ -96,14 +97,14 @@ pub struct Backend {
 
 impl Backend {
     /// Starts the runtime thread. `repaint` is called (throttled) whenever the UI has news.
-    pub fn start(repaint: impl Fn() + Send + Sync + 'static) -> std::io::Result<Self> {
+    pub fn start(repaint: impl Fn() + Send + Sync + 'static, config_dir: Option<PathBuf>) -> std::io::Result<Self> {
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
         let (commands, command_rx) = mpsc::unbounded_channel();
         let (update_tx, updates) = std_mpsc::channel();
         let repaint: Arc<dyn Fn() + Send + Sync> = Arc::new(repaint);
         let thread = std::thread::Builder::new()
             .name("ratescope-backend".into())
-            .spawn(move || runtime.block_on(serve(command_rx, update_tx, repaint)))?;
+            .spawn(move || runtime.block_on(serve(command_rx, update_tx, repaint, Locations { config_dir })))?;
         Ok(Self { commands, updates, _thread: thread })
     }
 
@@ -134,10 +135,34 @@ struct Running {
     registry: Arc<Registry>,
 }
 
+/// Where profiles and secrets live: the platform's config directory unless told otherwise.
+#[derive(Debug, Clone)]
+struct Locations {
+    config_dir: Option<PathBuf>,
+}
+
+impl Locations {
+    fn store(&self) -> Result<ProfileStore, String> {
+        match &self.config_dir {
+            Some(dir) => Ok(ProfileStore::at(dir.join("profiles"))),
+            None => ProfileStore::default_location().map_err(|err| err.to_string()),
+        }
+    }
+
+    fn secrets(&self) -> Result<SecretStore, String> {
+        let opened = match &self.config_dir {
+            Some(dir) => SecretStore::open(&dir.join("secrets.toml")),
+            None => SecretStore::open_default(),
+        };
+        opened.map_err(|err| err.to_string())
+    }
+}
+
 async fn serve(
     mut commands: mpsc::UnboundedReceiver<Command>,
     updates: std_mpsc::Sender<Update>,
     repaint: Arc<dyn Fn() + Send + Sync>,
+    locations: Locations,
 ) {
     let send = |update: Update| {
         let _ = updates.send(update);
@@ -183,13 +208,13 @@ async fn serve(
                             current.burst.cancel();
                         }
                     }
-                    Command::LoadProfiles => send(load_profiles()),
-                    Command::Save { profile, secrets } => send(save(&profile, &secrets)),
-                    Command::Delete { name } => send(delete(&name)),
+                    Command::LoadProfiles => send(load_profiles(&locations)),
+                    Command::Save { profile, secrets } => send(save(&locations, &profile, &secrets)),
+                    Command::Delete { name } => send(delete(&locations, &name)),
                     Command::Import => {
                         let picked = rfd::AsyncFileDialog::new().set_title("Import a profile").add_filter("profile", &["toml"]).pick_file().await;
                         if let Some(file) = picked {
-                            send(import(file.path()));
+                            send(import(&locations, file.path()));
                         }
                     }
                     Command::Export { profile } => {
@@ -271,12 +296,8 @@ fn fire(request: FireRequest) -> Result<(Running, mpsc::Receiver<Event>, usize),
     Ok((Running { burst, registry }, events, planned))
 }
 
-fn store() -> Result<ProfileStore, String> {
-    ProfileStore::default_location().map_err(|err| err.to_string())
-}
-
-fn load_profiles() -> Update {
-    let store = match store() {
+fn load_profiles(locations: &Locations) -> Update {
+    let store = match locations.store() {
         Ok(store) => store,
         Err(err) => return Update::Error(err),
     };
@@ -296,15 +317,15 @@ fn load_profiles() -> Update {
         }
         Err(err) => problems.push(err.to_string()),
     }
-    let secrets = SecretStore::open_default().unwrap_or_else(|err| {
+    let secrets = locations.secrets().unwrap_or_else(|err| {
         problems.push(format!("secrets not loaded: {err}"));
         SecretStore::in_memory()
     });
     Update::Profiles { profiles, problems, secrets: Box::new(secrets) }
 }
 
-fn save(profile: &Profile, secrets: &SecretStore) -> Update {
-    let saved = store().and_then(|store| store.save(profile).map_err(|err| err.to_string()));
+fn save(locations: &Locations, profile: &Profile, secrets: &SecretStore) -> Update {
+    let saved = locations.store().and_then(|store| store.save(profile).map_err(|err| err.to_string()));
     match saved {
         Ok(path) => match secrets.save() {
             Ok(()) => Update::Info(format!("saved '{}' to {}", profile.name, path.display())),
@@ -314,15 +335,15 @@ fn save(profile: &Profile, secrets: &SecretStore) -> Update {
     }
 }
 
-fn delete(name: &str) -> Update {
-    match store().and_then(|store| store.delete(name).map_err(|err| err.to_string())) {
+fn delete(locations: &Locations, name: &str) -> Update {
+    match locations.store().and_then(|store| store.delete(name).map_err(|err| err.to_string())) {
         Ok(path) => Update::Info(format!("'{name}' moved aside to {}", path.display())),
         Err(err) => Update::Error(format!("not deleted: {err}")),
     }
 }
 
-fn import(path: &std::path::Path) -> Update {
-    match store().and_then(|store| store.import(path, false).map_err(|err| err.to_string())) {
+fn import(locations: &Locations, path: &std::path::Path) -> Update {
+    match locations.store().and_then(|store| store.import(path, false).map_err(|err| err.to_string())) {
         Ok(profile) => Update::Imported(Box::new(profile)),
         Err(err) => Update::Error(format!("not imported: {err}")),
     }

@@ -13,7 +13,7 @@ pub mod server;
 pub mod summary;
 mod toasts;
 
-pub use app::{App, DemoStatus, RunStatus};
+pub use app::{App, AppOptions, DemoStatus, RunStatus};
 pub use backend::{Backend, Command, FireRequest, Update};
 pub use composer::{ArrivalChoice, Composer, EndpointDraft};
 pub use editor::{Editor, EditorAction, ProfileDoc};
@@ -37,7 +37,8 @@ pub fn run() -> anyhow::Result<()> {
         options,
         Box::new(|cc| {
             let ctx = cc.egui_ctx.clone();
-            let app = App::new(move || ctx.request_repaint(), DEMO_PORT)?;
+            let options = AppOptions { demo_port: DEMO_PORT, config_dir: None };
+            let app = App::new(move || ctx.request_repaint(), options)?;
             Ok(Box::new(app))
         }),
     )

@@ -1,0 +1,106 @@
+//! The desktop app driven through egui_kittest: the demo API starts by itself, a click fires a
+//! burst through the real engine over loopback, fields validate as typed, Ctrl+S saves, Esc cancels.
+#![cfg(feature = "gui")]
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use egui_kittest::Harness;
+use egui_kittest::kittest::Queryable;
+use ratescope::gui::{App, AppOptions, ArrivalChoice, DemoStatus, RunStatus};
+
+fn app(config_dir: &Path) -> App {
+    App::new(|| {}, AppOptions { demo_port: 0, config_dir: Some(config_dir.to_owned()) }).unwrap()
+}
+
+fn harness(app: App) -> Harness<'static, App> {
+    // Many editor fields are labelled by a neighbouring label rather than an accessible name.
+    Harness::builder()
+        .with_size(egui::vec2(1400.0, 900.0))
+        .with_accessibility_check(false)
+        .build_ui_state(|ui, app: &mut App| app.frame_ui(ui), app)
+}
+
+/// Steps frames until `done` holds; the background runs on its own threads in real time.
+fn step_until(harness: &mut Harness<'_, App>, what: &str, done: impl Fn(&App) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !done(harness.state()) {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        harness.step();
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    harness.step();
+}
+
+fn ready(harness: &mut Harness<'_, App>) {
+    step_until(harness, "the demo API and the profiles", |app| {
+        matches!(app.demo, DemoStatus::Running { .. }) && app.editor.loaded
+    });
+}
+
+#[test]
+fn a_newcomer_fires_a_burst_at_the_demo_api_with_one_click() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut harness = harness(app(dir.path()));
+    ready(&mut harness);
+    assert!(dir.path().join("profiles/demo.toml").exists(), "the demo profile was written on first start");
+    assert_eq!(harness.state().editor.profile().map(|p| p.name.as_str()), Some("demo"));
+    harness.state_mut().composer.count = 12;
+    harness.get_by_label("Fire").click();
+    step_until(&mut harness, "the burst to finish", |app| matches!(app.run, RunStatus::Done { .. }));
+    let summary = harness.state().summary().cloned().unwrap();
+    assert_eq!((summary.requests, summary.succeeded, summary.failed), (12, 12, 0));
+    assert_eq!(summary.status_counts.get("429"), None, "the demo profile's limits keep the demo API happy");
+    assert!(harness.state().telemetry.log.len() >= 12, "every attempt is in the request log");
+    assert!(!harness.state().telemetry.tokens.is_empty(), "token charts were sampled");
+    harness.get_by_label("Summary");
+    harness.get_by_label("Export CSV…");
+}
+
+#[test]
+fn fields_validate_as_typed_and_ctrl_s_saves() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut harness = harness(app(dir.path()));
+    ready(&mut harness);
+    let set_rate = |harness: &mut Harness<'_, App>, rate: &str| {
+        let editor = &mut harness.state_mut().editor;
+        let (current, host) = (editor.current, editor.host);
+        editor.profiles[current].profile.hosts[host].budgets[0].rate = Some(rate.to_owned());
+    };
+    set_rate(&mut harness, "0/1s");
+    harness.run_steps(2);
+    harness.get_by_label_contains("a rate of zero never refills");
+    set_rate(&mut harness, "7/1s");
+    harness.run_steps(2);
+    assert!(harness.query_by_label_contains("a rate of zero never refills").is_none());
+    assert!(harness.state().editor.profiles[harness.state().editor.current].is_dirty(), "an unsaved-changes marker");
+    harness.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::S);
+    let file = dir.path().join("profiles/demo.toml");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !std::fs::read_to_string(&file).unwrap_or_default().contains("7/1s") {
+        assert!(Instant::now() < deadline, "the profile was not saved");
+        harness.step();
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(dir.path().join("profiles/demo.toml.bak").exists(), "the previous version is kept");
+    assert!(!harness.state().editor.profiles[harness.state().editor.current].is_dirty());
+}
+
+#[test]
+fn escape_cancels_a_running_burst() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut harness = harness(app(dir.path()));
+    ready(&mut harness);
+    {
+        let composer = &mut harness.state_mut().composer;
+        composer.count = 400;
+        composer.arrival = ArrivalChoice::FixedRate;
+        composer.rate = "20/1s".into();
+    }
+    harness.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::Enter);
+    step_until(&mut harness, "the burst to start", |app| matches!(app.run, RunStatus::Running { .. }));
+    harness.key_press(egui::Key::Escape);
+    step_until(&mut harness, "the cancellation", |app| matches!(app.run, RunStatus::Done { .. }));
+    let summary = harness.state().summary().cloned().unwrap();
+    assert!(summary.cancelled > 300, "most of the 400 were dropped: {summary:?}");
+}
