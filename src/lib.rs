@@ -15,3 +15,5 @@ pub mod run;
 pub mod telemetry;
 
 pub use engine::{Limiter, LimiterConfig, Priority, Registry};
+pub use http::{LimitedClient, RequestSpec};
+pub use profile::{Profile, SecretStore};

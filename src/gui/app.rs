@@ -55,6 +55,8 @@ pub struct AppOptions {
     pub demo_port: u16,
     /// Where profiles and secrets live; `None` for the platform's config directory.
     pub config_dir: Option<std::path::PathBuf>,
+    /// Close the window by itself after this long (`RATESCOPE_SMOKE_SECONDS`, for a window smoke test).
+    pub close_after: Option<Duration>,
 }
 
 /// The whole app.
@@ -69,6 +71,8 @@ pub struct App {
     pub selected_row: Option<(u64, u32)>,
     pub toasts: Toasts,
     events: Option<mpsc::Receiver<Event>>,
+    /// Close by itself after this long (a smoke test of the real window), counting frames.
+    smoke: Option<(std::time::Instant, Duration, u64)>,
 }
 
 impl App {
@@ -88,6 +92,7 @@ impl App {
             selected_row: None,
             toasts: Toasts::default(),
             events: None,
+            smoke: options.close_after.map(|after| (std::time::Instant::now(), after, 0)),
         })
     }
 
@@ -345,6 +350,18 @@ impl App {
 impl eframe::App for App {
     fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
         self.frame_ui(ui);
+        if let Some((since, after, frames)) = &mut self.smoke {
+            *frames += 1;
+            if since.elapsed() >= *after {
+                let demo = match &self.demo {
+                    DemoStatus::Running { url, .. } => url.to_string(),
+                    other => format!("{other:?}"),
+                };
+                println!("smoke: {frames} frames drawn; demo API: {demo}");
+                ui.ctx().send_viewport_cmd(egui::ViewportCommand::Close);
+            }
+            ui.ctx().request_repaint_after(Duration::from_millis(50));
+        }
         if self.is_running() {
             // The background also asks for repaints; this keeps the progress moving if it lags.
             ui.ctx().request_repaint_after(Duration::from_millis(100));

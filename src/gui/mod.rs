@@ -37,7 +37,12 @@ pub fn run() -> anyhow::Result<()> {
         options,
         Box::new(|cc| {
             let ctx = cc.egui_ctx.clone();
-            let options = AppOptions { demo_port: DEMO_PORT, config_dir: None };
+            let close_after = std::env::var("RATESCOPE_SMOKE_SECONDS")
+                .ok()
+                .and_then(|seconds| seconds.parse::<f64>().ok())
+                .filter(|seconds| seconds.is_finite() && *seconds > 0.0)
+                .map(std::time::Duration::from_secs_f64);
+            let options = AppOptions { demo_port: DEMO_PORT, config_dir: None, close_after };
             let app = App::new(move || ctx.request_repaint(), options)?;
             Ok(Box::new(app))
         }),
