@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 use url::Url;
 
 use crate::engine::{LimitKey, LimiterConfig, Registry, Snapshot};
-use crate::http::{Adaptive, Event, EventSink, LimitedClient, RetryPolicy};
+use crate::http::{ClientBuilder, Event, EventSink};
 use crate::mock::{MockConfig, MockServer};
 use crate::profile::{Profile, ProfileStore, SecretStore};
 use crate::run::{Burst, BurstProgress, BurstSpec, RequestResult, Summary};
@@ -46,14 +46,11 @@ pub enum Command {
     SaveFile { title: String, default_name: String, contents: Vec<u8> },
 }
 
-/// Everything a burst needs.
-#[derive(Debug, Clone)]
+/// Everything a burst needs: what to send, and the client (limits, retry, headers) to send it with.
+#[derive(Debug)]
 pub struct FireRequest {
     pub spec: BurstSpec,
-    pub table: Vec<(LimitKey, LimiterConfig)>,
-    pub retry: RetryPolicy,
-    pub adaptive_keys: Vec<String>,
-    pub headers: Vec<(String, http::HeaderMap)>,
+    pub builder: ClientBuilder,
 }
 
 /// What the background tells the UI.
@@ -280,17 +277,9 @@ fn describe(server: &MockServer) -> String {
 }
 
 fn fire(request: FireRequest) -> Result<(Running, mpsc::Receiver<Event>, usize), String> {
-    let registry = Arc::new(Registry::from_table(request.table).map_err(|err| err.to_string())?);
     let (sink, events) = EventSink::channel(EVENT_BUFFER);
-    let mut builder = LimitedClient::builder()
-        .registry(Arc::clone(&registry))
-        .retry(request.retry)
-        .adaptive(Adaptive::Keys(request.adaptive_keys.into_iter().collect()))
-        .events(sink);
-    for (host, headers) in &request.headers {
-        builder = builder.host_headers(host, headers.clone());
-    }
-    let client = builder.build().map_err(|err| err.to_string())?;
+    let client = request.builder.events(sink).build().map_err(|err| err.to_string())?;
+    let registry = Arc::clone(client.registry());
     let planned = request.spec.planned_requests();
     let burst = Burst::start(request.spec, client).map_err(|err| err.to_string())?;
     Ok((Running { burst, registry }, events, planned))

@@ -9,6 +9,7 @@ use url::Url;
 use super::backend::FireRequest;
 use super::editor::Editor;
 use crate::engine::{Rate, parse_duration};
+use crate::http::LimitedClient;
 use crate::run::{ArrivalPattern, BurstSpec, Endpoint, PriorityMix};
 
 /// How requests arrive, as the composer edits it.
@@ -111,28 +112,16 @@ impl Composer {
             .collect::<Result<Vec<_>, String>>()?;
         let config = host.limiter_config().map_err(|err| err.to_string())?;
         let retry = host.retry_policy().map_err(|err| err.to_string())?;
-        let mut table = Vec::new();
-        if self.limiter_on {
-            table.push((host.key().map_err(|err| err.to_string())?, config.clone()));
-            table.extend(host.path_limits().map_err(|err| err.to_string())?);
-        }
-        let adaptive_keys = if host.adaptive && self.limiter_on {
-            table.iter().map(|(key, _)| key.to_string()).collect()
+        // Paced: the profile's own client (every host's limits, retry, headers, secrets, adaptive).
+        // Raw: the same host's retry policy and headers, but no limiter.
+        let builder = if self.limiter_on {
+            profile.client_builder(&editor.secrets).map_err(|err| err.to_string())?
         } else {
-            Vec::new()
+            let mut headers: HeaderMap = host.default_headers().map_err(|err| err.to_string())?;
+            headers.extend(editor.secrets.headers_for(&profile.name, host).map_err(|err| err.to_string())?);
+            let key = host.key().map_err(|err| err.to_string())?;
+            LimitedClient::builder().retry(retry.clone()).host_headers(&key.host, headers)
         };
-        let mut headers: HeaderMap = host.default_headers().map_err(|err| err.to_string())?;
-        headers.extend(editor.secrets.headers_for(&profile.name, host).map_err(|err| err.to_string())?);
-        let authority = endpoints
-            .first()
-            .and_then(|endpoint| {
-                let host = endpoint.url.host_str()?;
-                Some(match endpoint.url.port() {
-                    Some(port) => format!("{host}:{port}"),
-                    None => host.to_owned(),
-                })
-            })
-            .unwrap_or_default();
         let spec = BurstSpec {
             endpoints,
             method: self.method.clone(),
@@ -142,11 +131,11 @@ impl Composer {
             priorities: PriorityMix { high: self.high, normal: (1.0 - self.high - self.low).max(0.0), low: self.low },
             limits: self.limiter_on.then_some(config),
             raw_concurrency: None,
-            retry: retry.clone(),
+            retry,
             adaptive: host.adaptive && self.limiter_on,
         };
         spec.validate().map_err(|err| err.to_string())?;
-        Ok(FireRequest { spec, table, retry, adaptive_keys, headers: vec![(authority, headers)] })
+        Ok(FireRequest { spec, builder })
     }
 
     /// The composer row. Returns the buttons pressed.
