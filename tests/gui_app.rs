@@ -10,7 +10,17 @@ use egui_kittest::kittest::Queryable;
 use ratescope::gui::{App, AppOptions, ArrivalChoice, DemoStatus, RunStatus};
 
 fn app(config_dir: &Path) -> App {
-    App::new(|| {}, AppOptions { demo_port: 0, config_dir: Some(config_dir.to_owned()), close_after: None }).unwrap()
+    App::new(
+        || {},
+        AppOptions {
+            demo_port: 0,
+            config_dir: Some(config_dir.to_owned()),
+            close_after: None,
+            screenshot: None,
+            last_profile: None,
+        },
+    )
+    .unwrap()
 }
 
 fn harness(app: App) -> Harness<'static, App> {

@@ -19,6 +19,12 @@ pub use limits::LimitArgs;
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
+    /// Open the app, fire the demo burst, save a PNG of the window to FILE and exit.
+    #[arg(long, value_name = "FILE")]
+    pub screenshot: Option<std::path::PathBuf>,
+    /// With --screenshot: seconds to let the burst run before the capture.
+    #[arg(long, value_name = "SECONDS", default_value_t = 4.0, requires = "screenshot")]
+    pub after: f64,
 }
 
 #[derive(Debug, Subcommand)]
@@ -44,7 +50,7 @@ pub fn main(cli: Cli) -> ExitCode {
         Some(Command::Burst(args)) => burst::run(*args),
         Some(Command::Mock(args)) => mock::run(args),
         Some(Command::Profile(args)) => profile::run(args),
-        None => open_app(),
+        None => open_app(cli.screenshot, cli.after),
     };
     match result {
         Ok(code) => code,
@@ -56,15 +62,21 @@ pub fn main(cli: Cli) -> ExitCode {
 }
 
 /// With no subcommand: the desktop app, or the help where it was built without one.
-fn open_app() -> anyhow::Result<ExitCode> {
+fn open_app(screenshot: Option<std::path::PathBuf>, after: f64) -> anyhow::Result<ExitCode> {
+    if !after.is_finite() || !(0.0..=3600.0).contains(&after) {
+        anyhow::bail!("--after {after} is not a number of seconds between 0 and 3600");
+    }
     #[cfg(feature = "gui")]
     {
-        crate::gui::run()?;
+        crate::gui::run(screenshot.map(|path| (path, std::time::Duration::from_secs_f64(after))))?;
         Ok(ExitCode::SUCCESS)
     }
     #[cfg(not(feature = "gui"))]
     {
         use clap::CommandFactory;
+        if screenshot.is_some() {
+            anyhow::bail!("--screenshot needs the desktop app: build with the default feature `gui`");
+        }
         Cli::command().print_help()?;
         println!("\n(this build has no desktop app: build with the default feature `gui`)");
         Ok(ExitCode::SUCCESS)

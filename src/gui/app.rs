@@ -57,7 +57,14 @@ pub struct AppOptions {
     pub config_dir: Option<std::path::PathBuf>,
     /// Close the window by itself after this long (`RATESCOPE_SMOKE_SECONDS`, for a window smoke test).
     pub close_after: Option<Duration>,
+    /// Fire the demo burst, save a PNG of the window to this file after the delay, and exit.
+    pub screenshot: Option<(std::path::PathBuf, Duration)>,
+    /// The profile selected when the app last closed.
+    pub last_profile: Option<String>,
 }
+
+/// Storage key of the last selected profile.
+pub const LAST_PROFILE_KEY: &str = "ratescope.last_profile";
 
 /// The whole app.
 pub struct App {
@@ -73,6 +80,7 @@ pub struct App {
     events: Option<mpsc::Receiver<Event>>,
     /// Close by itself after this long (a smoke test of the real window), counting frames.
     smoke: Option<(std::time::Instant, Duration, u64)>,
+    screenshot: Option<super::screenshot::ScreenshotMode>,
 }
 
 impl App {
@@ -93,7 +101,14 @@ impl App {
             toasts: Toasts::default(),
             events: None,
             smoke: options.close_after.map(|after| (std::time::Instant::now(), after, 0)),
-        })
+            screenshot: options.screenshot.map(|(path, after)| super::screenshot::ScreenshotMode::new(path, after)),
+        }
+        .with_last_profile(options.last_profile))
+    }
+
+    fn with_last_profile(mut self, name: Option<String>) -> Self {
+        self.editor.preferred = name;
+        self
     }
 
     /// Whether a burst is running.
@@ -225,7 +240,7 @@ impl App {
                 self.handle_editor(action);
             });
         });
-        egui::Panel::bottom("log").default_size(260.0).resizable(true).show(ui, |ui| self.lower_ui(ui));
+        egui::Panel::bottom("log").default_size(230.0).resizable(true).show(ui, |ui| self.lower_ui(ui));
         egui::CentralPanel::default().show(ui, |ui| {
             self.composer_ui(ui);
             ui.separator();
@@ -348,8 +363,21 @@ impl App {
 }
 
 impl eframe::App for App {
+    fn save(&mut self, storage: &mut dyn eframe::Storage) {
+        if let Some(profile) = self.editor.profile() {
+            storage.set_string(LAST_PROFILE_KEY, profile.name.clone());
+        }
+    }
+
     fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
         self.frame_ui(ui);
+        let ready = matches!(self.demo, DemoStatus::Running { .. }) && self.editor.loaded;
+        if self.screenshot.as_mut().is_some_and(|mode| mode.should_fire(ready)) {
+            self.fire();
+        }
+        if let Some(mode) = &mut self.screenshot {
+            mode.drive(ui.ctx());
+        }
         if let Some((since, after, frames)) = &mut self.smoke {
             *frames += 1;
             if since.elapsed() >= *after {

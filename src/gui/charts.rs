@@ -4,7 +4,7 @@
 //! handed to `egui_plot`, so a long run costs the same per frame as a short one.
 
 use egui::{Color32, Id, RichText, Ui, Vec2b};
-use egui_plot::{Legend, Line, LineStyle, Plot, PlotPoints, PlotUi, Points};
+use egui_plot::{Bar, BarChart, Legend, Line, LineStyle, Plot, PlotPoints, PlotUi, Points};
 
 use crate::telemetry::{OutcomeRates, Series, Telemetry};
 
@@ -16,7 +16,7 @@ const THROTTLED_COLOR: Color32 = Color32::from_rgb(235, 140, 20);
 const ERROR_COLOR: Color32 = Color32::from_rgb(215, 58, 73);
 
 /// Plots below this height scroll instead of shrinking further.
-const MIN_PLOT_HEIGHT: f32 = 110.0;
+const MIN_PLOT_HEIGHT: f32 = 80.0;
 /// Room for the y-axis tick labels, the same on every plot so their time axes line up.
 const Y_AXIS_WIDTH: f32 = 56.0;
 /// The shortest time span shown, in seconds.
@@ -255,9 +255,17 @@ fn queue_ui(plot_ui: &mut PlotUi<'_>, frame: &Frame<'_>) {
 fn outcomes_ui(plot_ui: &mut PlotUi<'_>, frame: &Frame<'_>) {
     let (from, to, buckets) = frame.decimation_range(plot_ui);
     let kinds = [("2xx", OK_COLOR), ("429", THROTTLED_COLOR), ("other errors", ERROR_COLOR)];
-    for ((name, color), per_second) in kinds.into_iter().zip(&frame.outcomes) {
-        let points = per_second_steps(per_second, from, to, buckets);
-        plot_ui.line(Line::new(name, points).color(color).fill(0.0).fill_alpha(0.15));
+    for (slot, ((name, color), per_second)) in kinds.into_iter().zip(&frame.outcomes).enumerate() {
+        // Three thin bars per second (or per bucket when zoomed out), side by side.
+        let bars: Vec<Bar> = per_second_segments(per_second, from, to, buckets)
+            .into_iter()
+            .filter(|(_, _, value)| *value > 0.0)
+            .map(|(begin, finish, value)| {
+                let width = (finish - begin) / 3.0;
+                Bar::new(begin + width * (slot as f64 + 0.5), value).width(width * 0.9)
+            })
+            .collect();
+        plot_ui.bar_chart(BarChart::new(name, bars).color(color));
     }
 }
 
@@ -315,10 +323,10 @@ fn staircase(points: &[[f64; 2]]) -> PlotPoints<'static> {
     out.into()
 }
 
-/// Per-second counts `(second, count)` as a filled staircase over `from..=to`: each count spans its
-/// second, seconds without an entry are zero, and with more seconds than `buckets` each bucket shows
-/// the busiest second inside it, so spikes survive zooming out.
-fn per_second_steps(per_second: &[[f64; 2]], from: f64, to: f64, buckets: usize) -> PlotPoints<'static> {
+/// Per-second counts `(second, count)` as `(start, end, value)` segments over `from..=to`: each
+/// count spans its second, and with more seconds than `buckets` each bucket holds the busiest
+/// second inside it, so spikes survive zooming out.
+fn per_second_segments(per_second: &[[f64; 2]], from: f64, to: f64, buckets: usize) -> Vec<(f64, f64, f64)> {
     let start = per_second.partition_point(|point| point[0] + 1.0 < from);
     let end = per_second.partition_point(|point| point[0] <= to);
     let visible = per_second.get(start..end).unwrap_or_default();
@@ -346,25 +354,7 @@ fn per_second_steps(per_second: &[[f64; 2]], from: f64, to: f64, buckets: usize)
             segments.push(bucket_segment(from, width, index, peak));
         }
     }
-    let mut out: Vec<[f64; 2]> = Vec::with_capacity(segments.len() * 4 + 2);
-    let mut previous_end: Option<f64> = None;
-    for (begin, finish, value) in segments {
-        match previous_end {
-            Some(end) if begin > end => {
-                out.push([end, 0.0]);
-                out.push([begin, 0.0]);
-            }
-            Some(_) => {}
-            None => out.push([begin, 0.0]),
-        }
-        out.push([begin, value]);
-        out.push([finish, value]);
-        previous_end = Some(finish);
-    }
-    if let Some(end) = previous_end {
-        out.push([end, 0.0]);
-    }
-    out.into()
+    segments
 }
 
 fn bucket_segment(from: f64, width: f64, index: usize, peak: f64) -> (f64, f64, f64) {
@@ -495,17 +485,13 @@ mod tests {
     }
 
     #[test]
-    fn per_second_counts_become_bounded_steps() {
+    fn per_second_counts_become_bounded_segments() {
         let counts: Vec<[f64; 2]> = (0..10_000).map(|s| [s as f64, (s % 5) as f64]).collect();
-        let steps = per_second_steps(&counts, 0.0, 10_000.0, 100);
-        assert!(steps.points().len() <= 4 * 100 + 2, "{}", steps.points().len());
-        assert!(steps.points().iter().any(|point| point.y == 4.0), "the peak survives");
-        let few = per_second_steps(&[[2.0, 3.0], [5.0, 1.0]], 0.0, 10.0, 100);
-        let xy: Vec<[f64; 2]> = few.points().iter().map(|point| [point.x, point.y]).collect();
-        assert_eq!(
-            xy,
-            vec![[2.0, 0.0], [2.0, 3.0], [3.0, 3.0], [3.0, 0.0], [5.0, 0.0], [5.0, 1.0], [6.0, 1.0], [6.0, 0.0]]
-        );
+        let segments = per_second_segments(&counts, 0.0, 10_000.0, 100);
+        assert!(segments.len() <= 100, "{}", segments.len());
+        assert!(segments.iter().all(|(_, _, value)| *value == 4.0), "each bucket keeps its peak");
+        let few = per_second_segments(&[[2.0, 3.0], [5.0, 1.0]], 0.0, 10.0, 100);
+        assert_eq!(few, vec![(2.0, 3.0, 3.0), (5.0, 6.0, 1.0)]);
     }
 
     #[test]

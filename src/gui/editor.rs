@@ -54,6 +54,8 @@ pub struct Editor {
     pub host: usize,
     pub secrets: SecretStore,
     pub loaded: bool,
+    /// The profile to select once profiles are loaded (the one selected last time).
+    pub preferred: Option<String>,
     rename: Option<String>,
     confirm_delete_profile: bool,
     confirm_delete_host: bool,
@@ -317,7 +319,13 @@ impl Editor {
         {
             self.profiles.push(ProfileDoc { profile: demo, saved: None });
         }
-        self.current = self.profiles.iter().position(|doc| doc.profile.name == "demo").unwrap_or(0);
+        let preferred = self.preferred.take().unwrap_or_else(|| "demo".to_owned());
+        self.current = self
+            .profiles
+            .iter()
+            .position(|doc| doc.profile.name == preferred)
+            .or_else(|| self.profiles.iter().position(|doc| doc.profile.name == "demo"))
+            .unwrap_or(0);
         self.host = 0;
         self.loaded = true;
     }

@@ -9,6 +9,7 @@ pub mod charts;
 mod composer;
 mod editor;
 pub mod log;
+mod screenshot;
 pub mod server;
 pub mod summary;
 mod toasts;
@@ -22,27 +23,36 @@ pub use toasts::Toasts;
 /// The port the demo API prefers (any free one is taken when it is busy).
 pub const DEMO_PORT: u16 = 8787;
 
-/// Opens the window and runs until it is closed.
-pub fn run() -> anyhow::Result<()> {
+/// Opens the window and runs until it is closed. With `screenshot`, fires the demo burst,
+/// saves a PNG of the window after the delay and exits.
+pub fn run(screenshot: Option<(std::path::PathBuf, std::time::Duration)>) -> anyhow::Result<()> {
     let options = eframe::NativeOptions {
         renderer: eframe::Renderer::Glow,
         viewport: egui::ViewportBuilder::default()
             .with_title("ratescope")
+            .with_app_id("ratescope")
             .with_inner_size([1360.0, 860.0])
             .with_min_inner_size([900.0, 600.0]),
+        // A screenshot run starts from the default layout, whatever the user left last time.
+        persist_window: screenshot.is_none(),
         ..Default::default()
     };
+    let close_after = std::env::var("RATESCOPE_SMOKE_SECONDS")
+        .ok()
+        .and_then(|seconds| seconds.parse::<f64>().ok())
+        .filter(|seconds| seconds.is_finite() && *seconds > 0.0)
+        .map(std::time::Duration::from_secs_f64);
     eframe::run_native(
         "ratescope",
         options,
         Box::new(|cc| {
             let ctx = cc.egui_ctx.clone();
-            let close_after = std::env::var("RATESCOPE_SMOKE_SECONDS")
-                .ok()
-                .and_then(|seconds| seconds.parse::<f64>().ok())
-                .filter(|seconds| seconds.is_finite() && *seconds > 0.0)
-                .map(std::time::Duration::from_secs_f64);
-            let options = AppOptions { demo_port: DEMO_PORT, config_dir: None, close_after };
+            let last_profile = if screenshot.is_some() {
+                None
+            } else {
+                cc.storage.and_then(|storage| storage.get_string(app::LAST_PROFILE_KEY))
+            };
+            let options = AppOptions { demo_port: DEMO_PORT, config_dir: None, close_after, screenshot, last_profile };
             let app = App::new(move || ctx.request_repaint(), options)?;
             Ok(Box::new(app))
         }),
