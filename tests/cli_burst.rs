@@ -59,7 +59,7 @@ async fn a_paced_burst_prints_the_documented_json_and_succeeds() {
     let csv = dir.path().join("attempts.csv");
     let (code, stdout, stderr) = ratescope(
         dir.path(),
-        args(&["burst", &url, "-n", "12", "--rate", "10/1s", "--burst", "5", "--json", "--csv", csv.to_str().unwrap()]),
+        args(&["burst", &url, "-n", "12", "--rate", "8/1s", "--burst", "4", "--json", "--csv", csv.to_str().unwrap()]),
     )
     .await;
     assert_eq!(code, 0, "{stderr}");
@@ -109,7 +109,7 @@ async fn secrets_reach_the_server_and_no_output() {
     let server = server().await;
     let dir = tempfile::tempdir().unwrap();
     let profile = format!(
-        "name = \"team\"\n[[hosts]]\nname = \"demo\"\nbase_url = \"{}\"\nsecret_headers = [\"x-api-key\"]\nbudgets = [{{ name = \"rate\", kind = \"token_bucket\", capacity = 5, rate = \"10/1s\" }}]\n",
+        "name = \"team\"\n[[hosts]]\nname = \"demo\"\nbase_url = \"{}\"\nsecret_headers = [\"x-api-key\"]\nbudgets = [{{ name = \"rate\", kind = \"token_bucket\", capacity = 4, rate = \"8/1s\" }}]\n",
         server.url().as_str().trim_end_matches('/')
     );
     let profile_path = dir.path().join("team.toml");

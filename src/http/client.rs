@@ -334,8 +334,11 @@ impl LimitedClient {
         let host = spec.url.host_str().ok_or_else(|| ClientError::NoHost(spec.url.clone()))?.to_ascii_lowercase();
         let limiter = inner.registry.limiter_for(&host, spec.url.port_or_known_default(), spec.url.path());
         let key = limiter.as_ref().map(|limiter| limiter.key().to_owned());
+        let listening = inner.events.is_enabled();
         let emit = |kind: EventKind| {
-            inner.events.emit(Event { request_id: id, key: key.clone(), at: Instant::now(), kind });
+            if listening {
+                inner.events.emit(Event { request_id: id, key: key.clone(), at: Instant::now(), kind });
+            }
         };
         let uri: http::Uri = spec.url.as_str().parse().map_err(|_| ClientError::NoHost(spec.url.clone()))?;
         let retry = key.as_ref().and_then(|key| inner.key_retry.get(key)).unwrap_or(&inner.retry);
@@ -388,20 +391,24 @@ impl LimitedClient {
             };
             emit(EventKind::Sent { attempt, method: spec.method.to_string(), path: spec.url.path().to_owned() });
             let sent_at = Instant::now();
-            let result = self.send_once(&spec, &headers).await;
+            // Boxed: the HTTP exchange is the largest state, and only in-flight requests need it
+            // (thousands may wait in the limiter with a small future each).
+            let result = Box::pin(self.send_once(&spec, &headers)).await;
             let service_time = sent_at.elapsed();
             let mut error_message = String::new();
             let (status_outcome, response) = match result {
                 Attempt::Response { status, headers: response_headers, body } => {
                     let info =
                         RateLimitInfo::parse(Some(status.as_u16()), &response_headers, Some(&body), SystemTime::now());
-                    emit(EventKind::Response {
-                        attempt,
-                        status: status.as_u16(),
-                        service_time,
-                        info: Box::new(info.clone()),
-                        headers: Box::new(masked(&response_headers)),
-                    });
+                    if listening {
+                        emit(EventKind::Response {
+                            attempt,
+                            status: status.as_u16(),
+                            service_time,
+                            info: Box::new(info.clone()),
+                            headers: Box::new(masked(&response_headers)),
+                        });
+                    }
                     if let Some(limiter) = &limiter
                         && self.adaptive_for(limiter.key())
                     {

@@ -78,6 +78,11 @@ impl EventSink {
         self.inner.as_ref().map_or(0, |inner| inner.dropped.load(Ordering::Relaxed))
     }
 
+    /// Whether anything listens: when not, callers can skip building events at all.
+    pub fn is_enabled(&self) -> bool {
+        self.inner.is_some()
+    }
+
     /// Delivers `event` if there is room, else counts it as dropped; first reports earlier drops.
     pub fn emit(&self, event: Event) {
         let Some(inner) = &self.inner else { return };

@@ -213,6 +213,16 @@ async fn drive(
         if cancelled.load(Ordering::SeqCst) {
             break;
         }
+        // Raw sending with a cap works like a load generator: a request starts when a slot
+        // is free, so at most `cap` tasks exist at once (not one parked task per request).
+        let slot = match &raw_slots {
+            Some(slots) => tokio::select! {
+                biased;
+                () = cancel.notified() => break,
+                slot = Arc::clone(slots).acquire_owned() => slot.ok(),
+            },
+            None => None,
+        };
         while let Some(joined) = tasks.try_join_next_with_id() {
             collect(joined, &mut meta, &mut results);
         }
@@ -222,15 +232,12 @@ async fn drive(
         let mut request = RequestSpec::new(spec.method.clone(), endpoint.url.clone()).with_priority(priority);
         request.headers = spec.headers.clone();
         let path = endpoint.url.path().to_owned();
-        let (client, raw_slots, method) = (client.clone(), raw_slots.clone(), spec.method.to_string());
+        let (client, method) = (client.clone(), spec.method.to_string());
         let arrived = Instant::now();
         let handle = tasks.spawn({
             let path = path.clone();
             async move {
-                let _slot = match &raw_slots {
-                    Some(slots) => slots.acquire().await.ok(),
-                    None => None,
-                };
+                let _slot = slot;
                 let mut attempts = Vec::new();
                 let sent = client.send_recorded(request, &mut attempts).await;
                 let (outcome, from_cache) = match sent {

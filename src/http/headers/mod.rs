@@ -101,11 +101,18 @@ impl RateLimitInfo {
     /// Interprets a response. `now` is the client's wall clock; absolute resets
     /// are measured against the response's `Date` header when it has one.
     pub fn parse(status: Option<u16>, headers: &HeaderMap, body: Option<&[u8]>, now: SystemTime) -> RateLimitInfo {
-        let mut ctx = Ctx::new(status, headers, body, now);
-        ietf::parse(&mut ctx);
-        xratelimit::parse(&mut ctx);
-        suffixed::parse(&mut ctx);
-        usedlimit::parse(&mut ctx);
+        // Every dialect's headers have "limit" in their name; most responses have none of them,
+        // and a body is only read for retry hints on errors or for Shopify's query cost.
+        let any_limit_header = headers.keys().any(|name| name.as_str().contains("limit"));
+        let shopify_cost = body.is_some_and(|body| body.windows(14).any(|window| window == b"throttleStatus"));
+        let wants_body = shopify_cost || status.is_some_and(|status| status >= 400);
+        let mut ctx = Ctx::new(status, headers, body.filter(|_| wants_body), now);
+        if any_limit_header || shopify_cost {
+            ietf::parse(&mut ctx);
+            xratelimit::parse(&mut ctx);
+            suffixed::parse(&mut ctx);
+            usedlimit::parse(&mut ctx);
+        }
         let retry_after = retry_after::parse(&mut ctx);
         let throttled = ctx.throttled || status == Some(429) || (status == Some(503) && retry_after.is_some());
         RateLimitInfo { status, budgets: ctx.budgets, retry_after, throttled, warnings: ctx.warnings }
