@@ -26,8 +26,10 @@ fn the_window_opens_draws_and_closes() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "the app failed: {stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
-    let line =
-        stdout.lines().find(|line| line.starts_with("smoke:")).unwrap_or_else(|| panic!("no smoke line: {stdout}"));
+    let line = stdout
+        .lines()
+        .find(|line| line.starts_with("smoke:") && line.contains("frames drawn"))
+        .unwrap_or_else(|| panic!("no smoke line: {stdout}"));
     let frames: u64 = line.split_whitespace().nth(1).and_then(|n| n.parse().ok()).unwrap_or(0);
     assert!(frames >= 5, "only {frames} frames drawn: {line}");
     assert!(line.contains("demo API: http://127.0.0.1:"), "the demo API was running: {line}");

@@ -20,8 +20,8 @@ use crate::profile::{Profile, SecretStore};
 use crate::run::{BurstProgress, RequestResult, Summary, write_csv};
 use crate::telemetry::Telemetry;
 
-/// Points kept per chart series and rows kept in the request log.
-const SERIES_CAPACITY: usize = 200_000;
+/// Points kept per chart series (an hour at 100 samples a second) and rows kept in the request log.
+const SERIES_CAPACITY: usize = 400_000;
 const LOG_CAPACITY: usize = 50_000;
 /// Events folded into the charts per frame at most, so one frame never stalls on a flood.
 const EVENTS_PER_FRAME: usize = 20_000;
@@ -380,6 +380,11 @@ impl eframe::App for App {
         }
         if let Some((since, after, frames)) = &mut self.smoke {
             *frames += 1;
+            if *frames == 1
+                && let Some(start) = crate::cli::PROCESS_START.get()
+            {
+                println!("smoke: first frame {:.0} ms after start", start.elapsed().as_secs_f64() * 1000.0);
+            }
             if since.elapsed() >= *after {
                 let demo = match &self.demo {
                     DemoStatus::Running { url, .. } => url.to_string(),
