@@ -23,12 +23,12 @@ fn app(config_dir: &Path) -> App {
     .unwrap()
 }
 
+fn harness_for(dir: &Path) -> Harness<'static, App> {
+    harness(app(dir))
+}
+
 fn harness(app: App) -> Harness<'static, App> {
-    // Many editor fields are labelled by a neighbouring label rather than an accessible name.
-    Harness::builder()
-        .with_size(egui::vec2(1400.0, 900.0))
-        .with_accessibility_check(false)
-        .build_ui_state(|ui, app: &mut App| app.frame_ui(ui), app)
+    Harness::builder().with_size(egui::vec2(1400.0, 900.0)).build_ui_state(|ui, app: &mut App| app.frame_ui(ui), app)
 }
 
 /// Steps frames until `done` holds; the background runs on its own threads in real time.
@@ -94,6 +94,34 @@ fn fields_validate_as_typed_and_ctrl_s_saves() {
     }
     assert!(dir.path().join("profiles/demo.toml.bak").exists(), "the previous version is kept");
     assert!(!harness.state().editor.profiles[harness.state().editor.current].is_dirty());
+
+    // A restarted app reads the saved profile back.
+    let mut reloaded = harness_for(dir.path());
+    ready(&mut reloaded);
+    let editor = &reloaded.state().editor;
+    let rate = editor.profiles[editor.current].profile.hosts[editor.host].budgets[0].rate.clone();
+    assert_eq!(rate.as_deref(), Some("7/1s"));
+}
+
+#[test]
+fn adding_a_host_shows_its_editor_and_refuses_a_bad_base_url() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut harness = harness_for(dir.path());
+    ready(&mut harness);
+    let hosts_before = harness.state().editor.profile().map_or(0, |p| p.hosts.len());
+    harness.get_by_label("+ host").click();
+    harness.run_steps(2);
+    let editor = &harness.state().editor;
+    assert_eq!(editor.profile().map(|p| p.hosts.len()), Some(hosts_before + 1));
+    assert_eq!(editor.selected_host().map(|h| h.name.as_str()), Some("host 1"));
+    harness.get_by_label("Limits · host 1");
+    {
+        let editor = &mut harness.state_mut().editor;
+        let (current, host) = (editor.current, editor.host);
+        editor.profiles[current].profile.hosts[host].base_url = "ftp://files.example.com".into();
+    }
+    harness.run_steps(2);
+    harness.get_by_label("use http:// or https://");
 }
 
 #[test]

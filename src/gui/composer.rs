@@ -144,20 +144,26 @@ impl Composer {
         let base = editor.selected_host().map(|host| host.base_url.clone()).unwrap_or_default();
         ui.horizontal_wrapped(|ui| {
             ui.strong("Burst");
-            egui::ComboBox::from_id_salt("method").width(70.0).selected_text(self.method.as_str()).show_ui(ui, |ui| {
-                for method in [Method::GET, Method::HEAD, Method::POST, Method::PUT, Method::DELETE] {
-                    let label = method.to_string();
-                    ui.selectable_value(&mut self.method, method, label);
-                }
-            });
+            let method = egui::ComboBox::from_id_salt("method")
+                .width(70.0)
+                .selected_text(self.method.as_str())
+                .show_ui(ui, |ui| {
+                    for method in [Method::GET, Method::HEAD, Method::POST, Method::PUT, Method::DELETE] {
+                        let label = method.to_string();
+                        ui.selectable_value(&mut self.method, method, label);
+                    }
+                });
+            let _ = method.response.accessible_name("method");
             let mut remove = None;
             let many = self.endpoints.len() > 1;
             for (index, endpoint) in self.endpoints.iter_mut().enumerate() {
                 ui.push_id(("endpoint", index), |ui| {
                     ui.add(egui::TextEdit::singleline(&mut endpoint.path).desired_width(110.0).hint_text("/path"))
+                        .accessible_name("endpoint path")
                         .on_hover_text(format!("{}{}", base.trim_end_matches('/'), endpoint.path));
                     if many {
                         ui.add(egui::DragValue::new(&mut endpoint.weight).range(0..=100).prefix("×"))
+                            .accessible_name("endpoint weight")
                             .on_hover_text("weight: share of requests to this endpoint");
                         if ui.small_button("x").clicked() {
                             remove = Some(index);
@@ -173,9 +179,10 @@ impl Composer {
             }
             ui.separator();
             ui.label("n");
-            ui.add(egui::DragValue::new(&mut self.count).range(1..=1_000_000).speed(5.0));
+            ui.add(egui::DragValue::new(&mut self.count).range(1..=1_000_000).speed(5.0))
+                .accessible_name("request count");
             ui.separator();
-            egui::ComboBox::from_id_salt("arrival")
+            let arrival = egui::ComboBox::from_id_salt("arrival")
                 .selected_text(match self.arrival {
                     ArrivalChoice::AllAtOnce => "all at once",
                     ArrivalChoice::FixedRate => "fixed rate",
@@ -188,21 +195,28 @@ impl Composer {
                     ui.selectable_value(&mut self.arrival, ArrivalChoice::Ramp, "ramp");
                     ui.selectable_value(&mut self.arrival, ArrivalChoice::ForDuration, "for a duration");
                 });
+            let _ = arrival.response.accessible_name("arrival pattern");
             match self.arrival {
                 ArrivalChoice::AllAtOnce => {}
                 ArrivalChoice::FixedRate | ArrivalChoice::ForDuration => {
-                    ui.add(egui::TextEdit::singleline(&mut self.rate).desired_width(60.0)).on_hover_text("e.g. 20/1s");
+                    ui.add(egui::TextEdit::singleline(&mut self.rate).desired_width(60.0))
+                        .accessible_name("arrival rate")
+                        .on_hover_text("e.g. 20/1s");
                     if self.arrival == ArrivalChoice::ForDuration {
                         ui.label("for");
-                        ui.add(egui::TextEdit::singleline(&mut self.duration).desired_width(50.0));
+                        ui.add(egui::TextEdit::singleline(&mut self.duration).desired_width(50.0))
+                            .accessible_name("arrival duration");
                     }
                 }
                 ArrivalChoice::Ramp => {
-                    ui.add(egui::DragValue::new(&mut self.ramp_from).range(0.0..=10_000.0).suffix("/s"));
+                    ui.add(egui::DragValue::new(&mut self.ramp_from).range(0.0..=10_000.0).suffix("/s"))
+                        .accessible_name("ramp start rate");
                     ui.label("→");
-                    ui.add(egui::DragValue::new(&mut self.ramp_to).range(0.1..=10_000.0).suffix("/s"));
+                    ui.add(egui::DragValue::new(&mut self.ramp_to).range(0.1..=10_000.0).suffix("/s"))
+                        .accessible_name("ramp end rate");
                     ui.label("over");
-                    ui.add(egui::TextEdit::singleline(&mut self.ramp_over).desired_width(45.0));
+                    ui.add(egui::TextEdit::singleline(&mut self.ramp_over).desired_width(45.0))
+                        .accessible_name("ramp length");
                 }
             }
             ui.separator();

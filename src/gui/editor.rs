@@ -116,8 +116,11 @@ fn budgets_ui(ui: &mut egui::Ui, budgets: &mut Vec<BudgetEntry>, salt: &str) -> 
     for (index, budget) in budgets.iter_mut().enumerate() {
         ui.push_id((salt, index), |ui| {
             ui.horizontal(|ui| {
-                changed |= ui.add(egui::TextEdit::singleline(&mut budget.name).desired_width(70.0)).changed();
-                egui::ComboBox::from_id_salt("kind")
+                changed |= ui
+                    .add(egui::TextEdit::singleline(&mut budget.name).desired_width(70.0))
+                    .accessible_name("budget name")
+                    .changed();
+                let kind = egui::ComboBox::from_id_salt("kind")
                     .width(110.0)
                     .selected_text(match budget.kind {
                         BudgetEntryKind::TokenBucket => "token bucket",
@@ -131,6 +134,7 @@ fn budgets_ui(ui: &mut egui::Ui, budgets: &mut Vec<BudgetEntry>, salt: &str) -> 
                             .selectable_value(&mut budget.kind, BudgetEntryKind::SlidingWindow, "sliding window")
                             .changed();
                     });
+                let _ = kind.response.accessible_name("budget kind");
                 if ui.small_button("x").on_hover_text("remove this budget").clicked() {
                     remove = Some(index);
                 }
@@ -142,6 +146,7 @@ fn budgets_ui(ui: &mut egui::Ui, budgets: &mut Vec<BudgetEntry>, salt: &str) -> 
                         ui.label("burst");
                         if ui
                             .add(egui::Slider::new(&mut capacity, 1..=10_000).logarithmic(true))
+                            .accessible_name("burst capacity")
                             .on_hover_text("capacity: how many go through at once")
                             .changed()
                         {
@@ -154,6 +159,7 @@ fn budgets_ui(ui: &mut egui::Ui, budgets: &mut Vec<BudgetEntry>, salt: &str) -> 
                         ui.label("refill");
                         if ui
                             .add(egui::TextEdit::singleline(&mut rate).desired_width(90.0).hint_text("10/1s"))
+                            .accessible_name("refill rate")
                             .on_hover_text("AMOUNT/DURATION: 10/1s, 600/1m, 2.5/1s")
                             .changed()
                         {
@@ -174,7 +180,10 @@ fn budgets_ui(ui: &mut egui::Ui, budgets: &mut Vec<BudgetEntry>, salt: &str) -> 
                     let mut text = format!("{}/{}", limit, budget.window.clone().unwrap_or_else(|| "1m".to_owned()));
                     ui.horizontal(|ui| {
                         ui.label("limit");
-                        if ui.add(egui::Slider::new(&mut limit, 1..=1_000_000).logarithmic(true)).changed() {
+                        let slider = ui
+                            .add(egui::Slider::new(&mut limit, 1..=1_000_000).logarithmic(true))
+                            .accessible_name("window limit");
+                        if slider.changed() {
                             budget.limit = Some(limit);
                             changed = true;
                         }
@@ -183,6 +192,7 @@ fn budgets_ui(ui: &mut egui::Ui, budgets: &mut Vec<BudgetEntry>, salt: &str) -> 
                         ui.label("per");
                         if ui
                             .add(egui::TextEdit::singleline(&mut text).desired_width(90.0).hint_text("1000/1h"))
+                            .accessible_name("window, as limit/length")
                             .on_hover_text("LIMIT/WINDOW: 100/1m, 1000/1h, 10000/1d")
                             .changed()
                             && let Ok((limit, window)) = parse_window(&text)
@@ -252,7 +262,10 @@ fn concurrency_ui(ui: &mut egui::Ui, concurrency: &mut Option<usize>) -> bool {
             changed = true;
         }
         if let Some(limit) = concurrency {
-            changed |= ui.add(egui::Slider::new(limit, 1..=1000).logarithmic(true)).changed();
+            changed |= ui
+                .add(egui::Slider::new(limit, 1..=1000).logarithmic(true))
+                .accessible_name("most requests in flight")
+                .changed();
         }
     });
     changed
@@ -263,7 +276,7 @@ fn optional_text_ui(ui: &mut egui::Ui, label: &str, value: &mut Option<String>, 
     let mut changed = false;
     ui.horizontal(|ui| {
         ui.label(label);
-        if ui.add(egui::TextEdit::singleline(&mut text).desired_width(80.0)).changed() {
+        if ui.add(egui::TextEdit::singleline(&mut text).desired_width(80.0)).accessible_name(label).changed() {
             *value = Some(text.clone());
             changed = true;
         }
@@ -278,7 +291,12 @@ fn retry_ui(ui: &mut egui::Ui, retry: &mut Option<RetryEntry>) -> bool {
     let mut attempts = entry.max_attempts.unwrap_or(5);
     ui.horizontal(|ui| {
         ui.label("attempts");
-        if ui.add(egui::Slider::new(&mut attempts, 1..=20)).on_hover_text("1 = never retry").changed() {
+        if ui
+            .add(egui::Slider::new(&mut attempts, 1..=20))
+            .accessible_name("attempts")
+            .on_hover_text("1 = never retry")
+            .changed()
+        {
             entry.max_attempts = Some(attempts);
             changed = true;
         }
@@ -396,7 +414,7 @@ impl Editor {
         };
         let selected = self.profiles.get(self.current).map(label).unwrap_or_else(|| "no profile".to_owned());
         ui.label("profile");
-        egui::ComboBox::from_id_salt("profile").selected_text(selected).show_ui(ui, |ui| {
+        let picker = egui::ComboBox::from_id_salt("profile").selected_text(selected).show_ui(ui, |ui| {
             for (index, doc) in self.profiles.iter().enumerate() {
                 if ui.selectable_label(index == self.current, label(doc)).clicked() {
                     self.current = index;
@@ -405,6 +423,7 @@ impl Editor {
                 }
             }
         });
+        let _ = picker.response.accessible_name("profile");
         if ui.button("New").clicked() {
             let name = (1..).map(|i| format!("profile {i}")).find(|name| self.name_free(name)).unwrap_or_default();
             self.profiles.push(ProfileDoc { profile: Profile::new(name), saved: None });
@@ -576,11 +595,11 @@ impl Editor {
         ui.heading(format!("Limits · {}", host.name));
         ui.horizontal(|ui| {
             ui.label("name");
-            ui.text_edit_singleline(&mut host.name);
+            ui.text_edit_singleline(&mut host.name).accessible_name("host name");
         });
         ui.horizontal(|ui| {
             ui.label("base URL");
-            limits_changed |= ui.text_edit_singleline(&mut host.base_url).changed();
+            limits_changed |= ui.text_edit_singleline(&mut host.base_url).accessible_name("base URL").changed();
         });
         error_label(ui, base_url_error(&host.base_url));
         ui.add_space(4.0);
@@ -594,8 +613,10 @@ impl Editor {
                 ui.push_id(("path", index), |ui| {
                     ui.horizontal(|ui| {
                         ui.label("prefix");
-                        limits_changed |=
-                            ui.add(egui::TextEdit::singleline(&mut path.prefix).desired_width(120.0)).changed();
+                        limits_changed |= ui
+                            .add(egui::TextEdit::singleline(&mut path.prefix).desired_width(120.0))
+                            .accessible_name("path prefix")
+                            .changed();
                         if ui.small_button("x").clicked() {
                             remove = Some(index);
                         }
@@ -624,7 +645,7 @@ impl Editor {
             for (name, value) in host.headers.iter_mut() {
                 ui.horizontal(|ui| {
                     ui.monospace(name.as_str());
-                    ui.text_edit_singleline(value);
+                    ui.text_edit_singleline(value).accessible_name(format!("value of {name}"));
                     if ui.small_button("x").clicked() {
                         remove = Some(name.clone());
                     }
@@ -661,7 +682,8 @@ impl Editor {
                             .password(true)
                             .hint_text("new value or ${VAR}")
                             .desired_width(120.0),
-                    );
+                    )
+                    .accessible_name(format!("new secret value of {name}"));
                     if ui.add_enabled(!draft.is_empty(), egui::Button::new("set")).clicked() {
                         self.secrets.set(&profile_name, &host.name, name, std::mem::take(draft));
                         // The store changed: saving writes it, so mark the profile as changed too.
