@@ -340,7 +340,11 @@ impl LimitedClient {
                 inner.events.emit(Event { request_id: id, key: key.clone(), at: Instant::now(), kind });
             }
         };
-        let uri: http::Uri = spec.url.as_str().parse().map_err(|_| ClientError::NoHost(spec.url.clone()))?;
+        // Only the cache needs the URL as an `http::Uri`.
+        let uri: Option<http::Uri> = match &inner.cache {
+            Some(_) => Some(spec.url.as_str().parse().map_err(|_| ClientError::NoHost(spec.url.clone()))?),
+            None => None,
+        };
         let retry = key.as_ref().and_then(|key| inner.key_retry.get(key)).unwrap_or(&inner.retry);
         let mut headers = inner.default_headers.clone();
         let authority = match spec.url.port() {
@@ -351,8 +355,8 @@ impl LimitedClient {
             headers.extend(extra.clone());
         }
         headers.extend(spec.headers.clone());
-        if let Some(cache) = &inner.cache {
-            match cache.lookup(&spec.method, &uri, &headers, SystemTime::now()) {
+        if let (Some(cache), Some(uri)) = (&inner.cache, &uri) {
+            match cache.lookup(&spec.method, uri, &headers, SystemTime::now()) {
                 Lookup::Fresh(cached) => {
                     emit(EventKind::CacheHit { revalidated: false });
                     emit(EventKind::Finished { status: cached.status.as_u16(), attempts: 0, total: started.elapsed() });
@@ -475,12 +479,14 @@ impl LimitedClient {
                         return Err(self.give_up(GiveUpReason::NotRetryable, None, attempt, &emit));
                     };
                     let fresh = CachedResponse { status, headers: response_headers, body };
-                    let (served, revalidated) = match &inner.cache {
-                        Some(cache) => match cache.store(&spec.method, &uri, &headers, &fresh, SystemTime::now()) {
-                            Some(cached) => (cached, true),
-                            None => (fresh, false),
-                        },
-                        None => (fresh, false),
+                    let (served, revalidated) = match (&inner.cache, &uri) {
+                        (Some(cache), Some(uri)) => {
+                            match cache.store(&spec.method, uri, &headers, &fresh, SystemTime::now()) {
+                                Some(cached) => (cached, true),
+                                None => (fresh, false),
+                            }
+                        }
+                        _ => (fresh, false),
                     };
                     if revalidated {
                         emit(EventKind::CacheHit { revalidated: true });
@@ -552,7 +558,8 @@ impl LimitedClient {
             Err(err) => return classify(&err),
         };
         let status = response.status();
-        let headers = response.headers().clone();
+        let mut response = response;
+        let headers = std::mem::take(response.headers_mut());
         match response.bytes().await {
             Ok(body) => Attempt::Response { status, headers, body },
             Err(err) => classify(&err),
