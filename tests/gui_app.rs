@@ -3,15 +3,26 @@
 #![cfg(feature = "gui")]
 
 use std::path::Path;
+use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use ratescope::gui::{App, AppOptions, ArrivalChoice, DemoStatus, RunStatus};
 
+thread_local! {
+    /// Signalled by the app's background whenever it has news (the app's repaint request).
+    static NEWS: std::cell::RefCell<Option<Receiver<()>>> = const { std::cell::RefCell::new(None) };
+}
+
 fn app(config_dir: &Path) -> App {
+    let (news, receiver) = std::sync::mpsc::channel();
+    NEWS.with(|slot| *slot.borrow_mut() = Some(receiver));
+    let repaint = move || {
+        let _ = news.send(());
+    };
     App::new(
-        || {},
+        repaint,
         AppOptions {
             demo_port: 0,
             config_dir: Some(config_dir.to_owned()),
@@ -31,13 +42,22 @@ fn harness(app: App) -> Harness<'static, App> {
     Harness::builder().with_size(egui::vec2(1400.0, 900.0)).build_ui_state(|ui, app: &mut App| app.frame_ui(ui), app)
 }
 
+/// Waits for the background's next repaint request (at most a short while), without sleeping.
+fn await_news() {
+    NEWS.with(|slot| {
+        if let Some(receiver) = slot.borrow().as_ref() {
+            let _ = receiver.recv_timeout(Duration::from_millis(100));
+        }
+    });
+}
+
 /// Steps frames until `done` holds; the background runs on its own threads in real time.
 fn step_until(harness: &mut Harness<'_, App>, what: &str, done: impl Fn(&App) -> bool) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while !done(harness.state()) {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         harness.step();
-        std::thread::sleep(Duration::from_millis(10));
+        await_news();
     }
     harness.step();
 }
@@ -90,7 +110,7 @@ fn fields_validate_as_typed_and_ctrl_s_saves() {
     while !std::fs::read_to_string(&file).unwrap_or_default().contains("7/1s") {
         assert!(Instant::now() < deadline, "the profile was not saved");
         harness.step();
-        std::thread::sleep(Duration::from_millis(10));
+        await_news();
     }
     assert!(dir.path().join("profiles/demo.toml.bak").exists(), "the previous version is kept");
     assert!(!harness.state().editor.profiles[harness.state().editor.current].is_dirty());
