@@ -12,6 +12,7 @@ pub mod http;
 pub mod mock;
 pub mod profile;
 pub mod run;
+pub mod store;
 pub mod telemetry;
 
 pub use engine::{Limiter, LimiterConfig, Priority, Registry};

@@ -1,0 +1,239 @@
+//! Budget stores shared across processes: one decision per request, made atomically where the state lives.
+//!
+//! The first store is [`RedisStore`]: each decision is one Lua script (EVALSHA) that reads
+//! the time from Redis itself, so every process agrees on "now" whatever its own clock says.
+//! The store only answers "may this cost pass now, and if not, how long until it may";
+//! what a caller does when the store is unavailable (fail open, fail closed, fall back to
+//! a local limiter) is its own policy, which [`StoreError::is_unavailable`] makes easy.
+//!
+//! Time inside the store is whole microseconds of the Redis clock. Periods are rounded
+//! *up* to a microsecond, so a shared budget never admits faster than it was asked to.
+
+mod redis;
+
+use std::time::Duration;
+
+use crate::engine::{BudgetKind, Rate};
+
+pub use self::redis::{RedisStore, RedisStoreOptions};
+
+/// The longest period a shared budget may span (a window, or a full bucket's refill): ten years.
+///
+/// It keeps every time the scripts compute below 2^53 microseconds, where Lua's numbers are exact.
+pub const MAX_SPAN: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
+/// The largest sliding-window limit: the window keeps one sorted-set member per admitted
+/// unit (roughly 100 bytes each in Redis), so a million is already about 100 MB per key.
+pub const MAX_WINDOW_LIMIT: u64 = 1_000_000;
+
+/// A budget whose state lives in a shared store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SharedBudget {
+    /// A token bucket kept as GCRA: holds up to `capacity` tokens, one refilled every `per_token`.
+    TokenBucket { capacity: u64, per_token: Duration },
+    /// An exact sliding window: at most `limit` units in any window of length `window`.
+    SlidingWindow { limit: u64, window: Duration },
+}
+
+impl SharedBudget {
+    /// A token bucket of `capacity` refilling `per_second` tokens a second (fractions allowed).
+    pub fn token_bucket_per_second(capacity: u64, per_second: f64) -> Result<Self, StoreError> {
+        if !per_second.is_finite() || per_second <= 0.0 {
+            return Err(StoreError::InvalidSettings(format!(
+                "a refill rate must be a positive, finite number of tokens per second, not {per_second}"
+            )));
+        }
+        let per_token_secs = 1.0 / per_second;
+        if per_token_secs > MAX_SPAN.as_secs_f64() {
+            return Err(StoreError::InvalidSettings(format!(
+                "a refill of {per_second} tokens per second is slower than one token in ten years"
+            )));
+        }
+        let budget = Self::TokenBucket { capacity, per_token: Duration::from_secs_f64(per_token_secs) };
+        budget.validate()?;
+        Ok(budget)
+    }
+
+    /// A token bucket of `capacity` refilling at the engine's `refill` rate.
+    pub fn token_bucket(capacity: u64, refill: Rate) -> Result<Self, StoreError> {
+        let per_token_ns = refill.per().as_nanos().div_ceil(u128::from(refill.amount().max(1)));
+        let per_token = Duration::from_nanos(u64::try_from(per_token_ns).unwrap_or(u64::MAX));
+        let budget = Self::TokenBucket { capacity, per_token };
+        budget.validate()?;
+        Ok(budget)
+    }
+
+    /// An exact sliding window of at most `limit` units in any `window`.
+    pub fn sliding_window(limit: u64, window: Duration) -> Result<Self, StoreError> {
+        let budget = Self::SlidingWindow { limit, window };
+        budget.validate()?;
+        Ok(budget)
+    }
+
+    /// The most this budget admits at once: the bucket's capacity or the window's limit.
+    pub fn capacity(&self) -> u64 {
+        match *self {
+            Self::TokenBucket { capacity, .. } => capacity,
+            Self::SlidingWindow { limit, .. } => limit,
+        }
+    }
+
+    /// Refuses settings the store cannot honour: zero sizes or periods, and anything so large
+    /// that the microsecond arithmetic in Redis would lose precision.
+    pub fn validate(&self) -> Result<(), StoreError> {
+        match *self {
+            Self::TokenBucket { capacity, per_token } => {
+                if capacity == 0 {
+                    return Err(StoreError::InvalidSettings(
+                        "a token bucket of capacity 0 would never admit anything".into(),
+                    ));
+                }
+                if per_token.is_zero() {
+                    return Err(StoreError::InvalidSettings(
+                        "a token bucket needs a refill period per token greater than zero".into(),
+                    ));
+                }
+                let full = micros_ceil(per_token).saturating_mul(capacity);
+                if full > micros_ceil(MAX_SPAN) {
+                    return Err(StoreError::InvalidSettings(format!(
+                        "a token bucket of {capacity} tokens at one per {per_token:?} takes longer than ten years to refill"
+                    )));
+                }
+            }
+            Self::SlidingWindow { limit, window } => {
+                if limit == 0 {
+                    return Err(StoreError::InvalidSettings(
+                        "a sliding window with limit 0 would never admit anything".into(),
+                    ));
+                }
+                if limit > MAX_WINDOW_LIMIT {
+                    return Err(StoreError::InvalidSettings(format!(
+                        "a sliding window limit of {limit} is above the store's maximum of {MAX_WINDOW_LIMIT}"
+                    )));
+                }
+                if window.is_zero() {
+                    return Err(StoreError::InvalidSettings("a sliding window of length 0 is not a window".into()));
+                }
+                if window > MAX_SPAN {
+                    return Err(StoreError::InvalidSettings(format!(
+                        "a sliding window of {window:?} is longer than ten years"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks the budget and that `cost` is one it can ever admit; used before any I/O.
+    pub fn check_cost(&self, cost: u64) -> Result<(), StoreError> {
+        self.validate()?;
+        if cost == 0 {
+            return Err(StoreError::InvalidSettings("a request must cost at least 1".into()));
+        }
+        let capacity = self.capacity();
+        if cost > capacity {
+            return Err(StoreError::CostTooLarge { cost, capacity });
+        }
+        Ok(())
+    }
+}
+
+impl TryFrom<BudgetKind> for SharedBudget {
+    type Error = StoreError;
+
+    /// The shared form of an engine budget (a bucket's refill rounded up to whole microseconds per token).
+    fn try_from(kind: BudgetKind) -> Result<Self, StoreError> {
+        match kind {
+            BudgetKind::TokenBucket { capacity, refill } => Self::token_bucket(capacity, refill),
+            BudgetKind::SlidingWindow { limit, window } => Self::sliding_window(limit, window),
+        }
+    }
+}
+
+/// The answer for one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreDecision {
+    /// Whether the cost was admitted (and spent).
+    pub allowed: bool,
+    /// Units left right now: after this request when admitted, before it when denied.
+    pub remaining: u64,
+    /// When denied: how long until this same cost would fit (sleep exactly this, then ask again).
+    /// `None` when admitted.
+    pub retry_after: Option<Duration>,
+}
+
+/// Why a store could not decide.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The store could not be reached: connection refused or dropped, DNS, a server still
+    /// loading or down. The request was not decided; apply the caller's fail policy.
+    #[error("the budget store is unreachable: {0}")]
+    Unreachable(String),
+    /// The store did not answer in time. The request was not decided (though a script that
+    /// was already running may still have spent the cost); apply the caller's fail policy.
+    #[error("the budget store did not answer within {after:?} ({operation})")]
+    Timeout { operation: &'static str, after: Duration },
+    /// The store answered with an error or an unexpected reply (a key of the wrong type, a
+    /// script bug, no permission to run scripts).
+    #[error("the budget script failed: {0}")]
+    Script(String),
+    /// The cost can never fit in the budget, however long one waits; refused before any I/O.
+    #[error("a cost of {cost} can never be admitted by a budget that holds at most {capacity}")]
+    CostTooLarge { cost: u64, capacity: u64 },
+    /// A setting the store refuses: zero, not a number, too large, a malformed URL or prefix.
+    #[error("invalid store settings: {0}")]
+    InvalidSettings(String),
+}
+
+impl StoreError {
+    /// True when the store could not be asked (unreachable or timed out), so a fail-open,
+    /// fail-closed or local-fallback policy applies; false when the request itself is at fault.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Self::Unreachable(_) | Self::Timeout { .. })
+    }
+}
+
+/// Whole microseconds, rounded up, saturating.
+pub(crate) fn micros_ceil(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos().div_ceil(1000)).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_zero_nan_and_huge_settings() {
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e-12] {
+            assert!(matches!(SharedBudget::token_bucket_per_second(3, bad), Err(StoreError::InvalidSettings(_))));
+        }
+        assert!(SharedBudget::sliding_window(0, Duration::from_secs(1)).is_err());
+        assert!(SharedBudget::sliding_window(5, Duration::ZERO).is_err());
+        assert!(SharedBudget::sliding_window(MAX_WINDOW_LIMIT + 1, Duration::from_secs(1)).is_err());
+        assert!(SharedBudget::sliding_window(5, MAX_SPAN + Duration::from_secs(1)).is_err());
+        assert!(SharedBudget::TokenBucket { capacity: 0, per_token: Duration::from_secs(1) }.validate().is_err());
+        assert!(SharedBudget::TokenBucket { capacity: 3, per_token: Duration::ZERO }.validate().is_err());
+        assert!(
+            SharedBudget::TokenBucket { capacity: u64::MAX, per_token: Duration::from_secs(1) }.validate().is_err()
+        );
+        assert!(SharedBudget::token_bucket_per_second(3, 2.5).is_ok());
+    }
+
+    #[test]
+    fn cost_is_checked_against_capacity() {
+        let window = SharedBudget::sliding_window(5, Duration::from_secs(2)).unwrap();
+        assert!(window.check_cost(5).is_ok());
+        assert!(matches!(window.check_cost(6), Err(StoreError::CostTooLarge { cost: 6, capacity: 5 })));
+        assert!(matches!(window.check_cost(0), Err(StoreError::InvalidSettings(_))));
+    }
+
+    #[test]
+    fn engine_rates_round_up_to_whole_microseconds() {
+        let rate = Rate::new(3, Duration::from_secs(1)).unwrap();
+        let SharedBudget::TokenBucket { per_token, .. } = SharedBudget::token_bucket(3, rate).unwrap() else {
+            panic!("not a bucket");
+        };
+        assert_eq!(micros_ceil(per_token), 333_334);
+        assert_eq!(micros_ceil(Duration::from_nanos(1)), 1);
+    }
+}

@@ -1,0 +1,272 @@
+//! `RedisStore`: shared budgets in Redis, one atomic Lua script per decision, on a reconnecting connection.
+//!
+//! Keys are `{prefix:key}:tat` for a token bucket (GCRA's theoretical arrival time) and
+//! `{prefix:key}:window` plus `{prefix:key}:seq` for a sliding window (a sorted set with
+//! one uniquely named member per admitted unit, and the counter that names them). The
+//! braces are a Redis Cluster hash tag, so all keys of one decision live in one slot.
+//! Every write sets a TTL: a key disappears once it no longer changes any answer.
+//!
+//! Scripts run with EVALSHA; `redis::Script` loads the script and retries once when the
+//! server answers NOSCRIPT (after a restart, a failover or `SCRIPT FLUSH`).
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{Client, ErrorKind, RedisError, Script, ServerErrorKind};
+
+use super::{SharedBudget, StoreDecision, StoreError, micros_ceil};
+
+static GCRA: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("gcra.lua")));
+static WINDOW: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("window.lua")));
+
+/// The longest any timeout may be; anything above it is a mistake, not a setting.
+const MAX_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Timeouts and reconnection for a [`RedisStore`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RedisStoreOptions {
+    /// Bound on establishing the connection (each attempt, and `connect` as a whole).
+    pub connect_timeout: Duration,
+    /// Bound on one decision, including a reload after NOSCRIPT and waiting for a reconnect.
+    pub command_timeout: Duration,
+    /// Connection attempts after the first before a reconnect gives up until the next call.
+    pub reconnect_retries: usize,
+}
+
+impl Default for RedisStoreOptions {
+    fn default() -> Self {
+        Self {
+            connect_timeout: Duration::from_secs(2),
+            command_timeout: Duration::from_millis(500),
+            reconnect_retries: 2,
+        }
+    }
+}
+
+impl RedisStoreOptions {
+    fn validate(&self) -> Result<(), StoreError> {
+        for (name, value) in [("connect timeout", self.connect_timeout), ("command timeout", self.command_timeout)] {
+            if value.is_zero() || value > MAX_TIMEOUT {
+                return Err(StoreError::InvalidSettings(format!(
+                    "a {name} must be above zero and at most {MAX_TIMEOUT:?}, not {value:?}"
+                )));
+            }
+        }
+        if self.reconnect_retries > 10 {
+            return Err(StoreError::InvalidSettings(format!(
+                "{} reconnect retries is too many (at most 10)",
+                self.reconnect_retries
+            )));
+        }
+        Ok(())
+    }
+
+    fn manager_config(&self) -> ConnectionManagerConfig {
+        ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(self.connect_timeout))
+            .set_response_timeout(Some(self.command_timeout))
+            .set_number_of_retries(self.reconnect_retries)
+            .set_min_delay(Duration::from_millis(50))
+            .set_max_delay(Duration::from_secs(1))
+    }
+}
+
+/// Budgets kept in Redis and shared by every process that uses the same URL and prefix.
+///
+/// Cloning is cheap and clones share one multiplexed connection, which reconnects in the
+/// background after it drops.
+#[derive(Clone)]
+pub struct RedisStore {
+    connection: ConnectionManager,
+    prefix: String,
+    options: RedisStoreOptions,
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The URL (which may hold a password) is deliberately not kept or shown.
+        f.debug_struct("RedisStore").field("prefix", &self.prefix).field("options", &self.options).finish()
+    }
+}
+
+impl RedisStore {
+    /// Connects to `url` (`redis://[:password@]host[:port][/db]`) with the default timeouts;
+    /// every key this store writes starts with `{prefix:`.
+    pub async fn connect(url: &str, prefix: &str) -> Result<Self, StoreError> {
+        Self::connect_with(url, prefix, RedisStoreOptions::default()).await
+    }
+
+    /// [`connect`](Self::connect) with explicit timeouts.
+    pub async fn connect_with(url: &str, prefix: &str, options: RedisStoreOptions) -> Result<Self, StoreError> {
+        let (client, options) = Self::prepare(url, prefix, options)?;
+        let connecting = ConnectionManager::new_with_config(client, options.manager_config());
+        let connection = match tokio::time::timeout(options.connect_timeout, connecting).await {
+            Ok(Ok(connection)) => connection,
+            Ok(Err(err)) => return Err(classify(&err, "connect", options.connect_timeout)),
+            Err(_) => return Err(StoreError::Timeout { operation: "connect", after: options.connect_timeout }),
+        };
+        Ok(Self { connection, prefix: prefix.to_owned(), options })
+    }
+
+    /// A store that connects on its first decision instead of now, so a service can start
+    /// while Redis is still down (its first calls then fail with an unavailable error).
+    /// Must be called inside a tokio runtime.
+    pub fn connect_lazy(url: &str, prefix: &str, options: RedisStoreOptions) -> Result<Self, StoreError> {
+        let (client, options) = Self::prepare(url, prefix, options)?;
+        let connection = ConnectionManager::new_lazy_with_config(client, options.manager_config())
+            .map_err(|err| classify(&err, "connect", options.connect_timeout))?;
+        Ok(Self { connection, prefix: prefix.to_owned(), options })
+    }
+
+    fn prepare(url: &str, prefix: &str, options: RedisStoreOptions) -> Result<(Client, RedisStoreOptions), StoreError> {
+        options.validate()?;
+        validate_prefix(prefix)?;
+        // The URL is not echoed back: it may hold a password.
+        let client = Client::open(url)
+            .map_err(|err| StoreError::InvalidSettings(format!("not a usable Redis URL ({})", err.category())))?;
+        Ok((client, options))
+    }
+
+    /// The prefix every key of this store starts with (inside the hash tag).
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The timeouts this store runs with.
+    pub fn options(&self) -> RedisStoreOptions {
+        self.options
+    }
+
+    /// The Redis keys that hold `key`'s state for `budget` (for inspection and cleanup).
+    pub fn redis_keys(&self, key: &str, budget: &SharedBudget) -> Vec<String> {
+        let tag = format!("{{{}:{key}}}", self.prefix);
+        match budget {
+            SharedBudget::TokenBucket { .. } => vec![format!("{tag}:tat")],
+            SharedBudget::SlidingWindow { .. } => vec![format!("{tag}:window"), format!("{tag}:seq")],
+        }
+    }
+
+    /// Decides whether `cost` fits in `key`'s share of `budget` now, and spends it if so.
+    ///
+    /// A denied request changes nothing in Redis and says how long until the same cost fits.
+    /// Settings and costs the budget can never hold are refused before any I/O.
+    pub async fn acquire(&self, key: &str, budget: &SharedBudget, cost: u64) -> Result<StoreDecision, StoreError> {
+        budget.check_cost(cost)?;
+        if key.is_empty() {
+            return Err(StoreError::InvalidSettings("a budget key must not be empty".into()));
+        }
+        let keys = self.redis_keys(key, budget);
+        let (script, period, capacity) = match *budget {
+            SharedBudget::TokenBucket { capacity, per_token } => (&*GCRA, micros_ceil(per_token), capacity),
+            SharedBudget::SlidingWindow { limit, window } => (&*WINDOW, micros_ceil(window), limit),
+        };
+        let mut invocation = script.prepare_invoke();
+        for name in &keys {
+            invocation.key(name);
+        }
+        // Both scripts take ARGV = period in microseconds, capacity (or limit), cost.
+        invocation.arg(period).arg(capacity).arg(cost);
+
+        let mut connection = self.connection.clone();
+        let after = self.options.command_timeout;
+        let reply: Vec<i64> = match tokio::time::timeout(after, invocation.invoke_async(&mut connection)).await {
+            Ok(Ok(reply)) => reply,
+            Ok(Err(err)) => return Err(classify(&err, "acquire", after)),
+            Err(_) => return Err(StoreError::Timeout { operation: "acquire", after }),
+        };
+        decision(&reply)
+    }
+}
+
+/// Turns the script's `{allowed, remaining, retry_after_us}` into a decision.
+fn decision(reply: &[i64]) -> Result<StoreDecision, StoreError> {
+    let unexpected = || StoreError::Script(format!("unexpected reply from the budget script: {reply:?}"));
+    let &[allowed, remaining, retry_us] = reply else {
+        return Err(unexpected());
+    };
+    let remaining = u64::try_from(remaining).map_err(|_| unexpected())?;
+    let retry_us = u64::try_from(retry_us).map_err(|_| unexpected())?;
+    match allowed {
+        1 => Ok(StoreDecision { allowed: true, remaining, retry_after: None }),
+        0 if retry_us > 0 => {
+            Ok(StoreDecision { allowed: false, remaining, retry_after: Some(Duration::from_micros(retry_us)) })
+        }
+        _ => Err(unexpected()),
+    }
+}
+
+/// Sorts a Redis error into "could not ask" (unreachable or timeout) and "asked, and it failed".
+fn classify(err: &RedisError, operation: &'static str, after: Duration) -> StoreError {
+    if err.is_timeout() {
+        return StoreError::Timeout { operation, after };
+    }
+    let unavailable = err.is_io_error()
+        || err.is_connection_refusal()
+        || err.is_connection_dropped()
+        || matches!(
+            err.kind(),
+            ErrorKind::AuthenticationFailed
+                | ErrorKind::Server(
+                    ServerErrorKind::BusyLoading
+                        | ServerErrorKind::ClusterDown
+                        | ServerErrorKind::MasterDown
+                        | ServerErrorKind::TryAgain
+                )
+        );
+    if unavailable {
+        StoreError::Unreachable(err.to_string())
+    } else if err.kind() == ErrorKind::InvalidClientConfig {
+        StoreError::InvalidSettings(err.to_string())
+    } else {
+        StoreError::Script(err.to_string())
+    }
+}
+
+fn validate_prefix(prefix: &str) -> Result<(), StoreError> {
+    if prefix.is_empty() {
+        return Err(StoreError::InvalidSettings("a store prefix must not be empty".into()));
+    }
+    if prefix.len() > 256 {
+        return Err(StoreError::InvalidSettings("a store prefix must be at most 256 bytes".into()));
+    }
+    if prefix.contains(['{', '}']) {
+        return Err(StoreError::InvalidSettings(format!(
+            "the store prefix '{prefix}' must not contain braces: they would break the Redis Cluster hash tag"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_become_decisions() {
+        let allowed = decision(&[1, 4, 0]).unwrap();
+        assert_eq!(allowed, StoreDecision { allowed: true, remaining: 4, retry_after: None });
+        let denied = decision(&[0, 0, 1500]).unwrap();
+        assert_eq!(denied.retry_after, Some(Duration::from_micros(1500)));
+        assert!(decision(&[0, 0, 0]).is_err());
+        assert!(decision(&[1, -1, 0]).is_err());
+        assert!(decision(&[1, 2]).is_err());
+    }
+
+    #[test]
+    fn prefixes_are_checked() {
+        assert!(validate_prefix("ratescope").is_ok());
+        assert!(validate_prefix("").is_err());
+        assert!(validate_prefix("a{b").is_err());
+        assert!(validate_prefix(&"x".repeat(257)).is_err());
+    }
+
+    #[test]
+    fn options_are_checked() {
+        assert!(RedisStoreOptions::default().validate().is_ok());
+        let zero = RedisStoreOptions { command_timeout: Duration::ZERO, ..RedisStoreOptions::default() };
+        assert!(zero.validate().is_err());
+        let huge = RedisStoreOptions { connect_timeout: Duration::from_secs(3600), ..RedisStoreOptions::default() };
+        assert!(huge.validate().is_err());
+    }
+}
