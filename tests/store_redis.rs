@@ -291,8 +291,8 @@ async fn every_key_has_a_ttl() {
 async fn script_flush_between_calls_reloads_the_script() {
     let Some(mut fx) = Fixture::exclusive("flush").await else { return };
     let hashes = [
-        redis::Script::new(include_str!("../src/store/window.lua")).get_hash().to_owned(),
-        redis::Script::new(include_str!("../src/store/gcra.lua")).get_hash().to_owned(),
+        redis::Script::new(ratescope::store::WINDOW_SCRIPT).get_hash().to_owned(),
+        redis::Script::new(ratescope::store::GCRA_SCRIPT).get_hash().to_owned(),
     ];
     let window_budget = window(5, Duration::from_secs(2));
     let bucket_budget = bucket(3, Duration::from_secs(1));

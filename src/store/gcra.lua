@@ -9,12 +9,7 @@
 -- A denied request writes nothing. Every number stays an integer below 2^53, so Lua's
 -- doubles hold it exactly.
 
-if redis.replicate_commands then
-  redis.replicate_commands()
-end
-
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+-- `now` comes from clock.lua, prepended when the script is built.
 
 local per = tonumber(ARGV[1])
 local capacity = tonumber(ARGV[2])

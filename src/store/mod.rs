@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use crate::engine::{BudgetKind, Rate};
 
-pub use self::redis::{RedisStore, RedisStoreOptions};
+pub use self::redis::{GCRA_SCRIPT, RedisStore, RedisStoreOptions, WINDOW_SCRIPT};
 
 /// The longest period a shared budget may span (a window, or a full bucket's refill): ten years.
 ///

@@ -17,8 +17,13 @@ use redis::{Client, ErrorKind, RedisError, Script, ServerErrorKind};
 
 use super::{SharedBudget, StoreDecision, StoreError, micros_ceil};
 
-static GCRA: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("gcra.lua")));
-static WINDOW: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("window.lua")));
+/// The token bucket (GCRA) decision script as sent to Redis: the shared clock prelude, then the bucket.
+pub const GCRA_SCRIPT: &str = concat!(include_str!("clock.lua"), include_str!("gcra.lua"));
+/// The sliding-window decision script as sent to Redis: the shared clock prelude, then the window.
+pub const WINDOW_SCRIPT: &str = concat!(include_str!("clock.lua"), include_str!("window.lua"));
+
+static GCRA: LazyLock<Script> = LazyLock::new(|| Script::new(GCRA_SCRIPT));
+static WINDOW: LazyLock<Script> = LazyLock::new(|| Script::new(WINDOW_SCRIPT));
 
 /// The longest any timeout may be; anything above it is a mistake, not a setting.
 const MAX_TIMEOUT: Duration = Duration::from_secs(60);

@@ -10,12 +10,7 @@
 -- window holds at most `limit`. Returns {allowed (0|1), remaining units, retry_after in
 -- microseconds (0 when allowed)}. A denied request writes nothing: it does not even prune.
 
-if redis.replicate_commands then
-  redis.replicate_commands()
-end
-
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+-- `now` comes from clock.lua, prepended when the script is built.
 
 local window = tonumber(ARGV[1])
 local limit = tonumber(ARGV[2])
