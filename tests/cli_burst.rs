@@ -4,6 +4,8 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Command;
 
+mod redis_support;
+
 use ratescope::mock::{MockConfig, MockServer, Outcome};
 
 const SERVER: &str = r#"
@@ -147,4 +149,73 @@ async fn secrets_reach_the_server_and_no_output() {
     assert!(!everything.contains("sk-very-secret-value"), "the secret appears in no output");
     let (_, shown, _) = ratescope(dir.path(), args(&["profile", "show", profile_path.to_str().unwrap()])).await;
     assert!(!shown.contains("sk-very-secret-value"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_with_one_shared_key_stay_under_the_servers_limit_together() {
+    if !redis_support::shared_server_up().await {
+        return redis_support::skip_or_fail(&format!("no server answers at {}", redis_support::redis_url()));
+    }
+    let server = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("{}items", server.url());
+    let key = format!("cli-test-{:016x}", rand::random::<u64>());
+    // The server holds 5 at once, refilling 10/s. Each process alone would send its first 4 at
+    // once (8 together: a 429 for 3 of them); sharing one bucket of 4 @ 8/s, they never collide.
+    let redis = redis_support::redis_url();
+    let burst = args(&[
+        "burst",
+        &url,
+        "-n",
+        "10",
+        "--rate",
+        "8/1s",
+        "--burst",
+        "4",
+        "--retries",
+        "0",
+        "--redis",
+        &redis,
+        "--shared-key",
+        &key,
+        "--json",
+    ]);
+    let (first, second) = tokio::join!(ratescope(dir.path(), burst.clone()), ratescope(dir.path(), burst));
+    for (code, stdout, stderr) in [first, second] {
+        assert_eq!(code, 0, "{stdout}\n{stderr}");
+        let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        assert_eq!(json["status_counts"]["200"].as_u64(), Some(10), "{json}");
+        assert_eq!(json["shared"]["counts"]["admitted"].as_u64(), Some(10), "{json}");
+        assert_eq!(json["shared"]["state"], "connected");
+        let host_key = format!("{key}/{}", server.addr());
+        assert_eq!(json["shared"]["keys"][0].as_str(), Some(host_key.as_str()));
+    }
+    let arrivals = server.arrivals();
+    assert_eq!(arrivals.len(), 20);
+    assert!(arrivals.iter().all(|arrival| arrival.outcome == Outcome::Served(200)), "no 429 from the server");
+}
+
+#[tokio::test]
+async fn shared_flags_without_a_store_are_refused_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, _, stderr) =
+        ratescope(dir.path(), args(&["burst", "http://127.0.0.1:1/x", "--rate", "1/1s", "--shared-key", "team"])).await;
+    assert_ne!(code, 0);
+    assert!(stderr.contains("--redis"), "{stderr}");
+    let (code, _, stderr) = ratescope(
+        dir.path(),
+        args(&[
+            "burst",
+            "http://127.0.0.1:1/x",
+            "--rate",
+            "1/1s",
+            "--redis",
+            "redis://127.0.0.1:1",
+            "--shared-key",
+            "a{b}",
+        ]),
+    )
+    .await;
+    assert_ne!(code, 0);
+    assert!(stderr.contains("braces"), "{stderr}");
 }

@@ -14,13 +14,9 @@ use tokio::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 /// `SCRIPT FLUSH` is server-wide: the test that flushes holds this for writing, every other test for reading.
 static SCRIPTS: RwLock<()> = RwLock::const_new(());
 
-fn redis_url() -> String {
-    std::env::var("RATESCOPE_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
-}
+mod redis_support;
 
-fn redis_required() -> bool {
-    std::env::var("RATESCOPE_REQUIRE_REDIS").is_ok_and(|value| value == "1")
-}
+use redis_support::{redis_required, redis_url};
 
 enum Guard {
     Shared(#[allow(dead_code)] RwLockReadGuard<'static, ()>),
@@ -207,7 +203,7 @@ async fn gcra_bucket_admits_capacity_then_one_per_token() {
 
     for expected in [2, 1, 0] {
         let decision = fx.acquire("api", &budget, 1).await;
-        assert_eq!(decision, StoreDecision { allowed: true, remaining: expected, retry_after: None });
+        assert_eq!(decision, StoreDecision { allowed: true, remaining: expected, retry_after: None, blocked_by: None });
     }
     let fourth = fx.acquire("api", &budget, 1).await;
     assert!(!fourth.allowed);
@@ -290,10 +286,7 @@ async fn every_key_has_a_ttl() {
 #[tokio::test]
 async fn script_flush_between_calls_reloads_the_script() {
     let Some(mut fx) = Fixture::exclusive("flush").await else { return };
-    let hashes = [
-        redis::Script::new(ratescope::store::WINDOW_SCRIPT).get_hash().to_owned(),
-        redis::Script::new(ratescope::store::GCRA_SCRIPT).get_hash().to_owned(),
-    ];
+    let hashes = [redis::Script::new(ratescope::store::DECIDE_SCRIPT).get_hash().to_owned()];
     let window_budget = window(5, Duration::from_secs(2));
     let bucket_budget = bucket(3, Duration::from_secs(1));
 
@@ -302,13 +295,13 @@ async fn script_flush_between_calls_reloads_the_script() {
     let _: () = redis::cmd("SCRIPT").arg("FLUSH").query_async(&mut fx.raw).await.expect("SCRIPT FLUSH");
     let exists: Vec<bool> =
         redis::cmd("SCRIPT").arg("EXISTS").arg(&hashes).query_async(&mut fx.raw).await.expect("SCRIPT EXISTS");
-    assert_eq!(exists, [false, false]);
+    assert_eq!(exists, [false]);
 
     assert_eq!(fx.acquire("w", &window_budget, 1).await.remaining, 3);
     assert_eq!(fx.acquire("b", &bucket_budget, 1).await.remaining, 1);
     let exists: Vec<bool> =
         redis::cmd("SCRIPT").arg("EXISTS").arg(&hashes).query_async(&mut fx.raw).await.expect("SCRIPT EXISTS");
-    assert_eq!(exists, [true, true]);
+    assert_eq!(exists, [true]);
 
     fx.cleanup().await;
 }

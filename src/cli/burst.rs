@@ -15,6 +15,7 @@ use crate::engine::{Rate, parse_duration};
 use crate::http::{LimitedClient, RetryPolicy};
 use crate::profile::{Profile, ProfileStore, SecretStore};
 use crate::run::{ArrivalPattern, Burst, BurstSpec, Endpoint, PriorityMix, write_csv};
+use crate::store::{FailPolicy, SharedSettings};
 
 #[derive(Debug, Args)]
 pub struct BurstArgs {
@@ -62,6 +63,18 @@ pub struct BurstArgs {
     /// the name of a saved profile.
     #[arg(long, value_name = "FILE|NAME", conflicts_with_all = ["rate", "burst", "windows", "concurrency", "no_limit"])]
     pub profile: Option<String>,
+    /// Share the budgets with every other process using the same --shared-key, through this
+    /// Redis (redis://host:port[/db]); the budgets are then decided in Redis, lanes and -c stay local.
+    #[arg(long, value_name = "URL", conflicts_with = "no_limit")]
+    pub redis: Option<String>,
+    /// The name all processes sharing one budget use (one per account or API key); the Redis
+    /// key is NAME/HOST[:PORT]. With --profile, overrides the profile's [shared] key.
+    #[arg(long, value_name = "NAME", conflicts_with = "no_limit")]
+    pub shared_key: Option<String>,
+    /// While Redis cannot be reached: fail-closed (wait for it, the default), fail-open (send,
+    /// counted) or local/N (pace by 1/N of each budget in-process).
+    #[arg(long, value_name = "POLICY")]
+    pub on_redis_failure: Option<FailPolicy>,
     /// Print the summary as one JSON object (schema in ratescope::run::Summary).
     #[arg(long)]
     pub json: bool,
@@ -126,7 +139,39 @@ impl BurstArgs {
             raw_concurrency,
             retry,
             adaptive: self.adaptive,
+            shared: None,
         })
+    }
+
+    /// The shared-budget settings from the flags over the profile's `[shared]` table, if any.
+    fn shared_settings(&self, from_profile: Option<SharedSettings>) -> anyhow::Result<Option<SharedSettings>> {
+        let mut settings = match (&self.redis, from_profile) {
+            (Some(url), profile) => {
+                let name = self
+                    .shared_key
+                    .clone()
+                    .or(profile.map(|settings| settings.name))
+                    .context("--redis needs --shared-key NAME: the name every process sharing the budget uses")?;
+                SharedSettings::new(url.clone(), name)?
+            }
+            (None, Some(mut settings)) => {
+                if let Some(name) = &self.shared_key {
+                    name.clone_into(&mut settings.name);
+                    settings.validate()?;
+                }
+                settings
+            }
+            (None, None) => {
+                if self.shared_key.is_some() || self.on_redis_failure.is_some() {
+                    bail!("--shared-key and --on-redis-failure need --redis URL (or a profile with a [shared] table)");
+                }
+                return Ok(None);
+            }
+        };
+        if let Some(policy) = self.on_redis_failure {
+            settings = settings.with_policy(policy)?;
+        }
+        Ok(Some(settings))
     }
 }
 
@@ -159,8 +204,9 @@ fn load_profile(reference: &str) -> anyhow::Result<Profile> {
     Ok(ProfileStore::default_location()?.load(reference)?)
 }
 
-/// A client from the profile, and the limits it applies to the burst's hosts (for the summary).
-fn profile_client(reference: &str, spec: &mut BurstSpec) -> anyhow::Result<LimitedClient> {
+/// A client from the profile (its budgets shared if the profile or the flags say so), and the
+/// limits it applies to the burst's hosts (for the summary). Needs the runtime entered.
+fn profile_client(reference: &str, args: &BurstArgs, spec: &mut BurstSpec) -> anyhow::Result<LimitedClient> {
     let profile = load_profile(reference)?;
     let entries = profile.entries()?;
     for endpoint in &spec.endpoints {
@@ -178,7 +224,11 @@ fn profile_client(reference: &str, spec: &mut BurstSpec) -> anyhow::Result<Limit
     }
     spec.limits = entries.iter().find(|(key, _)| key.path_prefix.is_none()).map(|(_, config)| config.clone());
     let secrets = SecretStore::open_default()?;
-    Ok(profile.client_builder(&secrets)?.build()?)
+    let mut builder = profile.client_builder(&secrets)?;
+    if let Some(shared) = args.shared_settings(profile.shared_settings()?)? {
+        builder = shared.attach(builder)?.0;
+    }
+    Ok(builder.build()?)
 }
 
 fn describe_hosts(profile: &Profile) -> String {
@@ -187,12 +237,21 @@ fn describe_hosts(profile: &Profile) -> String {
 
 pub fn run(args: BurstArgs) -> anyhow::Result<ExitCode> {
     let mut spec = args.spec()?;
+    let runtime = super::runtime()?;
+    // Shared budgets connect lazily from inside the runtime.
+    let _entered = runtime.enter();
     let client = match &args.profile {
-        Some(reference) => Some(profile_client(reference, &mut spec)?),
-        None => None,
+        Some(reference) => Some(profile_client(reference, &args, &mut spec)?),
+        None => {
+            spec.shared = args.shared_settings(None)?;
+            if spec.shared.is_some() && spec.limits.as_ref().is_none_or(|limits| limits.budgets.is_empty()) {
+                bail!("--redis shares the burst's budgets, but it has none: add --rate and/or --window");
+            }
+            None
+        }
     };
     spec.validate()?;
-    let (summary, results) = super::runtime()?.block_on(async {
+    let (summary, results) = runtime.block_on(async {
         let burst = match client {
             Some(client) => Burst::start(spec, client)?,
             None => Burst::start_with_own_client(spec)?,

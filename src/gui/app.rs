@@ -18,6 +18,7 @@ use super::toasts::Toasts;
 use crate::http::Event;
 use crate::profile::{Profile, SecretStore};
 use crate::run::{BurstProgress, RequestResult, Summary, write_csv};
+use crate::store::SharedReport;
 use crate::telemetry::Telemetry;
 
 /// Points kept per chart series (an hour at 100 samples a second) and rows kept in the request log.
@@ -77,6 +78,8 @@ pub struct App {
     pub chart_view: ChartView,
     pub selected_row: Option<(u64, u32)>,
     pub toasts: Toasts,
+    /// The shared store's last reported state, when budgets are shared through Redis.
+    pub shared_report: Option<SharedReport>,
     events: Option<mpsc::Receiver<Event>>,
     /// Close by itself after this long (a smoke test of the real window), counting frames.
     smoke: Option<(std::time::Instant, Duration, u64)>,
@@ -99,6 +102,7 @@ impl App {
             chart_view: ChartView::default(),
             selected_row: None,
             toasts: Toasts::default(),
+            shared_report: None,
             events: None,
             smoke: options.close_after.map(|after| (std::time::Instant::now(), after, 0)),
             screenshot: options.screenshot.map(|(path, after)| super::screenshot::ScreenshotMode::new(path, after)),
@@ -148,7 +152,11 @@ impl App {
                     }
                 }
                 Update::Snapshots(snapshots) => self.telemetry.sample(&snapshots),
+                Update::Shared(report) => self.shared_report = Some(report),
                 Update::Finished { summary, results } => {
+                    if let Some(report) = &summary.shared {
+                        self.shared_report = Some(report.clone());
+                    }
                     self.drain_events(usize::MAX);
                     self.events = None;
                     self.run = RunStatus::Done { summary, results };
@@ -160,6 +168,9 @@ impl App {
                         self.toasts.error(problem);
                     }
                     self.editor.load(profiles, *secrets);
+                    if let Some(profile) = self.editor.profile() {
+                        self.composer.shared.adopt(profile);
+                    }
                     if let DemoStatus::Running { url, .. } = &self.demo {
                         let url = url.clone();
                         self.editor.point_demo_at(&url);
@@ -292,7 +303,7 @@ impl App {
 
     fn composer_ui(&mut self, ui: &mut egui::Ui) {
         let running = self.is_running();
-        let pressed = self.composer.composer_ui(ui, &self.editor, running);
+        let pressed = self.composer.composer_ui(ui, &self.editor, running, self.shared_report.as_ref());
         if pressed.fire {
             self.fire();
         }

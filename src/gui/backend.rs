@@ -15,6 +15,7 @@ use crate::http::{ClientBuilder, Event, EventSink};
 use crate::mock::{MockConfig, MockServer};
 use crate::profile::{Profile, ProfileStore, SecretStore};
 use crate::run::{Burst, BurstProgress, BurstSpec, RequestResult, Summary};
+use crate::store::SharedReport;
 
 /// How many client events may wait for the UI before newer ones are dropped (and counted).
 pub const EVENT_BUFFER: usize = 16_384;
@@ -67,6 +68,8 @@ pub enum Update {
         planned: usize,
     },
     Progress(BurstProgress),
+    /// The shared store's state and counters (while a burst with shared budgets runs).
+    Shared(SharedReport),
     Snapshots(Vec<Snapshot>),
     Finished {
         summary: Box<Summary>,
@@ -232,7 +235,7 @@ async fn serve(
                     }
                     Command::SetLimits { key, config } => {
                         if let Some(current) = &running
-                            && let Err(err) = current.registry.set(key, config)
+                            && let Err(err) = current.burst.client().set_limits(key, config)
                         {
                             send(Update::Error(format!("limits not applied: {err}")));
                         }
@@ -244,6 +247,9 @@ async fn serve(
                 let snapshots: Vec<Snapshot> = current.registry.active().iter().map(|limiter| limiter.snapshot()).collect();
                 let _ = updates.send(Update::Snapshots(snapshots));
                 let _ = updates.send(Update::Progress(current.burst.progress()));
+                if let Some(shared) = current.burst.client().shared() {
+                    let _ = updates.send(Update::Shared(shared.report()));
+                }
                 if current.burst.is_finished() {
                     let (summary, results) = current.burst.finish().await;
                     send(Update::Finished { summary: Box::new(summary), results });
@@ -278,7 +284,12 @@ fn describe(server: &MockServer) -> String {
 
 fn fire(request: FireRequest) -> Result<(Running, mpsc::Receiver<Event>, usize), String> {
     let (sink, events) = EventSink::channel(EVENT_BUFFER);
-    let client = request.builder.events(sink).build().map_err(|err| err.to_string())?;
+    let mut builder = request.builder.events(sink);
+    if let Some(shared) = &request.spec.shared {
+        // Connects lazily: an unreachable Redis shows in the indicator, as the fail policy acts.
+        builder = shared.attach(builder).map_err(|err| err.to_string())?.0;
+    }
+    let client = builder.build().map_err(|err| err.to_string())?;
     let registry = Arc::clone(client.registry());
     let planned = request.spec.planned_requests();
     let burst = Burst::start(request.spec, client).map_err(|err| err.to_string())?;

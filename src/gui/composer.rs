@@ -8,9 +8,11 @@ use url::Url;
 
 use super::backend::FireRequest;
 use super::editor::Editor;
+use super::shared::{SharedDraft, shared_ui};
 use crate::engine::{Rate, parse_duration};
 use crate::http::LimitedClient;
 use crate::run::{ArrivalPattern, BurstSpec, Endpoint, PriorityMix};
+use crate::store::SharedReport;
 
 /// How requests arrive, as the composer edits it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,6 +45,8 @@ pub struct Composer {
     pub high: f64,
     pub low: f64,
     pub limiter_on: bool,
+    /// Share the budgets through Redis.
+    pub shared: SharedDraft,
 }
 
 impl Default for Composer {
@@ -60,6 +64,7 @@ impl Default for Composer {
             high: 0.0,
             low: 0.0,
             limiter_on: true,
+            shared: SharedDraft::default(),
         }
     }
 }
@@ -133,13 +138,20 @@ impl Composer {
             raw_concurrency: None,
             retry,
             adaptive: host.adaptive && self.limiter_on,
+            shared: if self.limiter_on { self.shared.settings(profile)? } else { None },
         };
         spec.validate().map_err(|err| err.to_string())?;
         Ok(FireRequest { spec, builder })
     }
 
     /// The composer row. Returns the buttons pressed.
-    pub fn composer_ui(&mut self, ui: &mut egui::Ui, editor: &Editor, running: bool) -> Pressed {
+    pub fn composer_ui(
+        &mut self,
+        ui: &mut egui::Ui,
+        editor: &Editor,
+        running: bool,
+        shared: Option<&SharedReport>,
+    ) -> Pressed {
         let mut pressed = Pressed::default();
         let base = editor.selected_host().map(|host| host.base_url.clone()).unwrap_or_default();
         ui.horizontal_wrapped(|ui| {
@@ -240,6 +252,10 @@ impl Composer {
                 pressed.cancel = true;
             }
         });
+        if self.limiter_on {
+            let profile_name = editor.profile().map(|profile| profile.name.clone()).unwrap_or_default();
+            shared_ui(ui, &mut self.shared, shared, &profile_name);
+        }
         if let Err(err) = self.arrival() {
             ui.label(egui::RichText::new(err).color(egui::Color32::from_rgb(230, 80, 70)).small());
         }

@@ -11,6 +11,7 @@ mod editor;
 pub mod log;
 mod screenshot;
 pub mod server;
+mod shared;
 pub mod summary;
 mod toasts;
 

@@ -50,6 +50,25 @@ pub fn summary_ui(ui: &mut Ui, summary: &Summary) -> SummaryAction {
         figure_row_ui(ui, "achieved", |ui| {
             ui.label(format!("{:.2} req/s", summary.achieved_rps));
         });
+        if let Some(shared) = &summary.shared {
+            figure_row_ui(ui, "shared (Redis)", |ui| {
+                let c = shared.counts;
+                ui.add(
+                    Label::new(format!(
+                        "{}: {} admitted, {} denials waited out, {} round trips; {} failures, {} open, {} local ({})",
+                        shared.state,
+                        c.admitted,
+                        c.denied,
+                        c.round_trips,
+                        c.unavailable,
+                        c.failed_open,
+                        c.local_fallback,
+                        shared.policy
+                    ))
+                    .wrap(),
+                );
+            });
+        }
     });
 
     ui.add_space(8.0);
@@ -143,6 +162,7 @@ mod tests {
             total_ms: percentiles(333.3),
             errors: BTreeMap::from([("connection refused".into(), 3)]),
             limiter: "bucket 5 @ 3/1s".into(),
+            shared: None,
         }
     }
 

@@ -25,7 +25,8 @@ use super::cache::{CacheConfig, CacheStats, CachedResponse, Lookup, ResponseCach
 use super::events::{Event, EventKind, EventSink};
 use super::headers::RateLimitInfo;
 use super::retry::{Decision, GiveUpReason, Outcome, RetryPolicy};
-use crate::engine::{AcquireError, LimitKey, Limiter, Priority, Registry, format_wait};
+use crate::engine::{AcquireError, LimitKey, Limiter, LimiterConfig, Priority, Registry, format_wait};
+use crate::store::{SharedGate, SharedHandle, StoreError, StoreState, local_part};
 
 /// One request to send.
 #[derive(Debug, Clone)]
@@ -106,6 +107,8 @@ pub enum ClientError {
     Limiter(#[from] AcquireError),
     #[error("could not build the HTTP client: {0}")]
     Build(String),
+    #[error("the shared budget refused the request: {0}")]
+    Shared(#[from] StoreError),
 }
 
 impl ClientError {
@@ -140,6 +143,8 @@ pub struct ClientBuilder {
     default_headers: HeaderMap,
     host_headers: HashMap<String, HeaderMap>,
     key_retry: HashMap<String, RetryPolicy>,
+    gates: HashMap<String, SharedGate>,
+    shared: Option<SharedHandle>,
     connect_timeout: Option<Duration>,
     request_timeout: Option<Duration>,
     pool_idle_timeout: Option<Duration>,
@@ -157,6 +162,8 @@ impl Default for ClientBuilder {
             default_headers: HeaderMap::new(),
             host_headers: HashMap::new(),
             key_retry: HashMap::new(),
+            gates: HashMap::new(),
+            shared: None,
             connect_timeout: Some(Duration::from_secs(10)),
             request_timeout: Some(Duration::from_secs(60)),
             pool_idle_timeout: Some(Duration::from_secs(90)),
@@ -208,6 +215,24 @@ impl ClientBuilder {
         self
     }
 
+    /// Requests paced by the limiter keyed `key` also pass `gate`: the key's budgets shared
+    /// with other processes (the local limiter then keeps only lanes and concurrency).
+    pub fn shared_gate(mut self, key: String, gate: SharedGate) -> Self {
+        self.gates.insert(key, gate);
+        self
+    }
+
+    /// The store and keys behind the shared gates, for summaries and the app.
+    pub fn shared_handle(mut self, handle: SharedHandle) -> Self {
+        self.shared = Some(handle);
+        self
+    }
+
+    /// The registry the client will obey.
+    pub fn registry_handle(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
     /// Connect and whole-request timeouts (`None` for none).
     pub fn timeouts(mut self, connect: Option<Duration>, request: Option<Duration>) -> Self {
         self.connect_timeout = connect;
@@ -256,6 +281,8 @@ impl ClientBuilder {
                 default_headers: self.default_headers,
                 host_headers: self.host_headers,
                 key_retry: self.key_retry,
+                gates: self.gates,
+                shared: self.shared,
                 next_id: AtomicU64::new(0),
                 rng: Mutex::new(rng),
             }),
@@ -280,6 +307,8 @@ struct Inner {
     default_headers: HeaderMap,
     host_headers: HashMap<String, HeaderMap>,
     key_retry: HashMap<String, RetryPolicy>,
+    gates: HashMap<String, SharedGate>,
+    shared: Option<SharedHandle>,
     next_id: AtomicU64,
     rng: Mutex<StdRng>,
 }
@@ -304,6 +333,33 @@ impl LimitedClient {
     /// Cache counters (all zero without a cache).
     pub fn cache_stats(&self) -> CacheStats {
         self.inner.cache.as_ref().map(ResponseCache::stats).unwrap_or_default()
+    }
+
+    /// The shared gate of the limiter keyed `key`, if its budgets are shared.
+    pub fn shared_gate(&self, key: &str) -> Option<&SharedGate> {
+        self.inner.gates.get(key)
+    }
+
+    /// Changes the limits of `key` now: a shared key's budgets go to its gate (and so to the
+    /// store), its lanes and concurrency to the local limiter.
+    pub fn set_limits(&self, key: LimitKey, config: LimiterConfig) -> Result<(), ClientError> {
+        match self.inner.gates.get(&key.to_string()) {
+            Some(gate) => {
+                gate.reconfigure(&config.budgets)?;
+                self.inner.registry.set(key, local_part(&config)).map_err(|err| ClientError::Build(err.to_string()))
+            }
+            None => self.inner.registry.set(key, config).map_err(|err| ClientError::Build(err.to_string())),
+        }
+    }
+
+    /// The shared store's handle, when budgets are shared.
+    pub fn shared(&self) -> Option<&SharedHandle> {
+        self.inner.shared.as_ref()
+    }
+
+    /// Every shared gate, by limiter key.
+    pub fn shared_gates(&self) -> impl Iterator<Item = (&String, &SharedGate)> {
+        self.inner.gates.iter()
     }
 
     /// Events dropped because their consumer lagged.
@@ -376,20 +432,40 @@ impl LimitedClient {
                 Some(limiter) => {
                     emit(EventKind::Queued { attempt, priority: spec.priority });
                     let queued_at = Instant::now();
-                    let permit = limiter.acquire(spec.priority, spec.cost).await;
-                    let waited = queued_at.elapsed();
-                    queue_wait += waited;
-                    this_wait = waited;
-                    match permit {
-                        Ok(permit) => {
-                            emit(EventKind::Admitted { attempt, queue_wait: waited });
-                            Some(permit)
-                        }
+                    let permit = match limiter.acquire(spec.priority, spec.cost).await {
+                        Ok(permit) => permit,
                         Err(err) => {
                             emit(EventKind::Failed { error: err.to_string(), attempts: attempt - 1 });
                             return Err(err.into());
                         }
+                    };
+                    if let Some(gate) = inner.gates.get(limiter.key()) {
+                        let before = listening.then(|| gate.health().state());
+                        let admitted = gate.admit(spec.cost).await;
+                        if let Some(before) = before {
+                            let now = gate.health().state();
+                            if now != before && now != StoreState::Idle {
+                                emit(EventKind::StoreState { state: now });
+                            }
+                        }
+                        match admitted {
+                            Ok(admission) => emit(EventKind::SharedAdmitted {
+                                attempt,
+                                via: admission.via,
+                                waited: admission.waited,
+                                remaining: admission.remaining,
+                            }),
+                            Err(err) => {
+                                emit(EventKind::Failed { error: err.to_string(), attempts: attempt - 1 });
+                                return Err(err.into());
+                            }
+                        }
                     }
+                    let waited = queued_at.elapsed();
+                    queue_wait += waited;
+                    this_wait = waited;
+                    emit(EventKind::Admitted { attempt, queue_wait: waited });
+                    Some(permit)
                 }
                 None => None,
             };

@@ -11,6 +11,7 @@ use tokio::time::Instant;
 use super::headers::RateLimitInfo;
 use super::retry::RetryReason;
 use crate::engine::Priority;
+use crate::store::{AdmittedVia, StoreState};
 
 /// One step in the life of one request.
 #[derive(Debug, Clone, PartialEq)]
@@ -30,6 +31,11 @@ pub enum EventKind {
     Queued { attempt: u32, priority: Priority },
     /// Let through by the limiter after `queue_wait`.
     Admitted { attempt: u32, queue_wait: Duration },
+    /// Let through by the key's shared budget (in a store such as Redis) after `waited`,
+    /// or by its fail policy while the store was away.
+    SharedAdmitted { attempt: u32, via: AdmittedVia, waited: Duration, remaining: Option<u64> },
+    /// The shared store's state changed (connected, or degraded with a policy acting).
+    StoreState { state: StoreState },
     /// On the wire. `path` never carries the query string (it may hold secrets).
     Sent { attempt: u32, method: String, path: String },
     /// A response arrived after `service_time` (send to response), with what its headers say.

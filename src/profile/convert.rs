@@ -57,6 +57,9 @@ impl Profile {
         if self.name.trim().is_empty() {
             return Err(InvalidSetting::new(name_path, "name: a profile needs a name"));
         }
+        if let Some(shared) = &self.shared {
+            shared.check()?;
+        }
         if slug(&self.name).is_err() {
             return Err(InvalidSetting::new(
                 name_path,

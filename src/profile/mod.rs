@@ -6,6 +6,11 @@
 //! ```toml
 //! name = "demo"                         # the file is <slug>.toml: "demo API" -> demo-api.toml
 //!
+//! [shared]                             # optional: share the budgets through Redis
+//! redis = "${REDIS_URL}"                # redis://host:port; a password only via ${ENV}
+//! key = "team-a"                        # every sharing process uses the same key
+//! on_failure = "local/3"                # fail-closed (default) | fail-open | local/N
+//!
 //! [[hosts]]                             # one table per host
 //! name = "demo API"                     # unique in the profile; secrets are filed under it
 //! base_url = "http://127.0.0.1:8787"    # http(s); its host[:port] is the limiter key
@@ -58,6 +63,7 @@ mod demo;
 mod error;
 mod model;
 mod secrets;
+mod shared;
 mod store;
 mod text;
 
@@ -65,7 +71,9 @@ use std::path::PathBuf;
 
 pub use demo::DEMO_TOML;
 pub use error::{FieldPath, InvalidSetting, Position, ProfileError, Segment};
-pub use model::{BudgetEntry, BudgetEntryKind, HostProfile, LEARNED_PREFIX, PathOverride, Profile, RetryEntry};
+pub use model::{
+    BudgetEntry, BudgetEntryKind, HostProfile, LEARNED_PREFIX, PathOverride, Profile, RetryEntry, SharedEntry,
+};
 pub use secrets::{SecretStatus, SecretStore};
 pub use store::{ProfileStore, ProfileSummary, slug};
 

@@ -18,8 +18,24 @@ pub const LEARNED_PREFIX: &str = "server:";
 #[serde(deny_unknown_fields)]
 pub struct Profile {
     pub name: String,
+    /// Share the hosts' budgets with other processes through Redis; absent: budgets are in-process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared: Option<SharedEntry>,
     #[serde(default)]
     pub hosts: Vec<HostProfile>,
+}
+
+/// `[shared]`: where the budgets live and what to do when that store is away.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SharedEntry {
+    /// `redis://host:port[/db]`; a password only through `${ENV_VAR}`, never written in the file.
+    pub redis: String,
+    /// The name every sharing process uses (one per account or API key).
+    pub key: String,
+    /// `fail-closed` (default), `fail-open`, `local` or `local/N` (N expected instances).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_failure: Option<String>,
 }
 
 /// One host: where it is, how fast to go, how to retry, what to send.
@@ -129,7 +145,7 @@ fn is_false(value: &bool) -> bool {
 impl Profile {
     /// An empty profile.
     pub fn new(name: impl Into<String>) -> Self {
-        Self { name: name.into(), hosts: Vec::new() }
+        Self { name: name.into(), shared: None, hosts: Vec::new() }
     }
 
     /// A profile of one host with the limits of `config` (learned `server:` budgets left out).
@@ -141,7 +157,7 @@ impl Profile {
     ) -> Self {
         let mut host = HostProfile::new(host_name, base_url);
         host.set_limits(config);
-        Self { name: name.into(), hosts: vec![host] }
+        Self { name: name.into(), shared: None, hosts: vec![host] }
     }
 
     /// The host named `name`.

@@ -235,13 +235,13 @@ impl SecretStore {
 
 /// Why `${...}` could not be replaced.
 #[derive(Debug, PartialEq, Eq)]
-enum Unresolved {
+pub(crate) enum Unresolved {
     Unset(String),
     Malformed,
 }
 
 /// `raw` with every `${NAME}` replaced by `env(NAME)`; replaced text is not scanned again.
-fn resolve(raw: &str, env: &impl Fn(&str) -> Option<String>) -> Result<String, Unresolved> {
+pub(crate) fn resolve(raw: &str, env: &impl Fn(&str) -> Option<String>) -> Result<String, Unresolved> {
     let mut out = String::with_capacity(raw.len());
     let mut rest = raw;
     while let Some(start) = rest.find("${") {

@@ -128,6 +128,16 @@ impl Burst {
         self.client.registry()
     }
 
+    /// The client the burst sends through (change limits with `LimitedClient::set_limits`).
+    pub fn client(&self) -> &LimitedClient {
+        &self.client
+    }
+
+    /// The shared store's health (state and counters), when the burst's budgets are shared.
+    pub fn shared_health(&self) -> Option<Arc<crate::store::StoreHealth>> {
+        self.client.shared().map(|shared| Arc::clone(&shared.health))
+    }
+
     /// Stops launching; queued requests are dropped from their queues and in-flight ones aborted.
     pub fn cancel(&self) {
         self.cancelled.store(true, Ordering::SeqCst);
@@ -145,7 +155,8 @@ impl Burst {
             Ok(done) => done,
             Err(_) => (Vec::new(), Instant::now(), Instant::now()),
         };
-        let summary = Summary::from_results(self.planned, &results, end - start, self.limiter);
+        let mut summary = Summary::from_results(self.planned, &results, end - start, self.limiter);
+        summary.shared = self.client.shared().map(|shared| shared.report());
         (summary, results)
     }
 }

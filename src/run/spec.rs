@@ -10,6 +10,7 @@ use url::Url;
 
 use crate::engine::{ConfigError, LimitKey, LimiterConfig, Priority, Rate, Registry};
 use crate::http::{Adaptive, ClientError, EventSink, LimitedClient, RetryPolicy};
+use crate::store::{SharedSettings, StoreError};
 
 /// The most requests one burst may plan.
 pub const MAX_REQUESTS: usize = 10_000_000;
@@ -83,6 +84,8 @@ pub struct BurstSpec {
     pub raw_concurrency: Option<usize>,
     pub retry: RetryPolicy,
     pub adaptive: bool,
+    /// Share `limits`' budgets with other processes through a store (Redis); `None` keeps them in-process.
+    pub shared: Option<SharedSettings>,
 }
 
 /// A spec that cannot run.
@@ -108,6 +111,8 @@ pub enum SpecError {
     Limits(#[from] ConfigError),
     #[error(transparent)]
     Client(#[from] ClientError),
+    #[error(transparent)]
+    Shared(#[from] StoreError),
 }
 
 impl BurstSpec {
@@ -124,6 +129,7 @@ impl BurstSpec {
             raw_concurrency: None,
             retry: RetryPolicy::default(),
             adaptive: false,
+            shared: None,
         }
     }
 
@@ -172,6 +178,9 @@ impl BurstSpec {
             limits.validate()?;
         }
         self.retry.validate().map_err(|err| SpecError::Arrival(err.to_string()))?;
+        if let Some(shared) = &self.shared {
+            shared.validate()?;
+        }
         Ok(())
     }
 
@@ -191,7 +200,8 @@ impl BurstSpec {
         keys
     }
 
-    /// A client for this spec: `limits` on every endpoint's host, its retry policy, adaptive if asked.
+    /// A client for this spec: `limits` on every endpoint's host, its retry policy, adaptive if
+    /// asked, budgets shared if asked (which needs a tokio runtime: the store connects lazily).
     pub fn client(&self, events: EventSink) -> Result<LimitedClient, SpecError> {
         let registry = Registry::new();
         if let Some(limits) = &self.limits {
@@ -204,12 +214,15 @@ impl BurstSpec {
         } else {
             Adaptive::Off
         };
-        Ok(LimitedClient::builder()
+        let mut builder = LimitedClient::builder()
             .registry(Arc::new(registry))
             .retry(self.retry.clone())
             .adaptive(adaptive)
-            .events(events)
-            .build()?)
+            .events(events);
+        if let Some(shared) = &self.shared {
+            builder = shared.attach(builder)?.0;
+        }
+        Ok(builder.build()?)
     }
 }
 

@@ -16,6 +16,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use super::runner::{RequestOutcome, RequestResult};
+use crate::store::SharedReport;
 
 /// Latency percentiles in milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Default)]
@@ -67,6 +68,9 @@ pub struct Summary {
     pub total_ms: Percentiles,
     pub errors: BTreeMap<String, u64>,
     pub limiter: String,
+    /// Shared budgets: store, keys, state and counts; absent when budgets were in-process.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shared: Option<SharedReport>,
 }
 
 impl Summary {
@@ -88,6 +92,7 @@ impl Summary {
             total_ms: Percentiles::of(results.iter().filter(|r| r.finished()).map(|r| r.total)),
             errors: BTreeMap::new(),
             limiter,
+            shared: None,
         };
         for result in results {
             summary.sent += result.attempts.len() as u64;
@@ -132,6 +137,9 @@ impl fmt::Display for Summary {
         writeln!(f, "                  p50       p90       p99       max   (ms)")?;
         for (name, p) in [("service", self.service_ms), ("queue wait", self.queue_wait_ms), ("total", self.total_ms)] {
             writeln!(f, "{name:<12} {:>9.1} {:>9.1} {:>9.1} {:>9.1}", p.p50, p.p90, p.p99, p.max)?;
+        }
+        if let Some(shared) = &self.shared {
+            writeln!(f, "{shared}")?;
         }
         for (error, n) in &self.errors {
             writeln!(f, "failed ×{n}: {error}")?;

@@ -9,13 +9,20 @@
 //! Time inside the store is whole microseconds of the Redis clock. Periods are rounded
 //! *up* to a microsecond, so a shared budget never admits faster than it was asked to.
 
+mod gate;
 mod redis;
+mod settings;
 
 use std::time::Duration;
 
-use crate::engine::{BudgetKind, Rate};
+use crate::engine::{BudgetKind, BudgetSpec, Rate};
 
-pub use self::redis::{GCRA_SCRIPT, RedisStore, RedisStoreOptions, WINDOW_SCRIPT};
+pub use self::gate::{
+    AdmittedVia, FailPolicy, MAX_INSTANCES, PROBE_INTERVAL, SharedAdmission, SharedCounts, SharedGate, StoreHealth,
+    StoreState, local_share,
+};
+pub use self::redis::{DECIDE_SCRIPT, RedisStore, RedisStoreOptions};
+pub use self::settings::{SHARED_PREFIX, SharedHandle, SharedReport, SharedSettings, local_part};
 
 /// The longest period a shared budget may span (a window, or a full bucket's refill): ten years.
 ///
@@ -150,6 +157,53 @@ impl TryFrom<BudgetKind> for SharedBudget {
     }
 }
 
+/// A named budget of a shared key, decided together with the key's other budgets.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SharedSpec {
+    /// Names the budget's Redis keys: every process sharing the key must use the same names.
+    pub name: String,
+    pub budget: SharedBudget,
+    /// Units one request of cost 1 spends here (as the engine's `BudgetSpec::cost`).
+    pub cost: u64,
+}
+
+impl SharedSpec {
+    /// A named shared budget where a request of cost 1 spends one unit.
+    pub fn new(name: impl Into<String>, budget: SharedBudget) -> Result<Self, StoreError> {
+        let spec = Self { name: name.into(), budget, cost: 1 };
+        spec.units(1)?;
+        Ok(spec)
+    }
+
+    /// What a request of `cost` spends here, refused when the budget can never hold it.
+    pub fn units(&self, cost: u64) -> Result<u64, StoreError> {
+        let name = &self.name;
+        let name_ok = !name.is_empty()
+            && name.len() <= 64
+            && name.bytes().all(|b| b.is_ascii_graphic() && !matches!(b, b'{' | b'}' | b':'));
+        if !name_ok {
+            return Err(StoreError::InvalidSettings(format!(
+                "the shared budget name {name:?} must be 1 to 64 visible characters without braces or ':' (it names Redis keys)"
+            )));
+        }
+        let units =
+            cost.checked_mul(self.cost).ok_or(StoreError::CostTooLarge { cost, capacity: self.budget.capacity() })?;
+        self.budget.check_cost(units)?;
+        Ok(units)
+    }
+}
+
+impl TryFrom<&BudgetSpec> for SharedSpec {
+    type Error = StoreError;
+
+    /// The shared form of an engine budget, under the same name and cost.
+    fn try_from(spec: &BudgetSpec) -> Result<Self, StoreError> {
+        let shared = Self { name: spec.name.clone(), budget: SharedBudget::try_from(spec.kind)?, cost: spec.cost };
+        shared.units(1)?;
+        Ok(shared)
+    }
+}
+
 /// The answer for one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StoreDecision {
@@ -160,6 +214,8 @@ pub struct StoreDecision {
     /// When denied: how long until this same cost would fit (sleep exactly this, then ask again).
     /// `None` when admitted.
     pub retry_after: Option<Duration>,
+    /// When denied by [`RedisStore::acquire_all`]: the index of the budget that needs the longest wait.
+    pub blocked_by: Option<usize>,
 }
 
 /// Why a store could not decide.

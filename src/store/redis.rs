@@ -15,15 +15,18 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, ErrorKind, RedisError, Script, ServerErrorKind};
 
-use super::{SharedBudget, StoreDecision, StoreError, micros_ceil};
+use super::{SharedBudget, SharedSpec, StoreDecision, StoreError, micros_ceil};
 
-/// The token bucket (GCRA) decision script as sent to Redis: the shared clock prelude, then the bucket.
-pub const GCRA_SCRIPT: &str = concat!(include_str!("clock.lua"), include_str!("gcra.lua"));
-/// The sliding-window decision script as sent to Redis: the shared clock prelude, then the window.
-pub const WINDOW_SCRIPT: &str = concat!(include_str!("clock.lua"), include_str!("window.lua"));
+/// The decision script as sent to Redis: the clock prelude, the bucket and window steps, then
+/// the decision over every budget of a request.
+pub const DECIDE_SCRIPT: &str = concat!(
+    include_str!("clock.lua"),
+    include_str!("gcra.lua"),
+    include_str!("window.lua"),
+    include_str!("decide.lua")
+);
 
-static GCRA: LazyLock<Script> = LazyLock::new(|| Script::new(GCRA_SCRIPT));
-static WINDOW: LazyLock<Script> = LazyLock::new(|| Script::new(WINDOW_SCRIPT));
+static DECIDE: LazyLock<Script> = LazyLock::new(|| Script::new(DECIDE_SCRIPT));
 
 /// The longest any timeout may be; anything above it is a mistake, not a setting.
 const MAX_TIMEOUT: Duration = Duration::from_secs(60);
@@ -143,13 +146,18 @@ impl RedisStore {
         self.options
     }
 
-    /// The Redis keys that hold `key`'s state for `budget` (for inspection and cleanup).
+    /// The Redis keys that hold `key`'s state for a single `budget` (as [`acquire`](Self::acquire) uses it).
     pub fn redis_keys(&self, key: &str, budget: &SharedBudget) -> Vec<String> {
-        let tag = format!("{{{}:{key}}}", self.prefix);
-        match budget {
-            SharedBudget::TokenBucket { .. } => vec![format!("{tag}:tat")],
-            SharedBudget::SlidingWindow { .. } => vec![format!("{tag}:window"), format!("{tag}:seq")],
-        }
+        budget_keys(&self.tag(key), None, budget)
+    }
+
+    /// The Redis keys that hold `key`'s state for the named budget `spec` (as [`acquire_all`](Self::acquire_all) uses it).
+    pub fn spec_keys(&self, key: &str, spec: &SharedSpec) -> Vec<String> {
+        budget_keys(&self.tag(key), Some(&spec.name), &spec.budget)
+    }
+
+    fn tag(&self, key: &str) -> String {
+        format!("{{{}:{key}}}", self.prefix)
     }
 
     /// Decides whether `cost` fits in `key`'s share of `budget` now, and spends it if so.
@@ -158,45 +166,100 @@ impl RedisStore {
     /// Settings and costs the budget can never hold are refused before any I/O.
     pub async fn acquire(&self, key: &str, budget: &SharedBudget, cost: u64) -> Result<StoreDecision, StoreError> {
         budget.check_cost(cost)?;
-        if key.is_empty() {
-            return Err(StoreError::InvalidSettings("a budget key must not be empty".into()));
+        let keys = budget_keys(&self.tag(check_key(key)?), None, budget);
+        self.decide(keys, &[(budget, cost)]).await
+    }
+
+    /// One atomic decision over several named budgets of `key`: `cost` (times each budget's
+    /// own cost) is spent in all of them, or, when any one says no, in none. The denial names
+    /// the budget that needs the longest wait (`blocked_by`, an index into `specs`).
+    pub async fn acquire_all(&self, key: &str, specs: &[SharedSpec], cost: u64) -> Result<StoreDecision, StoreError> {
+        if specs.is_empty() {
+            return Err(StoreError::InvalidSettings("a shared decision needs at least one budget".into()));
         }
-        let keys = self.redis_keys(key, budget);
-        let (script, period, capacity) = match *budget {
-            SharedBudget::TokenBucket { capacity, per_token } => (&*GCRA, micros_ceil(per_token), capacity),
-            SharedBudget::SlidingWindow { limit, window } => (&*WINDOW, micros_ceil(window), limit),
-        };
-        let mut invocation = script.prepare_invoke();
+        let tag = self.tag(check_key(key)?);
+        let mut keys = Vec::with_capacity(specs.len() * 2);
+        let mut budgets = Vec::with_capacity(specs.len());
+        for spec in specs {
+            let units = spec.units(cost)?;
+            keys.extend(budget_keys(&tag, Some(&spec.name), &spec.budget));
+            budgets.push((&spec.budget, units));
+        }
+        self.decide(keys, &budgets).await
+    }
+
+    async fn decide(&self, keys: Vec<String>, budgets: &[(&SharedBudget, u64)]) -> Result<StoreDecision, StoreError> {
+        let mut invocation = DECIDE.prepare_invoke();
         for name in &keys {
             invocation.key(name);
         }
-        // Both scripts take ARGV = period in microseconds, capacity (or limit), cost.
-        invocation.arg(period).arg(capacity).arg(cost);
-
+        invocation.arg(budgets.len());
+        for (budget, cost) in budgets {
+            let (kind, period, capacity) = match **budget {
+                SharedBudget::TokenBucket { capacity, per_token } => (1, micros_ceil(per_token), capacity),
+                SharedBudget::SlidingWindow { limit, window } => (2, micros_ceil(window), limit),
+            };
+            invocation.arg(kind).arg(period).arg(capacity).arg(*cost);
+        }
         let mut connection = self.connection.clone();
         let after = self.options.command_timeout;
-        let reply: Vec<i64> = match tokio::time::timeout(after, invocation.invoke_async(&mut connection)).await {
+        let attempts = async {
+            // `invoke_async` loads the script after a NOSCRIPT and tries once more; a second
+            // flush between that load and the call (a `SCRIPT FLUSH` loop, a failover) gets a
+            // few more tries, all within the one command timeout.
+            let mut tries = 0;
+            loop {
+                match invocation.invoke_async::<Vec<i64>>(&mut connection).await {
+                    Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) && tries < 3 => tries += 1,
+                    other => return other,
+                }
+            }
+        };
+        let reply = match tokio::time::timeout(after, attempts).await {
             Ok(Ok(reply)) => reply,
             Ok(Err(err)) => return Err(classify(&err, "acquire", after)),
             Err(_) => return Err(StoreError::Timeout { operation: "acquire", after }),
         };
-        decision(&reply)
+        decision(&reply, budgets.len())
     }
 }
 
-/// Turns the script's `{allowed, remaining, retry_after_us}` into a decision.
-fn decision(reply: &[i64]) -> Result<StoreDecision, StoreError> {
+fn check_key(key: &str) -> Result<&str, StoreError> {
+    if key.is_empty() {
+        return Err(StoreError::InvalidSettings("a budget key must not be empty".into()));
+    }
+    Ok(key)
+}
+
+/// `{tag}:tat`, or `{tag}:window` and `{tag}:seq`; with a budget name, `{tag}:NAME:...`.
+fn budget_keys(tag: &str, name: Option<&str>, budget: &SharedBudget) -> Vec<String> {
+    let base = match name {
+        Some(name) => format!("{tag}:{name}"),
+        None => tag.to_owned(),
+    };
+    match budget {
+        SharedBudget::TokenBucket { .. } => vec![format!("{base}:tat")],
+        SharedBudget::SlidingWindow { .. } => vec![format!("{base}:window"), format!("{base}:seq")],
+    }
+}
+
+/// Turns the script's `{allowed, remaining, retry_after_us, blocking}` into a decision.
+fn decision(reply: &[i64], budgets: usize) -> Result<StoreDecision, StoreError> {
     let unexpected = || StoreError::Script(format!("unexpected reply from the budget script: {reply:?}"));
-    let &[allowed, remaining, retry_us] = reply else {
+    let &[allowed, remaining, retry_us, blocking] = reply else {
         return Err(unexpected());
     };
     let remaining = u64::try_from(remaining).map_err(|_| unexpected())?;
     let retry_us = u64::try_from(retry_us).map_err(|_| unexpected())?;
+    let blocking = usize::try_from(blocking).map_err(|_| unexpected())?;
     match allowed {
-        1 => Ok(StoreDecision { allowed: true, remaining, retry_after: None }),
-        0 if retry_us > 0 => {
-            Ok(StoreDecision { allowed: false, remaining, retry_after: Some(Duration::from_micros(retry_us)) })
-        }
+        1 if blocking == 0 => Ok(StoreDecision { allowed: true, remaining, retry_after: None, blocked_by: None }),
+        0 if retry_us > 0 && (1..=budgets).contains(&blocking) => Ok(StoreDecision {
+            allowed: false,
+            remaining,
+            retry_after: Some(Duration::from_micros(retry_us)),
+            blocked_by: Some(blocking - 1),
+        }),
         _ => Err(unexpected()),
     }
 }
@@ -249,13 +312,15 @@ mod tests {
 
     #[test]
     fn replies_become_decisions() {
-        let allowed = decision(&[1, 4, 0]).unwrap();
-        assert_eq!(allowed, StoreDecision { allowed: true, remaining: 4, retry_after: None });
-        let denied = decision(&[0, 0, 1500]).unwrap();
+        let allowed = decision(&[1, 4, 0, 0], 1).unwrap();
+        assert_eq!(allowed, StoreDecision { allowed: true, remaining: 4, retry_after: None, blocked_by: None });
+        let denied = decision(&[0, 0, 1500, 2], 2).unwrap();
         assert_eq!(denied.retry_after, Some(Duration::from_micros(1500)));
-        assert!(decision(&[0, 0, 0]).is_err());
-        assert!(decision(&[1, -1, 0]).is_err());
-        assert!(decision(&[1, 2]).is_err());
+        assert_eq!(denied.blocked_by, Some(1));
+        assert!(decision(&[0, 0, 0, 1], 1).is_err());
+        assert!(decision(&[0, 0, 10, 3], 2).is_err(), "blocking index out of range");
+        assert!(decision(&[1, -1, 0, 0], 1).is_err());
+        assert!(decision(&[1, 2], 1).is_err());
     }
 
     #[test]

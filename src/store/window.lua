@@ -1,62 +1,52 @@
--- Exact sliding window: one atomic decision for `cost` units.
+-- Exact sliding window, checked and spent in two steps so several budgets can decide together.
 --
--- KEYS[1]  sorted set, one member per admitted unit, scored by its admission time (microseconds, Redis clock)
--- KEYS[2]  counter that makes members unique
--- ARGV[1]  window length in microseconds
--- ARGV[2]  limit (units in any window)
--- ARGV[3]  cost
---
--- An admission at s counts while now < s + window (the engine's rule), so any half-open
--- window holds at most `limit`. Returns {allowed (0|1), remaining units, retry_after in
--- microseconds (0 when allowed)}. A denied request writes nothing: it does not even prune.
+-- State: a sorted set with one member per admitted unit, scored by its admission time
+-- (microseconds, Redis clock), and a counter that makes members unique. An admission at s
+-- counts while now < s + window (the engine's rule), so any half-open window holds at most
+-- `limit`. Checking writes nothing: it does not even prune.
 
--- `now` comes from clock.lua, prepended when the script is built.
-
-local window = tonumber(ARGV[1])
-local limit = tonumber(ARGV[2])
-local cost = tonumber(ARGV[3])
-local horizon = now - window -- members scored <= horizon have left the window
-
-local expired = redis.call('ZCOUNT', KEYS[1], '-inf', string.format('%.0f', horizon))
-local used = redis.call('ZCARD', KEYS[1]) - expired
-
-if used + cost > limit then
-  -- The (used + cost - limit)-th oldest live unit must leave before this cost fits.
-  local need = used + cost - limit
-  local rank = expired + need - 1
-  local oldest = redis.call('ZRANGE', KEYS[1], rank, rank, 'WITHSCORES')
-  local retry = tonumber(oldest[2]) + window - now
-  if retry < 1 then
-    retry = 1
+-- Returns allowed, remaining units, retry-after in microseconds, and the count of expired members.
+local function window_check(set, window, limit, cost)
+  local horizon = now - window -- members scored <= horizon have left the window
+  local expired = redis.call('ZCOUNT', set, '-inf', string.format('%.0f', horizon))
+  local used = redis.call('ZCARD', set) - expired
+  if used + cost > limit then
+    -- The (used + cost - limit)-th oldest live unit must leave before this cost fits.
+    local rank = expired + (used + cost - limit) - 1
+    local oldest = redis.call('ZRANGE', set, rank, rank, 'WITHSCORES')
+    local retry = tonumber(oldest[2]) + window - now
+    if retry < 1 then
+      retry = 1
+    end
+    local remaining = limit - used
+    if remaining < 0 then
+      remaining = 0
+    end
+    return false, remaining, retry, expired
   end
-  local remaining = limit - used
-  if remaining < 0 then
-    remaining = 0
-  end
-  return { 0, remaining, retry }
+  return true, limit - used - cost, 0, expired
 end
 
-if expired > 0 then
-  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', horizon))
-end
-
-local last = redis.call('INCRBY', KEYS[2], cost)
-local score = string.format('%.0f', now)
-local first = last - cost + 1
-local chunk = 500
-local i = first
-while i <= last do
-  local args = {}
-  local stop = math.min(i + chunk - 1, last)
-  for seq = i, stop do
-    args[#args + 1] = score
-    args[#args + 1] = score .. ':' .. string.format('%.0f', seq)
+-- Prunes what has left the window and adds `cost` uniquely named members scored now.
+local function window_spend(set, counter, window, cost, expired)
+  if expired > 0 then
+    redis.call('ZREMRANGEBYSCORE', set, '-inf', string.format('%.0f', now - window))
   end
-  redis.call('ZADD', KEYS[1], unpack(args))
-  i = stop + 1
+  local last = redis.call('INCRBY', counter, cost)
+  local score = string.format('%.0f', now)
+  local i = last - cost + 1
+  local chunk = 500
+  while i <= last do
+    local args = {}
+    local stop = math.min(i + chunk - 1, last)
+    for seq = i, stop do
+      args[#args + 1] = score
+      args[#args + 1] = score .. ':' .. string.format('%.0f', seq)
+    end
+    redis.call('ZADD', set, unpack(args))
+    i = stop + 1
+  end
+  local ttl_ms = string.format('%.0f', math.ceil(window / 1000))
+  redis.call('PEXPIRE', set, ttl_ms)
+  redis.call('PEXPIRE', counter, ttl_ms)
 end
-
-local ttl_ms = string.format('%.0f', math.ceil(window / 1000))
-redis.call('PEXPIRE', KEYS[1], ttl_ms)
-redis.call('PEXPIRE', KEYS[2], ttl_ms)
-return { 1, limit - used - cost, 0 }

@@ -8,6 +8,7 @@ use tokio::time::Instant;
 use super::series::{OutcomeRates, Series};
 use crate::engine::Snapshot;
 use crate::http::{Event, EventKind, RateLimitInfo};
+use crate::store::StoreState;
 
 /// One attempt in the request log.
 #[derive(Debug, Clone, PartialEq)]
@@ -58,6 +59,10 @@ pub struct Telemetry {
     /// The newest rate-limit information a server sent, and from which key.
     pub latest_server: Option<(Option<String>, RateLimitInfo)>,
     pub events_dropped: u64,
+    /// The shared budget store's latest state, when a key's budgets are shared.
+    pub store_state: Option<StoreState>,
+    /// Requests admitted by shared budgets, per way through (store, fail-open, local fallback).
+    pub shared_admissions: BTreeMap<&'static str, u64>,
     pending: HashMap<(u64, u32), Pending>,
 }
 
@@ -79,6 +84,8 @@ impl Telemetry {
             log: VecDeque::new(),
             latest_server: None,
             events_dropped: 0,
+            store_state: None,
+            shared_admissions: BTreeMap::new(),
             pending: HashMap::new(),
         }
     }
@@ -164,6 +171,8 @@ impl Telemetry {
             }
             EventKind::Lagged { dropped } => self.events_dropped += dropped,
             EventKind::Queued { .. } | EventKind::KeyPaused { .. } | EventKind::CacheHit { .. } => {}
+            EventKind::SharedAdmitted { via, .. } => *self.shared_admissions.entry(via.name()).or_default() += 1,
+            EventKind::StoreState { state } => self.store_state = Some(state.clone()),
         }
         // A request cancelled mid-way never answers: keep the pending map bounded all the same.
         if self.pending.len() > self.log_capacity * 4 {

@@ -1,0 +1,478 @@
+//! `SharedGate`: a key's budgets decided in a shared store, waited for exactly, with a fail policy for when the store is away.
+//!
+//! A request first passes its key's local limiter (lanes, concurrency), then the gate: one
+//! atomic decision in Redis over all the key's budgets. Denied, it sleeps exactly the
+//! retry-after Redis computed, then asks again; only one request per key and process asks
+//! at a time (the others queue behind it in order), so a process never polls Redis in a loop.
+//!
+//! When Redis cannot answer, the key's [`FailPolicy`] acts: wait until Redis is back, let the
+//! request through (counted), or pace it by an in-process share of the budgets. While the
+//! store is degraded it is asked again at most every [`PROBE_INTERVAL`], so a dead server
+//! costs one timeout per interval rather than one per request.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::{RedisStore, SharedSpec, StoreError};
+use crate::engine::{BudgetKind, BudgetSpec, Limiter, LimiterConfig, Priority, Rate};
+
+/// How often a degraded store is asked again.
+pub const PROBE_INTERVAL: Duration = Duration::from_millis(500);
+
+/// The most instances a local fallback may divide a budget by.
+pub const MAX_INSTANCES: u32 = 10_000;
+
+/// What a gate does when the store cannot answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum FailPolicy {
+    /// Wait until the store answers again: never over the shared budget, but stalls while it is down.
+    #[default]
+    Closed,
+    /// Let requests through unchecked (each is counted): keeps working, may overrun.
+    Open,
+    /// Pace by an in-process budget: each budget divided by the expected number of instances.
+    Local { instances: u32 },
+}
+
+impl FailPolicy {
+    /// The policy's name as written in profiles and on the command line.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Closed => "fail-closed",
+            Self::Open => "fail-open",
+            Self::Local { .. } => "local",
+        }
+    }
+
+    /// Refuses a local fallback over zero or absurdly many instances.
+    pub fn validate(&self) -> Result<(), StoreError> {
+        if let Self::Local { instances } = *self
+            && !(1..=MAX_INSTANCES).contains(&instances)
+        {
+            return Err(StoreError::InvalidSettings(format!(
+                "a local fallback divides the budget between 1 and {MAX_INSTANCES} instances, not {instances}"
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for FailPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Local { instances } => write!(f, "local (budget / {instances})"),
+            other => f.write_str(other.name()),
+        }
+    }
+}
+
+impl FromStr for FailPolicy {
+    type Err = StoreError;
+
+    /// `fail-closed` (or `closed`), `fail-open` (or `open`), `local` or `local/N` (N instances, default 2).
+    fn from_str(text: &str) -> Result<Self, StoreError> {
+        let text = text.trim().to_ascii_lowercase();
+        let policy = match text.as_str() {
+            "fail-closed" | "closed" => Self::Closed,
+            "fail-open" | "open" => Self::Open,
+            "local" => Self::Local { instances: 2 },
+            other => match other.strip_prefix("local/") {
+                Some(count) => Self::Local {
+                    instances: count.trim().parse().map_err(|_| {
+                        StoreError::InvalidSettings(format!("'{count}' is not a number of instances (local/N)"))
+                    })?,
+                },
+                None => {
+                    return Err(StoreError::InvalidSettings(format!(
+                        "'{text}' is not a fail policy: use fail-closed, fail-open, local or local/N"
+                    )));
+                }
+            },
+        };
+        policy.validate()?;
+        Ok(policy)
+    }
+}
+
+/// Where the shared store stands, as events, the CLI summary and the app show it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum StoreState {
+    /// Not asked yet.
+    #[default]
+    Idle,
+    /// The last decision came from the store.
+    Connected,
+    /// The store could not answer; `policy` is acting since the failure `error`.
+    Degraded { policy: FailPolicy, error: String },
+}
+
+impl fmt::Display for StoreState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Idle => f.write_str("not used yet"),
+            Self::Connected => f.write_str("connected"),
+            Self::Degraded { policy, error } => write!(f, "degraded, {policy} acting ({error})"),
+        }
+    }
+}
+
+/// How a request got through the gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdmittedVia {
+    /// The shared store admitted it.
+    Store,
+    /// The store was away and the policy is fail-open: let through unchecked.
+    FailOpen,
+    /// The store was away and the local fallback budget admitted it.
+    LocalFallback,
+}
+
+impl AdmittedVia {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Store => "store",
+            Self::FailOpen => "fail-open",
+            Self::LocalFallback => "local fallback",
+        }
+    }
+}
+
+/// One request through the gate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedAdmission {
+    pub via: AdmittedVia,
+    /// Time spent in the gate (waiting for the turn, the store's retry-after, or the fallback).
+    pub waited: Duration,
+    /// What the store said is left (after this request), when the store decided.
+    pub remaining: Option<u64>,
+}
+
+/// Counters of everything the gates of one store did; read them with [`StoreHealth::counts`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub struct SharedCounts {
+    /// Round trips to the store that got an answer.
+    pub round_trips: u64,
+    /// Requests the store admitted.
+    pub admitted: u64,
+    /// Answers that said "not yet" (each followed by exactly one sleep).
+    pub denied: u64,
+    /// Asks that failed because the store was away.
+    pub unavailable: u64,
+    /// Requests let through unchecked by fail-open.
+    pub failed_open: u64,
+    /// Requests paced by the local fallback.
+    pub local_fallback: u64,
+}
+
+/// The state of one store as seen by all its gates, and their counters. Cheap to share.
+#[derive(Debug, Default)]
+pub struct StoreHealth {
+    state: watch::Sender<StoreState>,
+    last_failure: Mutex<Option<Instant>>,
+    round_trips: AtomicU64,
+    admitted: AtomicU64,
+    denied: AtomicU64,
+    unavailable: AtomicU64,
+    failed_open: AtomicU64,
+    local_fallback: AtomicU64,
+}
+
+impl StoreHealth {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// The current state.
+    pub fn state(&self) -> StoreState {
+        self.state.borrow().clone()
+    }
+
+    /// A receiver that sees every change of state (for the app and the CLI).
+    pub fn subscribe(&self) -> watch::Receiver<StoreState> {
+        self.state.subscribe()
+    }
+
+    /// Everything counted so far.
+    pub fn counts(&self) -> SharedCounts {
+        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        SharedCounts {
+            round_trips: load(&self.round_trips),
+            admitted: load(&self.admitted),
+            denied: load(&self.denied),
+            unavailable: load(&self.unavailable),
+            failed_open: load(&self.failed_open),
+            local_fallback: load(&self.local_fallback),
+        }
+    }
+
+    /// When degraded and probed recently: the instant the store may be asked again (else ask now).
+    fn degraded_until(&self, now: Instant) -> Option<Instant> {
+        let last_failure = *self.last_failure.lock();
+        match last_failure {
+            Some(at) if now < at + PROBE_INTERVAL => Some(at + PROBE_INTERVAL),
+            _ => None,
+        }
+    }
+
+    fn answered(&self) {
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
+        *self.last_failure.lock() = None;
+        self.state.send_if_modified(|state| {
+            let changed = *state != StoreState::Connected;
+            *state = StoreState::Connected;
+            changed
+        });
+    }
+
+    fn failed(&self, error: &StoreError, policy: FailPolicy) {
+        self.unavailable.fetch_add(1, Ordering::Relaxed);
+        *self.last_failure.lock() = Some(Instant::now());
+        let error = error.to_string();
+        tracing::warn!(%policy, %error, "shared budget store unavailable");
+        self.state.send_if_modified(|state| {
+            let changed = !matches!(state, StoreState::Degraded { policy: acting, .. } if *acting == policy);
+            if changed {
+                *state = StoreState::Degraded { policy, error };
+            }
+            changed
+        });
+    }
+}
+
+/// The shared budgets of one key, decided in a store. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct SharedGate {
+    inner: Arc<GateInner>,
+}
+
+#[derive(Debug)]
+struct GateInner {
+    store: RedisStore,
+    health: Arc<StoreHealth>,
+    key: String,
+    policy: FailPolicy,
+    budgets: RwLock<Budgets>,
+    /// One asker per key at a time; the others wait here in order.
+    turn: tokio::sync::Mutex<()>,
+}
+
+#[derive(Debug, Clone)]
+struct Budgets {
+    shared: Vec<SharedSpec>,
+    /// The in-process share used by a local fallback.
+    fallback: Option<Limiter>,
+}
+
+impl SharedGate {
+    /// A gate deciding `budgets` for `key` (the name every sharing process uses) in `store`.
+    pub fn new(
+        store: RedisStore,
+        health: Arc<StoreHealth>,
+        key: impl Into<String>,
+        budgets: &[BudgetSpec],
+        policy: FailPolicy,
+    ) -> Result<Self, StoreError> {
+        let key = key.into();
+        if key.is_empty() || key.len() > 200 || key.contains(['{', '}']) {
+            return Err(StoreError::InvalidSettings(format!(
+                "the shared key {key:?} must be 1 to 200 characters without braces"
+            )));
+        }
+        policy.validate()?;
+        let budgets = Budgets::new(&key, budgets, policy)?;
+        Ok(Self {
+            inner: Arc::new(GateInner {
+                store,
+                health,
+                key,
+                policy,
+                budgets: RwLock::new(budgets),
+                turn: tokio::sync::Mutex::new(()),
+            }),
+        })
+    }
+
+    /// The shared key's name.
+    pub fn key(&self) -> &str {
+        &self.inner.key
+    }
+
+    pub fn policy(&self) -> FailPolicy {
+        self.inner.policy
+    }
+
+    pub fn health(&self) -> &Arc<StoreHealth> {
+        &self.inner.health
+    }
+
+    /// The budgets as they are decided in the store.
+    pub fn budgets(&self) -> Vec<SharedSpec> {
+        self.inner.budgets.read().shared.clone()
+    }
+
+    /// Changes the budgets while requests wait; the next decision uses the new ones.
+    pub fn reconfigure(&self, budgets: &[BudgetSpec]) -> Result<(), StoreError> {
+        let next = Budgets::new(&self.inner.key, budgets, self.inner.policy)?;
+        let mut current = self.inner.budgets.write();
+        match (&current.fallback, &next.fallback) {
+            // Keep the fallback's state (what it already admitted) across the change.
+            (Some(limiter), Some(fresh)) => {
+                limiter.reconfigure(fresh.config()).map_err(|err| StoreError::InvalidSettings(err.to_string()))?;
+                current.shared = next.shared;
+            }
+            _ => *current = next,
+        }
+        Ok(())
+    }
+
+    /// Waits until the shared budgets admit `cost` (or the fail policy lets it through), and spends it.
+    ///
+    /// Errors only for a cost the budgets can never hold or a store that answers with an error;
+    /// an unreachable store is the fail policy's business. Dropping the future gives up the
+    /// turn; a decision already on its way to Redis may still have been spent.
+    pub async fn admit(&self, cost: u64) -> Result<SharedAdmission, StoreError> {
+        let inner = &*self.inner;
+        let started = Instant::now();
+        let Budgets { shared, fallback } = inner.budgets.read().clone();
+        if shared.is_empty() {
+            return Ok(SharedAdmission { via: AdmittedVia::Store, waited: Duration::ZERO, remaining: None });
+        }
+        for spec in &shared {
+            spec.units(cost)?;
+        }
+        let _turn = inner.turn.lock().await;
+        loop {
+            let retry_at = inner.health.degraded_until(Instant::now());
+            if retry_at.is_none() {
+                match inner.store.acquire_all(&inner.key, &shared, cost).await {
+                    Ok(decision) => {
+                        inner.health.answered();
+                        if decision.allowed {
+                            inner.health.admitted.fetch_add(1, Ordering::Relaxed);
+                            return Ok(SharedAdmission {
+                                via: AdmittedVia::Store,
+                                waited: started.elapsed(),
+                                remaining: Some(decision.remaining),
+                            });
+                        }
+                        inner.health.denied.fetch_add(1, Ordering::Relaxed);
+                        // Redis computed exactly when this cost fits: sleep that, then ask once more.
+                        tokio::time::sleep(decision.retry_after.unwrap_or(Duration::from_micros(1))).await;
+                        continue;
+                    }
+                    Err(err) if err.is_unavailable() => inner.health.failed(&err, inner.policy),
+                    Err(err) => return Err(err),
+                }
+            }
+            match (inner.policy, &fallback) {
+                (FailPolicy::Open, _) => {
+                    inner.health.failed_open.fetch_add(1, Ordering::Relaxed);
+                    return Ok(SharedAdmission {
+                        via: AdmittedVia::FailOpen,
+                        waited: started.elapsed(),
+                        remaining: None,
+                    });
+                }
+                (FailPolicy::Local { .. }, Some(limiter)) => {
+                    // The fallback holds budgets only, so its permit is released at once.
+                    let permit = limiter.acquire(Priority::Normal, cost).await;
+                    drop(permit.map_err(|err| StoreError::InvalidSettings(err.to_string()))?);
+                    inner.health.local_fallback.fetch_add(1, Ordering::Relaxed);
+                    return Ok(SharedAdmission {
+                        via: AdmittedVia::LocalFallback,
+                        waited: started.elapsed(),
+                        remaining: None,
+                    });
+                }
+                _ => {
+                    // Fail-closed: wait for the next probe and ask again.
+                    let next = retry_at.unwrap_or_else(|| Instant::now() + PROBE_INTERVAL);
+                    tokio::time::sleep_until(next).await;
+                }
+            }
+        }
+    }
+}
+
+impl Budgets {
+    fn new(key: &str, budgets: &[BudgetSpec], policy: FailPolicy) -> Result<Self, StoreError> {
+        let shared = budgets.iter().map(SharedSpec::try_from).collect::<Result<Vec<_>, _>>()?;
+        let fallback = match policy {
+            FailPolicy::Local { instances } if !budgets.is_empty() => {
+                let mut config = LimiterConfig::new().with_starvation_guard(None);
+                for spec in budgets {
+                    config = config.with_budget(local_share(spec, instances)?);
+                }
+                let limiter = Limiter::new(format!("{key} (local fallback)"), config)
+                    .map_err(|err| StoreError::InvalidSettings(err.to_string()))?;
+                Some(limiter)
+            }
+            _ => None,
+        };
+        Ok(Self { shared, fallback })
+    }
+}
+
+/// One instance's share of `spec` when `instances` processes split it: sizes divided (rounded
+/// down, never below what one request costs), a bucket's refill divided exactly.
+pub fn local_share(spec: &BudgetSpec, instances: u32) -> Result<BudgetSpec, StoreError> {
+    let instances = u64::from(instances.max(1));
+    let floor = |amount: u64| (amount / instances).max(spec.cost).max(1);
+    let invalid = |err: crate::engine::ConfigError| StoreError::InvalidSettings(err.to_string());
+    let kind = match spec.kind {
+        BudgetKind::TokenBucket { capacity, refill } => {
+            let per = refill.per().checked_mul(u32::try_from(instances).unwrap_or(u32::MAX)).ok_or_else(|| {
+                StoreError::InvalidSettings(format!("{} divided by {instances} instances is too slow", spec.name))
+            })?;
+            BudgetKind::TokenBucket {
+                capacity: floor(capacity),
+                refill: Rate::new(refill.amount(), per).map_err(invalid)?,
+            }
+        }
+        BudgetKind::SlidingWindow { limit, window } => BudgetKind::SlidingWindow { limit: floor(limit), window },
+    };
+    let share = BudgetSpec { name: spec.name.clone(), kind, cost: spec.cost };
+    share.validate().map_err(invalid)?;
+    Ok(share)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policies_parse_and_refuse_nonsense() {
+        assert_eq!("fail-closed".parse::<FailPolicy>().unwrap(), FailPolicy::Closed);
+        assert_eq!("Open".parse::<FailPolicy>().unwrap(), FailPolicy::Open);
+        assert_eq!("local".parse::<FailPolicy>().unwrap(), FailPolicy::Local { instances: 2 });
+        assert_eq!("local/3".parse::<FailPolicy>().unwrap(), FailPolicy::Local { instances: 3 });
+        for bad in ["local/0", "local/-1", "local/x", "local/99999999", "maybe", ""] {
+            assert!(bad.parse::<FailPolicy>().is_err(), "{bad} accepted");
+        }
+    }
+
+    #[test]
+    fn a_local_share_divides_sizes_and_rates() {
+        let rate = Rate::new(10, Duration::from_secs(1)).unwrap();
+        let bucket = BudgetSpec::token_bucket("rate", 9, rate).unwrap();
+        let share = local_share(&bucket, 3).unwrap();
+        let BudgetKind::TokenBucket { capacity, refill } = share.kind else { panic!("not a bucket") };
+        assert_eq!(capacity, 3);
+        assert!((refill.per_second() - 10.0 / 3.0).abs() < 1e-9, "{}", refill.per_second());
+
+        let window = BudgetSpec::sliding_window("hour", 5, Duration::from_secs(3600)).unwrap();
+        let BudgetKind::SlidingWindow { limit, .. } = local_share(&window, 10).unwrap().kind else {
+            panic!("not a window")
+        };
+        assert_eq!(limit, 1, "never below one request");
+        let costly = window.with_cost(4).unwrap();
+        assert_eq!(local_share(&costly, 10).unwrap().capacity(), 4, "never below one request's cost");
+    }
+}

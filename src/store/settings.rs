@@ -1,0 +1,212 @@
+//! `SharedSettings`: where budgets are shared (a Redis URL and a name) and how a client's limits move there.
+//!
+//! Sharing a client's limits moves every configured budget of every limiter key into the
+//! store, under the Redis key `NAME/LIMIT-KEY` (for example `team-a/api.github.com/search`):
+//! processes that use the same name and address the API by the same host share the budget.
+//! The local limiter of each key keeps its priority lanes and concurrency cap, which stay
+//! per process. Budgets learned from a server at run time (adaptive mode) stay local too.
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::{FailPolicy, RedisStore, RedisStoreOptions, SharedCounts, SharedGate, StoreError, StoreHealth};
+use crate::engine::{LimitKey, LimiterConfig};
+use crate::http::ClientBuilder;
+
+/// The prefix of every Redis key ratescope writes for shared budgets.
+pub const SHARED_PREFIX: &str = "ratescope";
+
+/// Where and how a client's budgets are shared.
+#[derive(Clone, PartialEq)]
+pub struct SharedSettings {
+    /// `redis://[:password@]host[:port][/db]`; never printed.
+    pub url: String,
+    /// The name every sharing process uses: one per account or API key.
+    pub name: String,
+    pub policy: FailPolicy,
+    pub options: RedisStoreOptions,
+}
+
+impl fmt::Debug for SharedSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedSettings")
+            .field("url", &redacted_url(&self.url))
+            .field("name", &self.name)
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SharedSettings {
+    /// Settings with the default fail policy (fail-closed) and timeouts, checked.
+    pub fn new(url: impl Into<String>, name: impl Into<String>) -> Result<Self, StoreError> {
+        let settings = Self {
+            url: url.into(),
+            name: name.into(),
+            policy: FailPolicy::default(),
+            options: RedisStoreOptions::default(),
+        };
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    pub fn with_policy(mut self, policy: FailPolicy) -> Result<Self, StoreError> {
+        policy.validate()?;
+        self.policy = policy;
+        Ok(self)
+    }
+
+    /// Refuses an empty or unusable name, a URL that is not Redis, and a bad policy.
+    pub fn validate(&self) -> Result<(), StoreError> {
+        let name = &self.name;
+        if name.trim().is_empty() || name.len() > 100 || name.chars().any(|c| c.is_control() || "{}".contains(c)) {
+            return Err(StoreError::InvalidSettings(format!(
+                "the shared key name {name:?} must be 1 to 100 characters, without braces or control characters"
+            )));
+        }
+        let scheme_ok = ["redis://", "rediss://", "redis+unix://", "unix://"].iter().any(|s| self.url.starts_with(s));
+        if !scheme_ok {
+            return Err(StoreError::InvalidSettings(format!(
+                "'{}' is not a Redis URL (redis://host:port)",
+                redacted_url(&self.url)
+            )));
+        }
+        self.policy.validate()
+    }
+
+    /// The store key of a limiter key: `NAME/host[:port][/prefix]`.
+    pub fn key_for(&self, key: &LimitKey) -> String {
+        format!("{}/{key}", self.name)
+    }
+
+    /// The URL with any password replaced by `***`, for messages.
+    pub fn display_url(&self) -> String {
+        redacted_url(&self.url)
+    }
+
+    /// Moves the budgets of every limiter key in `builder`'s registry into the store: each key
+    /// gets a [`SharedGate`] and keeps only lanes and concurrency locally. Connects lazily, so
+    /// a down Redis is the fail policy's business, not an error here. Needs a tokio runtime.
+    pub fn attach(&self, builder: ClientBuilder) -> Result<(ClientBuilder, SharedHandle), StoreError> {
+        self.validate()?;
+        let store = RedisStore::connect_lazy(&self.url, SHARED_PREFIX, self.options)?;
+        let health = StoreHealth::new();
+        let registry = Arc::clone(builder.registry_handle());
+        let mut builder = builder;
+        let mut keys = Vec::new();
+        for (key, config) in registry.entries() {
+            if config.budgets.is_empty() {
+                continue;
+            }
+            let shared_key = self.key_for(&key);
+            let gate = SharedGate::new(store.clone(), Arc::clone(&health), &shared_key, &config.budgets, self.policy)?;
+            registry
+                .set(key.clone(), local_part(&config))
+                .map_err(|err| StoreError::InvalidSettings(err.to_string()))?;
+            builder = builder.shared_gate(key.to_string(), gate);
+            keys.push(shared_key);
+        }
+        let handle = SharedHandle { health, keys, policy: self.policy, url: self.display_url() };
+        Ok((builder.shared_handle(handle.clone()), handle))
+    }
+}
+
+/// What stays in the local limiter of a shared key: lanes and the concurrency cap.
+pub fn local_part(config: &LimiterConfig) -> LimiterConfig {
+    LimiterConfig { budgets: Vec::new(), ..config.clone() }
+}
+
+/// The live side of shared budgets: the store's health and the keys in use.
+#[derive(Debug, Clone)]
+pub struct SharedHandle {
+    pub health: Arc<StoreHealth>,
+    /// The store keys (`NAME/LIMIT-KEY`) of the shared budgets.
+    pub keys: Vec<String>,
+    pub policy: FailPolicy,
+    /// The store's URL with any password hidden.
+    pub url: String,
+}
+
+impl SharedHandle {
+    /// The figures for a summary.
+    pub fn report(&self) -> SharedReport {
+        SharedReport {
+            store: self.url.clone(),
+            keys: self.keys.clone(),
+            policy: self.policy.to_string(),
+            state: self.health.state().to_string(),
+            counts: self.health.counts(),
+        }
+    }
+}
+
+/// Shared budgets in a burst summary.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SharedReport {
+    pub store: String,
+    pub keys: Vec<String>,
+    pub policy: String,
+    pub state: String,
+    pub counts: SharedCounts,
+}
+
+impl fmt::Display for SharedReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let c = &self.counts;
+        writeln!(
+            f,
+            "shared:        {} in {} ({}; on failure {})",
+            self.keys.join(", "),
+            self.store,
+            self.state,
+            self.policy
+        )?;
+        write!(
+            f,
+            "               {} admitted by the store, {} denials waited out, {} round trips; {} store failures, {} let through open, {} paced locally",
+            c.admitted, c.denied, c.round_trips, c.unavailable, c.failed_open, c.local_fallback
+        )
+    }
+}
+
+/// `redis://user:secret@host` → `redis://user:***@host`.
+fn redacted_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split_once(':').map_or("", |(user, _)| user);
+            format!("{scheme}://{user}:***@{host}{path}")
+        }
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_never_show() {
+        assert_eq!(redacted_url("redis://:hunter2@db:6379/0"), "redis://:***@db:6379/0");
+        assert_eq!(redacted_url("redis://app:hunter2@db"), "redis://app:***@db");
+        assert_eq!(redacted_url("redis://db:6379"), "redis://db:6379");
+        let settings = SharedSettings::new("redis://:hunter2@db", "team").unwrap();
+        assert!(!format!("{settings:?}").contains("hunter2"));
+    }
+
+    #[test]
+    fn bad_names_and_urls_are_refused() {
+        assert!(SharedSettings::new("redis://127.0.0.1", "").is_err());
+        assert!(SharedSettings::new("redis://127.0.0.1", "a{b}").is_err());
+        assert!(SharedSettings::new("http://127.0.0.1", "team").is_err());
+        let err = SharedSettings::new("http://:pw@x", "team").unwrap_err().to_string();
+        assert!(!err.contains("pw@"), "{err}");
+        let settings = SharedSettings::new("redis://127.0.0.1", "team").unwrap();
+        let key: LimitKey = "api.example.com/search".parse().unwrap();
+        assert_eq!(settings.key_for(&key), "team/api.example.com/search");
+    }
+}
