@@ -69,6 +69,7 @@ impl Default for Composer {
 pub struct Pressed {
     pub fire: bool,
     pub cancel: bool,
+    pub discover: bool,
 }
 
 fn endpoint_url(base: &str, path: &str) -> Result<Url, String> {
@@ -239,6 +240,10 @@ impl Composer {
             if ui.add_enabled(running, egui::Button::new("Cancel")).on_hover_text("Esc").clicked() {
                 pressed.cancel = true;
             }
+            ui.separator();
+            let discover =
+                ui.button("Discover…").on_hover_text("Probe the first endpoint for its limits and suggest settings");
+            pressed.discover = discover.clicked();
         });
         if let Err(err) = self.arrival() {
             ui.label(egui::RichText::new(err).color(egui::Color32::from_rgb(230, 80, 70)).small());

@@ -63,6 +63,7 @@ mod text;
 
 use std::path::PathBuf;
 
+pub(crate) use convert::limits;
 pub use demo::DEMO_TOML;
 pub use error::{FieldPath, InvalidSetting, Position, ProfileError, Segment};
 pub use model::{BudgetEntry, BudgetEntryKind, HostProfile, LEARNED_PREFIX, PathOverride, Profile, RetryEntry};
