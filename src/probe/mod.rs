@@ -187,7 +187,9 @@ impl Prober {
     }
 
     async fn run(&mut self) -> Result<Found, ProbeError> {
-        let Some(first) = self.send().await? else { unreachable!("max_requests is at least 2") };
+        let Some(first) = self.send().await? else {
+            return Err(ProbeError::TooFewRequests { min: 2, given: self.options.max_requests });
+        };
         if first.status >= 400 && !first.refused() {
             return Err(ProbeError::FirstStatus { url: self.url.clone(), status: first.status });
         }
@@ -251,9 +253,12 @@ impl Prober {
         let mut longest_reset = reset;
         let mut spent = 1u64;
         let drain_start = self.samples.len();
+        // Refused although room was said to remain, or the budget stopped being reported.
+        let mut interrupted = false;
         while remaining >= 1.0 {
             let Some(sample) = self.send().await? else { break };
             if sample.refused() {
+                interrupted = true;
                 self.evidence.push(format!(
                     "request {}: refused although {} were said to remain",
                     self.samples.len(),
@@ -263,12 +268,16 @@ impl Prober {
             }
             let Some(now) = same_budget(&sample.info, &name, limit) else {
                 self.evidence.push(format!("request {}: {}", self.samples.len(), describe_response(&sample)));
+                interrupted = true;
                 break;
             };
             spent += 1;
             remaining = now.remaining.unwrap_or(0.0);
             reset = now.reset_after.unwrap_or_default();
             longest_reset = longest_reset.max(reset);
+        }
+        if interrupted {
+            return Ok(self.unfinished_window(&name, limit, longest_reset));
         }
         let drain_time =
             self.samples.last().map_or(0.0, |s| s.answered) - self.samples[drain_start.saturating_sub(1)].sent;
@@ -326,10 +335,7 @@ impl Prober {
             (window_with_margin(&name, limit, empty, margin), format!("a window of {limit} per {}s", trim(empty)))
         };
         let reasons = vec![
-            format!(
-                "the headers ({}) give the limit and the reset but no window",
-                budget_source(&budget_name_source(&after.info, &name))
-            ),
+            format!("the headers ({}) give the limit and the reset but no window", source_of(&after.info, &name)),
             format!(
                 "empty, the quota took {} to come back; after one request on a full quota, {}: {kind}",
                 format_wait(empty_reset),
@@ -355,7 +361,7 @@ impl Prober {
             },
             confidence: Confidence::Low,
             reasons: vec![
-                format!("the quota of {limit} ran out, but what came back after the reset could not be seen"),
+                format!("the quota of {limit} was spent, but how it comes back could not be seen cleanly"),
                 "the window is the longest reset seen".into(),
                 margin_reason(self.options.margin),
             ],
@@ -651,12 +657,9 @@ fn same_budget<'a>(info: &'a RateLimitInfo, name: &str, limit: u64) -> Option<&'
     info.budgets.iter().find(|b| b.name == name && b.limit.is_some_and(|l| l.floor() as u64 == limit))
 }
 
-fn budget_name_source(info: &RateLimitInfo, name: &str) -> String {
+/// The dialect that reported the budget `name` (e.g. `x-ratelimit`, `github`).
+fn source_of(info: &RateLimitInfo, name: &str) -> String {
     info.budgets.iter().find(|b| b.name == name).map_or_else(|| "headers".to_owned(), |b| b.source.clone())
-}
-
-fn budget_source(source: &str) -> String {
-    source.to_owned()
 }
 
 /// A sliding window `margin` below `limit` per `window_s`: fewer requests, or (when that rounds to
