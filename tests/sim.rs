@@ -13,26 +13,12 @@ use ratescope::mock::{MockConfig, MockServer, Outcome};
 use ratescope::run::{ArrivalPattern, Burst, BurstSpec, Summary};
 use ratescope::sim::{SimOptions, simulate};
 
-/// `/items` like the demo's (5 at once, 5 per second, 100 per clock minute), with a fixed
-/// latency and no jitter or faults, so both runs are deterministic.
-const SERVER: &str = r#"
-[[routes]]
-prefix = "/items"
-dialect = "ietf"
-latency = { fixed = "20ms" }
+mod support;
 
-  [[routes.policies]]
-  name = "burst"
-  kind = "token_bucket"
-  capacity = 5
-  rate = "5/1s"
-
-  [[routes.policies]]
-  name = "minute"
-  kind = "fixed_window"
-  limit = 100
-  window = "1m"
-"#;
+/// The demo's `/items` with a fixed latency and no jitter or faults, so both runs are deterministic.
+fn server() -> MockConfig {
+    support::items_config("latency = { fixed = \"20ms\" }")
+}
 
 const SEED: u64 = 11;
 
@@ -70,7 +56,7 @@ async fn real_run(config: MockConfig) -> (Summary, usize) {
 
 #[tokio::test(start_paused = true)]
 async fn the_simulation_matches_a_real_run_against_the_demo_api() {
-    let config = MockConfig::from_toml(SERVER).unwrap();
+    let config = server();
     let (real, real_refused) = real_run(config.clone()).await;
 
     let base: url::Url = "http://127.0.0.1:8787/".parse().unwrap();
