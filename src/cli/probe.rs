@@ -64,7 +64,7 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
         }
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report.to_json())?);
+        println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{report}");
     }

@@ -305,7 +305,7 @@ impl Prober {
             });
         }
         self.evidence.push(format!(
-            "'{name}': {limit} per ?: spent in {spent} requests over {drain_time:.2}s, none refused; empty, it resets in {}",
+            "'{name}': the quota of {limit} was spent in {spent} requests over {drain_time:.2}s, none refused; empty, it resets in {}",
             format_wait(reset)
         ));
         let empty_reset = reset;

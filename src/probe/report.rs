@@ -118,7 +118,8 @@ pub struct ProbeReport {
 }
 
 impl ProbeReport {
-    /// The JSON form: `{"suggested": {"budgets": [...], "concurrency": n|null}, "evidence": [...],
+    /// The JSON form (as a value; serializing the report itself keeps the field order):
+    /// `{"suggested": {"budgets": [...], "concurrency": n|null}, "evidence": [...],
     /// "requests_used": n, "confidence": "high|medium|low", "reasons": [...], "throttled": n,
     /// "discovered": n, "elapsed_s": x}`.
     pub fn to_json(&self) -> serde_json::Value {
