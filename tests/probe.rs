@@ -131,6 +131,24 @@ async fn limit_remaining_and_reset_without_a_window_are_drained_without_a_refusa
 }
 
 #[tokio::test(start_paused = true)]
+async fn injected_errors_and_dropped_connections_are_not_mistaken_for_limits() {
+    let faults = "[server]\nseed = 7\n";
+    let route = "faults = { error_rate = 0.1, error_statuses = [502], reset_rate = 0.1 }\n";
+    let mut resets = 0;
+    for (dialect, policies) in [
+        ("x-ratelimit", window("fixed_window", "minute", 40, "1m")),
+        ("none", window("fixed_window", "ten", 20, "10s")),
+    ] {
+        let mut config = api(dialect, &format!("{route}{policies}"));
+        config.server = MockConfig::from_toml(&format!("{faults}[[routes]]\nprefix = \"/\"")).unwrap().server;
+        let (report, refused, config) = run(config, 120).await;
+        assert_close(&report, refused, &config);
+        resets += report.evidence.iter().filter(|line| line.contains("no response")).count();
+    }
+    assert!(resets > 0, "dropped connections were met, noted, and passed over");
+}
+
+#[tokio::test(start_paused = true)]
 async fn without_headers_a_window_costs_one_refusal() {
     let (report, refused, config) = run(api("none", &window("fixed_window", "fixed", 20, "10s")), 100).await;
     assert_close(&report, refused, &config);

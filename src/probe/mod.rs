@@ -46,6 +46,9 @@ use crate::http::headers::ServerBudget;
 use crate::http::{ClientBuilder, ClientError, LimitedClient, RateLimitInfo, RequestSpec, RetryPolicy};
 use report::trim;
 
+/// Tries for a first answer when the server errs or drops the connection.
+const FIRST_TRIES: usize = 3;
+
 /// Each request of a ramp comes this much sooner than the one before.
 const RAMP_STEP: f64 = 1.1;
 
@@ -82,8 +85,8 @@ pub enum ProbeError {
     TooFewRequests { min: usize, given: usize },
     #[error("margin {0} is not a share between 0 and 0.5")]
     Margin(f64),
-    #[error("{url} answered {status} to the first request; probe a URL that answers 2xx")]
-    FirstStatus { url: Url, status: u16 },
+    #[error("{url} did not answer the first requests with a success (last: {last}); probe a URL that answers 2xx")]
+    FirstStatus { url: Url, last: String },
     #[error(transparent)]
     Client(#[from] ClientError),
 }
@@ -130,6 +133,11 @@ impl Sample {
     fn refused(&self) -> bool {
         self.info.throttled || self.status == 429
     }
+
+    /// Answered normally: what counts as a request the limit let through.
+    fn passed(&self) -> bool {
+        (200..400).contains(&self.status) && !self.refused()
+    }
 }
 
 /// What a path concluded, before the report is assembled.
@@ -166,8 +174,22 @@ impl Prober {
         let mut request = RequestSpec::new(self.options.method.clone(), self.url.clone());
         request.headers = self.options.headers.clone();
         let sent = self.now();
-        let response = self.client.send(request).await?;
-        let sample = Sample { sent, answered: self.now(), status: response.status.as_u16(), info: response.rate_limit };
+        let sample = match self.client.send(request).await {
+            Ok(response) => {
+                Sample { sent, answered: self.now(), status: response.status.as_u16(), info: response.rate_limit }
+            }
+            // A dropped connection is not a refusal: note it and go on.
+            Err(ClientError::Transport { message, .. }) => {
+                self.evidence.push(format!("request {}: no response ({message})", self.samples.len() + 1));
+                Sample {
+                    sent,
+                    answered: self.now(),
+                    status: 0,
+                    info: RateLimitInfo::parse(None, &HeaderMap::new(), None, std::time::SystemTime::now()),
+                }
+            }
+            Err(err) => return Err(err.into()),
+        };
         self.samples.push(sample.clone());
         Ok(Some(sample))
     }
@@ -187,14 +209,22 @@ impl Prober {
     }
 
     async fn run(&mut self) -> Result<Found, ProbeError> {
-        let Some(first) = self.send().await? else {
-            return Err(ProbeError::TooFewRequests { min: 2, given: self.options.max_requests });
+        // A server error or a dropped connection may be passing: the first answer gets three tries.
+        let first = loop {
+            let Some(sample) = self.send().await? else {
+                return Err(ProbeError::TooFewRequests { min: 2, given: self.options.max_requests });
+            };
+            if sample.passed() || sample.refused() {
+                break sample;
+            }
+            let passing = sample.status == 0 || sample.status >= 500;
+            if !passing || self.samples.len() >= FIRST_TRIES {
+                let last = if sample.status == 0 { "no response".to_owned() } else { sample.status.to_string() };
+                return Err(ProbeError::FirstStatus { url: self.url.clone(), last });
+            }
         };
-        if first.status >= 400 && !first.refused() {
-            return Err(ProbeError::FirstStatus { url: self.url.clone(), status: first.status });
-        }
         let budgets = request_budgets(&first.info);
-        self.evidence.push(format!("request 1: {}", describe_response(&first)));
+        self.evidence.push(format!("request {}: {}", self.samples.len(), describe_response(&first)));
         if !budgets.is_empty()
             && budgets.iter().all(|b| b.limit.is_some() && (b.window.is_some() || b.reset_after.is_none()))
         {
@@ -257,6 +287,9 @@ impl Prober {
         let mut interrupted = false;
         while remaining >= 1.0 {
             let Some(sample) = self.send().await? else { break };
+            if sample.status == 0 {
+                continue;
+            }
             if sample.refused() {
                 interrupted = true;
                 self.evidence.push(format!(
@@ -380,6 +413,7 @@ impl Prober {
                 None => break,
             }
         }
+        // Errors and dropped connections were let through (and counted) by the limit too.
         let passed: Vec<Sample> = self.samples.iter().filter(|s| !s.refused()).cloned().collect();
         let Some(refusal) = refusal else {
             let span = self.now();
