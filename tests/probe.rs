@@ -171,9 +171,14 @@ async fn without_headers_a_bucket_is_found_by_its_burst_and_a_careful_ramp() {
 #[tokio::test(start_paused = true)]
 async fn the_maximum_is_never_exceeded() {
     // A quota larger than the maximum: the probe stops at the maximum and says it is unsure.
-    let (report, refused, _) = run(api("x-ratelimit", &window("fixed_window", "big", 500, "1h")), 20).await;
+    let (report, refused, config) = run(api("x-ratelimit", &window("fixed_window", "big", 500, "1h")), 20).await;
     assert_eq!((report.requests_used, refused), (20, 0));
     assert_eq!(report.confidence, Confidence::Low);
+    assert_close(&report, refused, &config);
+    let (report, refused, _) = run(api("x-ratelimit", &bucket("slow", 500, "1/1s")), 20).await;
+    assert_eq!((report.requests_used, refused, report.confidence), (20, 0, Confidence::Low));
+    let (burst, rate) = (report.suggested.budgets[0].burst(), report.suggested.budgets[0].sustained_per_s());
+    assert!(burst <= 500 && rate <= 1.0, "on the slow side: {report}");
     let (report, refused, _) = run(api("none", &window("fixed_window", "big", 500, "1h")), 20).await;
     assert_eq!((report.requests_used, refused), (20, 0));
     assert!(report.suggested.budgets.is_empty(), "nothing was found: {report}");

@@ -280,6 +280,7 @@ impl Prober {
         let name = budget.name.clone();
         let mut remaining = budget.remaining.unwrap_or(0.0);
         let mut reset = budget.reset_after.unwrap_or_default();
+        let first_reset = reset;
         let mut longest_reset = reset;
         let mut spent = 1u64;
         let drain_start = self.samples.len();
@@ -319,8 +320,21 @@ impl Prober {
                 "'{name}': {spent} requests in {:.2}s left {remaining} of {limit}; the maximum was reached before it ran out",
                 drain_time
             ));
-            // Not drained: the longest reset seen, stretched as if the rest had been spent too (slow side).
-            let period = longest_reset.as_secs_f64().max(1.0) * limit as f64 / spent.max(1) as f64;
+            // Not drained. A reset that grew as requests were spent is a bucket's time to refill:
+            // stretch it as if the rest had been spent too. One that did not is a window's end:
+            // the window is at least that long; take the next whole second, minute, hour or day.
+            let grew = longest_reset > first_reset + Duration::from_secs(1);
+            let (period, how) = if grew {
+                (
+                    longest_reset.as_secs_f64().max(1.0) * limit as f64 / spent.max(1) as f64,
+                    "the reset grew as requests were spent (a refill): it is scaled as if all had been spent",
+                )
+            } else {
+                (
+                    natural_period(longest_reset.as_secs_f64()),
+                    "the reset did not grow (a window's end): the window is taken as the next whole second, minute, hour or day",
+                )
+            };
             return Ok(Found {
                 suggested: Suggestion {
                     budgets: vec![window_with_margin(&name, limit, period, margin)],
@@ -331,7 +345,7 @@ impl Prober {
                     format!(
                         "the headers give a limit of {limit} but no window, and --max-requests was too small to spend it"
                     ),
-                    "the window is a guess on the slow side: the longest reset, scaled by the share spent".into(),
+                    how.into(),
                     margin_reason(margin),
                 ],
                 discovered: 1,
@@ -694,6 +708,14 @@ fn same_budget<'a>(info: &'a RateLimitInfo, name: &str, limit: u64) -> Option<&'
 /// The dialect that reported the budget `name` (e.g. `x-ratelimit`, `github`).
 fn source_of(info: &RateLimitInfo, name: &str) -> String {
     info.budgets.iter().find(|b| b.name == name).map_or_else(|| "headers".to_owned(), |b| b.source.clone())
+}
+
+/// The shortest of 1 s, 1 min, 1 h, 1 day (or whole days) that is at least `seconds`.
+fn natural_period(seconds: f64) -> f64 {
+    [1.0, 60.0, 3600.0, 86_400.0]
+        .into_iter()
+        .find(|period| *period >= seconds)
+        .unwrap_or_else(|| (seconds / 86_400.0).ceil() * 86_400.0)
 }
 
 /// A sliding window `margin` below `limit` per `window_s`: fewer requests, or (when that rounds to
