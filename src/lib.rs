@@ -10,8 +10,10 @@ pub mod engine;
 pub mod gui;
 pub mod http;
 pub mod mock;
+pub mod probe;
 pub mod profile;
 pub mod run;
+pub mod sim;
 pub mod store;
 pub mod telemetry;
 

@@ -6,36 +6,13 @@ use std::time::Duration;
 
 use ratescope::engine::{BudgetSpec, LimiterConfig, Registry};
 use ratescope::http::{EventSink, LimitedClient, RetryPolicy};
-use ratescope::mock::{MockConfig, MockServer, Outcome};
+use ratescope::mock::{MockServer, Outcome};
 use ratescope::run::{Burst, BurstSpec};
 
-/// A route limited like the demo's `/items` (5 at once, 5 per second, 100 per minute), no latency.
-const SERVER: &str = r#"
-[server]
-api_key_header = "x-api-key"
-
-[[routes]]
-prefix = "/items"
-dialect = "ietf"
-status = 429
-retry_after = true
-
-  [[routes.policies]]
-  name = "burst"
-  kind = "token_bucket"
-  capacity = 5
-  rate = "5/1s"
-
-  [[routes.policies]]
-  name = "minute"
-  kind = "fixed_window"
-  limit = 100
-  window = "1m"
-"#;
+mod support;
 
 async fn demo_server() -> MockServer {
-    let config = MockConfig::from_toml(SERVER).unwrap();
-    MockServer::start(config, SocketAddr::from(([127, 0, 0, 1], 0))).await.unwrap()
+    MockServer::start(support::items_config(""), SocketAddr::from(([127, 0, 0, 1], 0))).await.unwrap()
 }
 
 fn limits(windows: &[(u64, u64)]) -> LimiterConfig {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
-use ratescope::gui::{App, AppOptions, ArrivalChoice, DemoStatus, RunStatus};
+use ratescope::gui::{App, AppOptions, ArrivalChoice, DemoStatus, RunStatus, Tab};
 
 thread_local! {
     /// Signalled by the app's background whenever it has news (the app's repaint request).
@@ -161,4 +161,59 @@ fn escape_cancels_a_running_burst() {
     step_until(&mut harness, "the cancellation", |app| matches!(app.run, RunStatus::Done { .. }));
     let summary = harness.state().summary().cloned().unwrap();
     assert!(summary.cancelled > 300, "most of the 400 were dropped: {summary:?}");
+}
+
+#[test]
+fn the_simulator_tab_compares_two_limits_on_one_workload() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut harness = harness_for(dir.path());
+    ready(&mut harness);
+    harness.get_by_label("Simulator").click();
+    harness.run_steps(2);
+    assert_eq!(harness.state().tab, Tab::Simulator);
+    harness.state_mut().simulator.count = 60;
+    harness.get_by_label("Run both").click();
+    step_until(&mut harness, "both simulations", |app| {
+        app.simulator.results.is_some() || app.simulator.error.is_some()
+    });
+    let simulator = &harness.state().simulator;
+    assert_eq!(simulator.error, None);
+    let results = simulator.results.as_ref().expect("two results");
+    let [a, b] = &**results;
+    assert_eq!((a.summary.requests, b.summary.requests), (60, 60), "the same workload on both sides");
+    assert_eq!(a.summary.status_counts.get("429"), None, "A mirrors the demo API's limits");
+    assert!(b.summary.status_counts.contains_key("429"), "B is faster than the server allows");
+    assert!(!a.telemetry.tokens.is_empty() && !b.telemetry.log.is_empty(), "charts for both sides");
+    harness.get_by_label_contains("A: bucket 5 @ 5/1s");
+
+    harness.state_mut().simulator.limits[1] = "bucket 0 @ 1/1s".into();
+    harness.get_by_label("Run both").click();
+    harness.run_steps(2);
+    assert!(harness.state().simulator.error.as_deref().is_some_and(|err| err.starts_with("B:")));
+}
+
+#[test]
+fn discover_probes_the_demo_api_and_makes_a_profile_in_one_click() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut harness = harness_for(dir.path());
+    ready(&mut harness);
+    harness.get_by_label("Discover…").click();
+    harness.run_steps(2);
+    assert!(harness.state().discover.open);
+    assert!(harness.state().discover.url.ends_with("/items"), "{}", harness.state().discover.url);
+    harness.get_by_label("Probe").click();
+    step_until(&mut harness, "the probe", |app| app.discover.report.is_some());
+    let report = harness.state().discover.report.clone().unwrap().unwrap();
+    assert_eq!(report.requests_used, 1, "the demo API publishes its policies: {report}");
+    assert_eq!(report.suggested.budgets.len(), 2, "burst and minute, stacked: {report}");
+    harness.get_by_label("Create profile").click();
+    let file = dir.path().join("profiles/discovered.toml");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !file.exists() {
+        assert!(Instant::now() < deadline, "the discovered profile was not saved");
+        harness.step();
+        await_news();
+    }
+    assert_eq!(harness.state().editor.profile().map(|p| p.name.as_str()), Some("discovered"));
+    assert!(!harness.state().discover.open, "the window closes once the profile is made");
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use http::{HeaderMap, HeaderName, HeaderValue, Method};
+use http::Method;
 use indicatif::{ProgressBar, ProgressStyle};
 use url::Url;
 
@@ -98,19 +98,11 @@ impl BurstArgs {
             .enumerate()
             .map(|(i, url)| Endpoint { url: url.clone(), weight: self.weights.get(i).copied().unwrap_or(1) })
             .collect();
-        let mut headers = HeaderMap::new();
-        for header in &self.headers {
-            let (name, value) =
-                header.split_once(':').with_context(|| format!("-H '{header}' is not 'Name: value'"))?;
-            let name: HeaderName = name.trim().parse().with_context(|| format!("-H '{header}': bad header name"))?;
-            let value: HeaderValue =
-                value.trim().parse().with_context(|| format!("-H '{header}': bad header value"))?;
-            headers.append(name, value);
-        }
+        let headers = super::header_map(&self.headers)?;
         let arrival = match (&self.arrival_rate, self.duration, &self.ramp) {
             (Some(rate), Some(duration), _) => ArrivalPattern::ForDuration { rate: *rate, duration },
             (Some(rate), None, _) => ArrivalPattern::FixedRate(*rate),
-            (None, _, Some(ramp)) => parse_ramp(ramp)?,
+            (None, _, Some(ramp)) => ArrivalPattern::parse_ramp(ramp).map_err(|err| anyhow::anyhow!("--{err}"))?,
             (None, _, None) => ArrivalPattern::AllAtOnce,
         };
         for (name, share) in [("--high", self.high), ("--low", self.low)] {
@@ -173,15 +165,6 @@ impl BurstArgs {
         }
         Ok(Some(settings))
     }
-}
-
-fn parse_ramp(text: &str) -> anyhow::Result<ArrivalPattern> {
-    let parts: Vec<&str> = text.split(':').collect();
-    let [from, to, over] = parts.as_slice() else { bail!("--ramp '{text}' is not FROM:TO:OVER, e.g. 1:50:30s") };
-    let from: f64 = from.trim().parse().with_context(|| format!("--ramp: '{from}' is not a number"))?;
-    let to: f64 = to.trim().parse().with_context(|| format!("--ramp: '{to}' is not a number"))?;
-    let over = parse_duration(over)?;
-    Ok(ArrivalPattern::Ramp { from, to, over })
 }
 
 /// Writes `results` as CSV to `path` atomically (a temporary file renamed into place).

@@ -5,11 +5,15 @@ mod headers;
 mod limits;
 mod mock;
 mod pace;
+mod probe;
 mod profile;
+mod sim;
 
 use std::process::ExitCode;
 
+use anyhow::Context;
 use clap::{Parser, Subcommand};
+use http::{HeaderMap, HeaderName, HeaderValue};
 
 pub use limits::LimitArgs;
 
@@ -39,6 +43,10 @@ pub enum Command {
     Mock(mock::MockArgs),
     /// List, show, import and export saved profiles.
     Profile(profile::ProfileArgs),
+    /// Run a burst spec in virtual time against a model of a server (milliseconds for minutes).
+    Sim(sim::SimArgs),
+    /// Find an API's limits: ramp carefully, read its headers, suggest limiter settings.
+    Probe(probe::ProbeArgs),
 }
 
 /// When the command line started running (for the app's time-to-first-frame report).
@@ -54,6 +62,8 @@ pub fn main(cli: Cli) -> ExitCode {
         Some(Command::Burst(args)) => burst::run(*args),
         Some(Command::Mock(args)) => mock::run(args),
         Some(Command::Profile(args)) => profile::run(args),
+        Some(Command::Sim(args)) => sim::run(args),
+        Some(Command::Probe(args)) => probe::run(args),
         None => open_app(cli.screenshot, cli.after),
     };
     match result {
@@ -91,6 +101,18 @@ fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("RATESCOPE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}
+
+/// `-H 'Name: value'` flags as a header map.
+fn header_map(flags: &[String]) -> anyhow::Result<HeaderMap> {
+    let mut headers = HeaderMap::new();
+    for header in flags {
+        let (name, value) = header.split_once(':').with_context(|| format!("-H '{header}' is not 'Name: value'"))?;
+        let name: HeaderName = name.trim().parse().with_context(|| format!("-H '{header}': bad header name"))?;
+        let value: HeaderValue = value.trim().parse().with_context(|| format!("-H '{header}': bad header value"))?;
+        headers.append(name, value);
+    }
+    Ok(headers)
 }
 
 /// A multi-threaded tokio runtime for a command.

@@ -73,6 +73,44 @@ impl LimiterConfig {
         Ok(())
     }
 
+    /// Reads the one-line form [`describe`](Self::describe) writes: `bucket 5 @ 3/1s, window
+    /// 100/1m, concurrency 4` (parts in any order, separated by commas; `no limits` for none).
+    /// Buckets are named `rate`, windows `window`, `window2`, ...
+    pub fn parse_described(text: &str) -> Result<Self, ConfigError> {
+        let mut config = Self::new();
+        let text = text.trim();
+        if text.is_empty() || text.eq_ignore_ascii_case("no limits") {
+            return Ok(config);
+        }
+        let syntax = |part: &str| {
+            ConfigError::Syntax(format!("'{part}' is not one of: bucket 5 @ 5/1s, window 100/1m, concurrency 4"))
+        };
+        let mut windows = 0;
+        for part in text.split(',').map(str::trim) {
+            let (word, rest) = part.split_once(char::is_whitespace).ok_or_else(|| syntax(part))?;
+            let rest = rest.trim();
+            match word.to_ascii_lowercase().as_str() {
+                "bucket" => {
+                    let (capacity, rate) = rest.split_once('@').ok_or_else(|| syntax(part))?;
+                    let capacity = capacity.trim().parse().map_err(|_| syntax(part))?;
+                    let name = if config.budgets.iter().any(|b| b.name == "rate") { "rate2" } else { "rate" };
+                    config.budgets.push(BudgetSpec::token_bucket(name, capacity, rate.trim().parse()?)?);
+                }
+                "window" => {
+                    let (limit, window) = rest.split_once('/').ok_or_else(|| syntax(part))?;
+                    windows += 1;
+                    let name = if windows == 1 { "window".to_owned() } else { format!("window{windows}") };
+                    let limit = limit.trim().parse().map_err(|_| syntax(part))?;
+                    config.budgets.push(BudgetSpec::sliding_window(name, limit, super::parse_duration(window)?)?);
+                }
+                "concurrency" => config.concurrency = Some(rest.parse().map_err(|_| syntax(part))?),
+                _ => return Err(syntax(part)),
+            }
+        }
+        config.validate()?;
+        Ok(config)
+    }
+
     /// One line such as `bucket 5 @ 3/1s, window 100/1m, concurrency 4`.
     pub fn describe(&self) -> String {
         let mut parts: Vec<String> = self.budgets.iter().map(BudgetSpec::describe).collect();
@@ -80,5 +118,22 @@ impl LimiterConfig {
             parts.push(format!("concurrency {limit}"));
         }
         if parts.is_empty() { "no limits".to_owned() } else { parts.join(", ") }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_described_form_reads_back() {
+        let text = "bucket 5 @ 3/1s, window 100/1m, window 1000/1h, concurrency 4";
+        let config = LimiterConfig::parse_described(text).unwrap();
+        assert_eq!(config.describe(), text);
+        assert_eq!(config.budgets[2].name, "window2");
+        assert_eq!(LimiterConfig::parse_described("no limits").unwrap(), LimiterConfig::new());
+        for bad in ["bucket 5", "window 10 per minute", "speed 3", "concurrency 0", "bucket 0 @ 1/1s"] {
+            assert!(LimiterConfig::parse_described(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -10,9 +10,11 @@ use url::Url;
 use super::backend::{Backend, Command, Update};
 use super::charts::{ChartView, charts_ui};
 use super::composer::Composer;
+use super::discover::{Discover, DiscoverAction};
 use super::editor::{Editor, EditorAction};
 use super::log::{details_ui, log_ui};
 use super::server::server_ui;
+use super::simulator::SimulatorTab;
 use super::summary::{SummaryAction, summary_ui};
 use super::toasts::Toasts;
 use crate::http::Event;
@@ -67,8 +69,20 @@ pub struct AppOptions {
 /// Storage key of the last selected profile.
 pub const LAST_PROFILE_KEY: &str = "ratescope.last_profile";
 
+/// The app's tabs: a live burst, the simulator, the proxy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Tab {
+    #[default]
+    Burst,
+    Simulator,
+    Proxy,
+}
+
 /// The whole app.
 pub struct App {
+    pub tab: Tab,
+    pub simulator: SimulatorTab,
+    pub discover: Discover,
     backend: Backend,
     pub editor: Editor,
     pub composer: Composer,
@@ -93,6 +107,9 @@ impl App {
         backend.send(Command::LoadProfiles);
         backend.send(Command::StartDemo { port: options.demo_port });
         Ok(Self {
+            tab: Tab::default(),
+            simulator: SimulatorTab::default(),
+            discover: Discover::default(),
             backend,
             editor: Editor::default(),
             composer: Composer::default(),
@@ -180,6 +197,17 @@ impl App {
                     self.toasts.info(format!("imported '{}'", profile.name));
                     self.editor.add_saved(*profile);
                 }
+                Update::Simulated(done) => {
+                    self.simulator.running = false;
+                    match done {
+                        Ok(results) => self.simulator.results = Some(results),
+                        Err(err) => self.simulator.error = Some(err),
+                    }
+                }
+                Update::Probed(found) => {
+                    self.discover.running = false;
+                    self.discover.report = Some(*found);
+                }
             }
         }
         self.drain_events(EVENTS_PER_FRAME);
@@ -245,6 +273,30 @@ impl App {
         self.drain();
         self.shortcuts(ui);
         egui::Panel::top("top").show(ui, |ui| self.top_bar_ui(ui));
+        match self.tab {
+            Tab::Burst => self.burst_tab_ui(ui),
+            Tab::Simulator => {
+                egui::CentralPanel::default().show(ui, |ui| {
+                    if let Some(request) = self.simulator.simulator_ui(ui) {
+                        self.backend.send(Command::Simulate(Box::new(request)));
+                    }
+                });
+            }
+            Tab::Proxy => {
+                egui::CentralPanel::default().show(ui, |ui| {
+                    ui.label("Proxy");
+                });
+            }
+        }
+        match self.discover.window_ui(ui.ctx()) {
+            DiscoverAction::None => {}
+            DiscoverAction::Probe { url, max_requests } => self.backend.send(Command::Probe { url, max_requests }),
+            DiscoverAction::CreateProfile(profile) => self.keep_discovered(*profile),
+        }
+        self.toasts.toasts_ui(ui);
+    }
+
+    fn burst_tab_ui(&mut self, ui: &mut egui::Ui) {
         egui::Panel::left("hosts").default_size(340.0).resizable(true).show(ui, |ui| {
             egui::ScrollArea::vertical().show(ui, |ui| {
                 let action = self.editor.editor_ui(ui, self.is_running());
@@ -257,7 +309,21 @@ impl App {
             ui.separator();
             charts_ui(ui, &self.telemetry, &mut self.chart_view);
         });
-        self.toasts.toasts_ui(ui);
+    }
+
+    /// Opens the Discover window on the selected host's first endpoint.
+    pub fn open_discover(&mut self) {
+        let base = self.editor.selected_host().map(|host| host.base_url.clone()).unwrap_or_default();
+        let path = self.composer.endpoints.first().map(|endpoint| endpoint.path.clone()).unwrap_or_default();
+        self.discover.open_at(format!("{}{}", base.trim_end_matches('/'), path));
+    }
+
+    /// A profile made from a probe's suggestion: selected, and saved at once.
+    fn keep_discovered(&mut self, profile: Profile) {
+        self.editor.add_saved(profile.clone());
+        let secrets = self.editor.secrets.clone();
+        self.backend.send(Command::Save { profile: Box::new(profile), secrets: Box::new(secrets) });
+        self.discover.open = false;
     }
 
     fn handle_editor(&mut self, action: EditorAction) {
@@ -279,6 +345,10 @@ impl App {
     fn top_bar_ui(&mut self, ui: &mut egui::Ui) {
         ui.horizontal(|ui| {
             ui.heading("ratescope");
+            ui.separator();
+            for (tab, label) in [(Tab::Burst, "Burst"), (Tab::Simulator, "Simulator"), (Tab::Proxy, "Proxy")] {
+                ui.selectable_value(&mut self.tab, tab, label);
+            }
             ui.separator();
             let action = self.editor.profile_bar_ui(ui);
             self.handle_editor(action);
@@ -309,6 +379,9 @@ impl App {
         }
         if pressed.cancel {
             self.cancel();
+        }
+        if pressed.discover {
+            self.open_discover();
         }
         if let RunStatus::Running { progress } = &self.run {
             let fraction = progress.done as f32 / progress.planned.max(1) as f32;

@@ -10,9 +10,11 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use url::Url;
 
+use super::simulator::{SideResult, SimRequest, run_both};
 use crate::engine::{LimitKey, LimiterConfig, Registry, Snapshot};
-use crate::http::{ClientBuilder, Event, EventSink};
+use crate::http::{ClientBuilder, Event, EventSink, LimitedClient};
 use crate::mock::{MockConfig, MockServer};
+use crate::probe::{ProbeOptions, ProbeReport, probe};
 use crate::profile::{Profile, ProfileStore, SecretStore};
 use crate::run::{Burst, BurstProgress, BurstSpec, RequestResult, Summary};
 use crate::store::SharedReport;
@@ -45,6 +47,10 @@ pub enum Command {
     Export { profile: Box<Profile> },
     /// Ask for a file and write `contents` to it (a JSON summary or a CSV of attempts).
     SaveFile { title: String, default_name: String, contents: Vec<u8> },
+    /// Run the Simulator tab's two simulations (in virtual time, off the runtime's threads).
+    Simulate(Box<SimRequest>),
+    /// Probe `url` for its limits with at most `max_requests` requests.
+    Probe { url: Url, max_requests: usize },
 }
 
 /// Everything a burst needs: what to send, and the client (limits, retry, headers) to send it with.
@@ -85,6 +91,10 @@ pub enum Update {
     /// Something finished that the user should hear about.
     Info(String),
     Imported(Box<Profile>),
+    /// The Simulator tab's two results.
+    Simulated(Result<Box<[SideResult; 2]>, String>),
+    /// What a probe found.
+    Probed(Box<Result<ProbeReport, String>>),
 }
 
 /// The UI's handle on the background.
@@ -232,6 +242,23 @@ async fn serve(
                         if let Some(file) = picked {
                             send(write_atomically(file.path(), &contents));
                         }
+                    }
+                    Command::Simulate(request) => {
+                        let (updates, repaint) = (updates.clone(), Arc::clone(&repaint));
+                        tokio::spawn(async move {
+                            let done = tokio::task::spawn_blocking(move || run_both(*request)).await;
+                            let _ = updates.send(Update::Simulated(done.unwrap_or_else(|err| Err(err.to_string()))));
+                            repaint();
+                        });
+                    }
+                    Command::Probe { url, max_requests } => {
+                        let (updates, repaint) = (updates.clone(), Arc::clone(&repaint));
+                        tokio::spawn(async move {
+                            let options = ProbeOptions { max_requests, ..ProbeOptions::default() };
+                            let found = probe(LimitedClient::builder(), &url, &options).await.map_err(|err| err.to_string());
+                            let _ = updates.send(Update::Probed(Box::new(found)));
+                            repaint();
+                        });
                     }
                     Command::SetLimits { key, config } => {
                         if let Some(current) = &running

@@ -99,6 +99,8 @@ struct Frame<'t> {
     follow: Option<(f64, f64)>,
     /// About one bucket per pixel column of a plot.
     buckets: usize,
+    /// Which stack of charts (see [`charts_ui_in`]).
+    stack: Id,
 }
 
 impl Frame<'_> {
@@ -124,6 +126,12 @@ impl Frame<'_> {
 
 /// The live charts: a toolbar (follow, window length, reset zoom) and five plots sharing one time axis.
 pub fn charts_ui(ui: &mut Ui, telemetry: &Telemetry, view: &mut ChartView) {
+    charts_ui_in(ui, telemetry, view, Id::NULL);
+}
+
+/// [`charts_ui`] for one of several stacks on screen (the simulator's sides): `stack` keeps
+/// its plots' ids and linked time axis apart from the others'.
+pub fn charts_ui_in(ui: &mut Ui, telemetry: &Telemetry, view: &mut ChartView, stack: Id) {
     let mut reset = false;
     ui.horizontal(|ui| {
         ui.checkbox(&mut view.follow, "follow")
@@ -172,6 +180,7 @@ pub fn charts_ui(ui: &mut Ui, telemetry: &Telemetry, view: &mut ChartView) {
             extent,
             follow: view.follow.then(|| view.follow_range(extent)),
             buckets: (width.round() as usize).clamp(16, 8192),
+            stack,
         };
         let charts: [(&str, BuildFn); 5] = [
             ("Tokens", tokens_ui),
@@ -203,9 +212,9 @@ fn chart_ui(
     reset: bool,
     build: BuildFn,
 ) -> bool {
-    let time_axis = Id::unique("ratescope_charts_time_axis");
+    let time_axis = frame.stack.with("ratescope_charts_time_axis");
     let mut plot = Plot::new(("ratescope_chart", title))
-        .id(plot_id(title))
+        .id(plot_id(frame.stack, title))
         .height(height)
         .legend(Legend::default().background_alpha(0.6))
         .link_axis(time_axis, [true, false])
@@ -283,8 +292,8 @@ fn latency_ui(plot_ui: &mut PlotUi<'_>, frame: &Frame<'_>) {
 }
 
 /// A plot's global id: its zoom survives the surrounding layout changing.
-fn plot_id(title: &str) -> Id {
-    Id::unique(("ratescope_chart", title))
+fn plot_id(stack: Id, title: &str) -> Id {
+    stack.with(("ratescope_chart", title))
 }
 
 /// The time extent of everything recorded, or `None` when nothing has been.
@@ -444,7 +453,7 @@ mod tests {
         assert!(harness.query_by_label(EMPTY_TEXT).is_none());
         // Following: every plot shows the same last minute.
         for title in ["Tokens", "Queue", "Outcomes / s", "Retries", "Latency (ms)"] {
-            let memory = egui_plot::PlotMemory::load(&harness.ctx, plot_id(title)).unwrap();
+            let memory = egui_plot::PlotMemory::load(&harness.ctx, plot_id(Id::NULL, title)).unwrap();
             let bounds = *memory.transform().bounds();
             assert!((bounds.min()[0] - (newest - 60.0)).abs() < 1e-6, "{title}: {bounds:?}");
             assert!((bounds.max()[0] - newest).abs() < 1e-6, "{title}: {bounds:?}");
@@ -452,7 +461,7 @@ mod tests {
         }
 
         // Panning a chart stops following; the time axis stays shared.
-        let frame = *egui_plot::PlotMemory::load(&harness.ctx, plot_id("Queue")).unwrap().transform().frame();
+        let frame = *egui_plot::PlotMemory::load(&harness.ctx, plot_id(Id::NULL, "Queue")).unwrap().transform().frame();
         harness.hover_at(frame.center());
         harness.drag_at(frame.center());
         harness.step();
@@ -464,7 +473,7 @@ mod tests {
         harness.run();
         assert!(!harness.state().1.follow, "panning stops following");
         let x_range = |title| {
-            let memory = egui_plot::PlotMemory::load(&harness.ctx, plot_id(title)).unwrap();
+            let memory = egui_plot::PlotMemory::load(&harness.ctx, plot_id(Id::NULL, title)).unwrap();
             let bounds = *memory.transform().bounds();
             (bounds.min()[0], bounds.max()[0])
         };
@@ -480,7 +489,8 @@ mod tests {
         harness.get_by_label("reset zoom").click();
         harness.run();
         assert!(!harness.state().1.follow);
-        let bounds = *egui_plot::PlotMemory::load(&harness.ctx, plot_id("Queue")).unwrap().transform().bounds();
+        let bounds =
+            *egui_plot::PlotMemory::load(&harness.ctx, plot_id(Id::NULL, "Queue")).unwrap().transform().bounds();
         assert!(bounds.min()[0] <= 0.01 && bounds.max()[0] >= newest, "the whole run: {bounds:?}");
     }
 

@@ -74,6 +74,7 @@ impl Default for Composer {
 pub struct Pressed {
     pub fire: bool,
     pub cancel: bool,
+    pub discover: bool,
 }
 
 fn endpoint_url(base: &str, path: &str) -> Result<Url, String> {
@@ -251,6 +252,10 @@ impl Composer {
             if ui.add_enabled(running, egui::Button::new("Cancel")).on_hover_text("Esc").clicked() {
                 pressed.cancel = true;
             }
+            ui.separator();
+            let discover =
+                ui.button("Discover…").on_hover_text("Probe the first endpoint for its limits and suggest settings");
+            pressed.discover = discover.clicked();
         });
         if self.limiter_on {
             let profile_name = editor.profile().map(|profile| profile.name.clone()).unwrap_or_default();

@@ -7,15 +7,17 @@ mod app;
 mod backend;
 pub mod charts;
 mod composer;
+pub mod discover;
 mod editor;
 pub mod log;
 mod screenshot;
 pub mod server;
 mod shared;
+pub mod simulator;
 pub mod summary;
 mod toasts;
 
-pub use app::{App, AppOptions, DemoStatus, RunStatus};
+pub use app::{App, AppOptions, DemoStatus, RunStatus, Tab};
 pub use backend::{Backend, Command, FireRequest, Update};
 pub use composer::{ArrivalChoice, Composer, EndpointDraft};
 pub use editor::{Editor, EditorAction, ProfileDoc};

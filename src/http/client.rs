@@ -25,6 +25,7 @@ use super::cache::{CacheConfig, CacheStats, CachedResponse, Lookup, ResponseCach
 use super::events::{Event, EventKind, EventSink};
 use super::headers::RateLimitInfo;
 use super::retry::{Decision, GiveUpReason, Outcome, RetryPolicy};
+use super::transport::Transport;
 use crate::engine::{AcquireError, LimitKey, Limiter, LimiterConfig, Priority, Registry, format_wait};
 use crate::store::{SharedGate, SharedHandle, StoreError, StoreState, local_part};
 
@@ -149,6 +150,7 @@ pub struct ClientBuilder {
     request_timeout: Option<Duration>,
     pool_idle_timeout: Option<Duration>,
     seed: Option<u64>,
+    transport: Option<Arc<dyn Transport>>,
 }
 
 impl Default for ClientBuilder {
@@ -168,6 +170,7 @@ impl Default for ClientBuilder {
             request_timeout: Some(Duration::from_secs(60)),
             pool_idle_timeout: Some(Duration::from_secs(90)),
             seed: None,
+            transport: None,
         }
     }
 }
@@ -252,6 +255,12 @@ impl ClientBuilder {
         self
     }
 
+    /// Answers every request with `transport` instead of the network (the simulator's demo API).
+    pub fn transport(mut self, transport: Arc<dyn Transport>) -> Self {
+        self.transport = Some(transport);
+        self
+    }
+
     pub fn build(self) -> Result<LimitedClient, ClientError> {
         for policy in std::iter::once(&self.retry).chain(self.key_retry.values()) {
             policy.validate().map_err(|err| ClientError::Build(err.to_string()))?;
@@ -285,6 +294,7 @@ impl ClientBuilder {
                 shared: self.shared,
                 next_id: AtomicU64::new(0),
                 rng: Mutex::new(rng),
+                transport: self.transport,
             }),
         })
     }
@@ -311,6 +321,7 @@ struct Inner {
     shared: Option<SharedHandle>,
     next_id: AtomicU64,
     rng: Mutex<StdRng>,
+    transport: Option<Arc<dyn Transport>>,
 }
 
 /// What one attempt on the wire produced.
@@ -625,6 +636,9 @@ impl LimitedClient {
     }
 
     async fn send_once(&self, spec: &RequestSpec, headers: &HeaderMap) -> Attempt {
+        if let Some(transport) = &self.inner.transport {
+            return exchange(transport.as_ref(), spec, headers).await;
+        }
         let mut request = self.inner.http.request(spec.method.clone(), spec.url.clone()).headers(headers.clone());
         if let Some(body) = &spec.body {
             request = request.body(body.clone());
@@ -640,6 +654,24 @@ impl LimitedClient {
             Ok(body) => Attempt::Response { status, headers, body },
             Err(err) => classify(&err),
         }
+    }
+}
+
+/// One attempt through an in-process transport; no response is a connection error.
+async fn exchange(transport: &dyn Transport, spec: &RequestSpec, headers: &HeaderMap) -> Attempt {
+    let mut request = http::Request::new(spec.body.clone().unwrap_or_default());
+    *request.method_mut() = spec.method.clone();
+    *request.headers_mut() = headers.clone();
+    match spec.url.as_str().parse() {
+        Ok(uri) => *request.uri_mut() = uri,
+        Err(err) => return Attempt::ConnectionError(format!("'{}' is not a URI: {err}", spec.url)),
+    }
+    match transport.exchange(request).await {
+        Ok(response) => {
+            let (parts, body) = response.into_parts();
+            Attempt::Response { status: parts.status, headers: parts.headers, body }
+        }
+        Err(message) => Attempt::ConnectionError(message),
     }
 }
 

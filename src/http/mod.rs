@@ -5,8 +5,10 @@ pub mod client;
 pub mod events;
 pub mod headers;
 pub mod retry;
+pub mod transport;
 
 pub use client::{Adaptive, AttemptRecord, ClientBuilder, ClientError, LimitedClient, LimitedResponse, RequestSpec};
 pub use events::{Event, EventKind, EventSink};
 pub use headers::{RateLimitInfo, ServerBudget};
 pub use retry::{Jitter, RetryPolicy};
+pub use transport::{Exchanged, Transport};

@@ -5,7 +5,8 @@
 //!   engine's budget math, so a virtual-time simulator can reuse them;
 //! - [`headers`]: the rate-limit headers of each dialect (IETF draft, `X-RateLimit-*`, GitHub);
 //! - [`server`]: [`MockServer`], axum on 127.0.0.0/8 or ::1 only, with latency, faults,
-//!   cacheable JSON and an arrival log.
+//!   cacheable JSON and an arrival log; [`MockService`], the same handler without a socket
+//!   (the simulator's server).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), ratescope::mock::MockError> {
@@ -27,4 +28,4 @@ pub use config::{CountBy, DEMO_TOML, Faults, Latency, MockConfig, RouteConfig, S
 pub use error::{Location, MockError};
 pub use headers::{Dialect, write_headers};
 pub use policy::{ConcurrencyGuard, Decision, PolicyKind, PolicyReport, PolicySpec, RoutePolicies};
-pub use server::{ARRIVAL_LOG_CAPACITY, Arrival, FaultKind, MockServer, Outcome, is_loopback};
+pub use server::{ARRIVAL_LOG_CAPACITY, Arrival, FaultKind, MockServer, MockService, Outcome, is_loopback};

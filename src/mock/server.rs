@@ -22,6 +22,7 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
+use futures_util::future::BoxFuture;
 use futures_util::stream;
 use http::header::{CACHE_CONTROL, CONTENT_TYPE, ETAG, IF_NONE_MATCH};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Uri};
@@ -39,6 +40,7 @@ use super::error::MockError;
 use super::headers::write_headers;
 use super::policy::{ConcurrencyGuard, Decision, RoutePolicies};
 use crate::engine::duration_nanos;
+use crate::http::{Exchanged, Transport};
 
 /// The arrival log keeps this many of the latest requests.
 pub const ARRIVAL_LOG_CAPACITY: usize = 100_000;
@@ -112,24 +114,12 @@ impl MockServer {
         if !addr.ip().to_canonical().is_loopback() {
             return Err(MockError::NotLoopback(addr));
         }
-        config.validate()?;
+        let service = MockService::new(config)?;
         let listener = tokio::net::TcpListener::bind(addr).await.map_err(|source| MockError::Bind { addr, source })?;
         let addr = listener.local_addr().map_err(|source| MockError::Bind { addr, source })?;
         let url = Url::parse(&format!("http://{addr}/"))
             .map_err(|err| MockError::Bind { addr, source: io::Error::other(err) })?;
-
-        let rng = match config.server.seed {
-            Some(seed) => StdRng::seed_from_u64(seed),
-            None => StdRng::from_rng(&mut rand::rng()),
-        };
-        let policies = config.routes.iter().map(|r| Mutex::new(RoutePolicies::new(r.policies.clone()))).collect();
-        let shared = Arc::new(Shared {
-            config,
-            start: Instant::now(),
-            policies,
-            rng: Mutex::new(rng),
-            arrivals: Mutex::new(VecDeque::new()),
-        });
+        let shared = service.shared;
 
         let app = Router::new().fallback(handle).with_state(Arc::clone(&shared));
         let (stop, stopped) = oneshot::channel::<()>();
@@ -182,6 +172,62 @@ impl MockServer {
                 Ok(())
             }
         }
+    }
+}
+
+/// The demo API without a socket: the handler of [`MockServer`] called in this process, on
+/// the current tokio clock (its epoch is when it was made). The simulator's server: in a
+/// runtime with paused time, latency and slow bodies pass in virtual time. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct MockService {
+    shared: Arc<Shared>,
+}
+
+impl MockService {
+    /// Validates `config`; the policies' clock starts now.
+    pub fn new(config: MockConfig) -> Result<Self, MockError> {
+        config.validate()?;
+        let rng = match config.server.seed {
+            Some(seed) => StdRng::seed_from_u64(seed),
+            None => StdRng::from_rng(&mut rand::rng()),
+        };
+        let policies = config.routes.iter().map(|r| Mutex::new(RoutePolicies::new(r.policies.clone()))).collect();
+        let shared = Arc::new(Shared {
+            config,
+            start: Instant::now(),
+            policies,
+            rng: Mutex::new(rng),
+            arrivals: Mutex::new(VecDeque::new()),
+        });
+        Ok(Self { shared })
+    }
+
+    pub fn config(&self) -> &MockConfig {
+        &self.shared.config
+    }
+
+    /// The latest requests (up to [`ARRIVAL_LOG_CAPACITY`]), oldest first.
+    pub fn arrivals(&self) -> Vec<Arrival> {
+        self.shared.arrivals.lock().iter().cloned().collect()
+    }
+
+    /// Answers one request as the server would, body included (its latency and slow body take
+    /// tokio time); a connection reset fault is an `Err`.
+    pub async fn call(&self, request: http::Request<Bytes>) -> Exchanged {
+        let (parts, _) = request.into_parts();
+        let response = handle(State(Arc::clone(&self.shared)), parts.uri, parts.headers).await;
+        let (parts, body) = response.into_parts();
+        match axum::body::to_bytes(body, usize::MAX).await {
+            Ok(body) => Ok(http::Response::from_parts(parts, body)),
+            Err(err) => Err(format!("the connection was closed without a response ({err})")),
+        }
+    }
+}
+
+impl Transport for MockService {
+    fn exchange(&self, request: http::Request<Bytes>) -> BoxFuture<'static, Exchanged> {
+        let service = self.clone();
+        Box::pin(async move { service.call(request).await })
     }
 }
 

@@ -255,7 +255,7 @@ impl PathOverride {
 }
 
 /// Budgets and a concurrency cap at `at` (a host's or a path override's table).
-fn limits(
+pub(crate) fn limits(
     budgets: &[BudgetEntry],
     concurrency: Option<usize>,
     at: &FieldPath,

@@ -69,6 +69,7 @@ mod text;
 
 use std::path::PathBuf;
 
+pub(crate) use convert::limits;
 pub use demo::DEMO_TOML;
 pub use error::{FieldPath, InvalidSetting, Position, ProfileError, Segment};
 pub use model::{

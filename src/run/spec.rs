@@ -9,7 +9,7 @@ use thiserror::Error;
 use url::Url;
 
 use crate::engine::{ConfigError, LimitKey, LimiterConfig, Priority, Rate, Registry};
-use crate::http::{Adaptive, ClientError, EventSink, LimitedClient, RetryPolicy};
+use crate::http::{Adaptive, ClientBuilder, ClientError, EventSink, LimitedClient, RetryPolicy};
 use crate::store::{SharedSettings, StoreError};
 
 /// The most requests one burst may plan.
@@ -33,6 +33,19 @@ pub enum ArrivalPattern {
     Ramp { from: f64, to: f64, over: Duration },
     /// At `rate` for `duration`; the request count follows from them.
     ForDuration { rate: Rate, duration: Duration },
+}
+
+impl ArrivalPattern {
+    /// A ramp written `FROM:TO:OVER` in requests per second, e.g. `1:50:30s`.
+    pub fn parse_ramp(text: &str) -> Result<Self, String> {
+        let parts: Vec<&str> = text.split(':').collect();
+        let [from, to, over] = parts.as_slice() else {
+            return Err(format!("ramp '{text}' is not FROM:TO:OVER, e.g. 1:50:30s"));
+        };
+        let number = |part: &str| part.trim().parse::<f64>().map_err(|_| format!("ramp: '{part}' is not a number"));
+        let over = crate::engine::parse_duration(over).map_err(|err| format!("ramp: {err}"))?;
+        Ok(Self::Ramp { from: number(from)?, to: number(to)?, over })
+    }
 }
 
 /// Shares of the priority lanes (weights, need not sum to 1).
@@ -203,6 +216,11 @@ impl BurstSpec {
     /// A client for this spec: `limits` on every endpoint's host, its retry policy, adaptive if
     /// asked, budgets shared if asked (which needs a tokio runtime: the store connects lazily).
     pub fn client(&self, events: EventSink) -> Result<LimitedClient, SpecError> {
+        Ok(self.client_builder(events)?.build()?)
+    }
+
+    /// The settings of [`client`](Self::client), to add to (a seed, a transport) before building.
+    pub fn client_builder(&self, events: EventSink) -> Result<ClientBuilder, SpecError> {
         let registry = Registry::new();
         if let Some(limits) = &self.limits {
             for key in self.keys() {
@@ -222,7 +240,7 @@ impl BurstSpec {
         if let Some(shared) = &self.shared {
             builder = shared.attach(builder)?.0;
         }
-        Ok(builder.build()?)
+        Ok(builder)
     }
 }
 

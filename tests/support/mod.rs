@@ -14,6 +14,35 @@ use axum::routing::get;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
+/// A demo API config with one route like the demo's `/items`: bursts of 5, 5 per second and
+/// 100 per clock minute, IETF headers, 429 with Retry-After; `extra` adds route settings
+/// (a latency, say) as TOML lines.
+pub fn items_config(extra: &str) -> ratescope::mock::MockConfig {
+    let text = format!(
+        r#"
+[[routes]]
+prefix = "/items"
+dialect = "ietf"
+status = 429
+retry_after = true
+{extra}
+
+  [[routes.policies]]
+  name = "burst"
+  kind = "token_bucket"
+  capacity = 5
+  rate = "5/1s"
+
+  [[routes.policies]]
+  name = "minute"
+  kind = "fixed_window"
+  limit = 100
+  window = "1m"
+"#
+    );
+    ratescope::mock::MockConfig::from_toml(&text).unwrap()
+}
+
 /// One request the server saw.
 #[derive(Debug, Clone)]
 pub struct Arrival {

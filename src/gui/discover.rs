@@ -1,0 +1,136 @@
+//! The Discover window: probe a URL for its limits, read the suggestion and why, and turn it
+//! into a profile with one click.
+
+use egui::{RichText, Ui};
+
+use crate::probe::{ProbeOptions, ProbeReport};
+use crate::profile::Profile;
+
+/// What the user asked for in the window.
+#[derive(Debug)]
+pub enum DiscoverAction {
+    None,
+    /// Probe `url` with at most `max_requests` requests.
+    Probe {
+        url: url::Url,
+        max_requests: usize,
+    },
+    /// Keep this profile (made from the suggestion): select it and save it.
+    CreateProfile(Box<Profile>),
+}
+
+/// The window's state.
+#[derive(Debug)]
+pub struct Discover {
+    pub open: bool,
+    pub url: String,
+    pub max_requests: usize,
+    pub running: bool,
+    pub report: Option<Result<ProbeReport, String>>,
+    pub profile_name: String,
+}
+
+impl Default for Discover {
+    fn default() -> Self {
+        Self {
+            open: false,
+            url: String::new(),
+            max_requests: ProbeOptions::default().max_requests,
+            running: false,
+            report: None,
+            profile_name: "discovered".into(),
+        }
+    }
+}
+
+/// The label of the button that makes a profile of the suggestion.
+pub const CREATE_PROFILE_TEXT: &str = "Create profile";
+
+impl Discover {
+    /// Opens the window on `url` (the selected host and endpoint).
+    pub fn open_at(&mut self, url: String) {
+        if !self.running {
+            self.url = url;
+        }
+        self.open = true;
+    }
+
+    /// The window, when open.
+    pub fn window_ui(&mut self, ctx: &egui::Context) -> DiscoverAction {
+        let mut action = DiscoverAction::None;
+        let mut open = self.open;
+        egui::Window::new("Discover the limits").open(&mut open).default_width(520.0).show(ctx, |ui| {
+            action = self.contents_ui(ui);
+        });
+        self.open = open;
+        action
+    }
+
+    fn contents_ui(&mut self, ui: &mut Ui) -> DiscoverAction {
+        let mut action = DiscoverAction::None;
+        ui.label("Ramps carefully, reads every rate-limit header, and stops at the first refusal or as soon as the headers tell the limits.");
+        ui.horizontal(|ui| {
+            ui.label("URL");
+            ui.add(egui::TextEdit::singleline(&mut self.url).desired_width(300.0)).accessible_name("probe URL");
+            ui.label("at most");
+            ui.add(egui::DragValue::new(&mut self.max_requests).range(2..=10_000)).accessible_name("probe maximum");
+            ui.label("requests");
+        });
+        ui.horizontal(|ui| {
+            let probe = ui.add_enabled(!self.running, egui::Button::new("Probe"));
+            if probe.clicked() {
+                match url::Url::parse(self.url.trim()) {
+                    Ok(url) if matches!(url.scheme(), "http" | "https") => {
+                        self.running = true;
+                        self.report = None;
+                        action = DiscoverAction::Probe { url, max_requests: self.max_requests };
+                    }
+                    _ => self.report = Some(Err(format!("'{}' is not an http(s) URL", self.url.trim()))),
+                }
+            }
+            if self.running {
+                ui.spinner();
+                ui.label("probing…");
+            }
+        });
+        let mut failed = None;
+        match &self.report {
+            None => {}
+            Some(Err(err)) => {
+                ui.colored_label(egui::Color32::RED, err);
+            }
+            Some(Ok(report)) => {
+                ui.separator();
+                ui.label(RichText::new(report.to_string()).monospace());
+                if report.suggested.budgets.is_empty() && report.suggested.concurrency.is_none() {
+                    return action;
+                }
+                ui.horizontal(|ui| {
+                    ui.label("profile name");
+                    ui.add(egui::TextEdit::singleline(&mut self.profile_name).desired_width(140.0))
+                        .accessible_name("discovered profile name");
+                    let create =
+                        ui.button(CREATE_PROFILE_TEXT).on_hover_text("Save the suggestion as a profile and select it");
+                    if create.clicked() {
+                        match profile_of(report, &self.url, &self.profile_name) {
+                            Ok(profile) => action = DiscoverAction::CreateProfile(Box::new(profile)),
+                            Err(err) => failed = Some(err),
+                        }
+                    }
+                });
+            }
+        }
+        if let Some(err) = failed {
+            self.report = Some(Err(format!("no profile made: {err}")));
+        }
+        action
+    }
+}
+
+/// The suggestion as a profile named `name`, for the origin of `url`.
+fn profile_of(report: &ProbeReport, url: &str, name: &str) -> Result<Profile, String> {
+    let base = url::Url::parse(url.trim()).map_err(|err| err.to_string())?.origin().ascii_serialization();
+    let profile = report.to_profile(name.trim(), &base).map_err(|err| err.to_string())?;
+    profile.validate().map_err(|err| err.to_string())?;
+    Ok(profile)
+}

@@ -1,0 +1,200 @@
+//! The Simulator tab: one workload against the demo API's model, through two limiter settings
+//! side by side, in virtual time: 429s, completion time, goodput and the charts of a live run.
+
+use std::time::Duration;
+
+use egui::{RichText, Ui};
+
+use super::charts::{ChartView, charts_ui_in};
+use crate::engine::{LimiterConfig, Rate};
+use crate::http::RetryPolicy;
+use crate::mock::MockConfig;
+use crate::run::{ArrivalPattern, BurstSpec, Summary};
+use crate::sim::{DEFAULT_BASE_URL, SimOptions, Simulation, simulate};
+use crate::telemetry::Telemetry;
+
+/// Points per chart series and rows of the request log kept for each side.
+const SERIES_CAPACITY: usize = 200_000;
+const LOG_CAPACITY: usize = 20_000;
+
+/// Two simulations to run: the same workload through each side's limits.
+#[derive(Debug)]
+pub struct SimRequest {
+    pub server: MockConfig,
+    pub specs: [BurstSpec; 2],
+}
+
+/// One side's outcome, with its charts' data.
+#[derive(Debug)]
+pub struct SideResult {
+    pub summary: Summary,
+    pub telemetry: Telemetry,
+    pub real_time: Duration,
+}
+
+/// Runs both sides (blocking: the backend calls it off its runtime).
+pub fn run_both(request: SimRequest) -> Result<Box<[SideResult; 2]>, String> {
+    let options = SimOptions { record: true, ..SimOptions::default() };
+    let [a, b] = request.specs;
+    let side = |spec: BurstSpec| -> Result<SideResult, String> {
+        let simulation = simulate(&request.server, spec, &options).map_err(|err| err.to_string())?;
+        Ok(side_result(simulation))
+    };
+    Ok(Box::new([side(a)?, side(b)?]))
+}
+
+fn side_result(simulation: Simulation) -> SideResult {
+    let mut telemetry = Telemetry::new(simulation.origin, SERIES_CAPACITY, LOG_CAPACITY);
+    let mut snapshots = simulation.snapshots.iter().peekable();
+    // Interleave by time, as a live run would have them.
+    for event in &simulation.events {
+        while let Some(batch) = snapshots.next_if(|batch| batch.first().is_some_and(|s| s.at <= event.at)) {
+            telemetry.sample(batch);
+        }
+        telemetry.ingest(event);
+    }
+    for batch in snapshots {
+        telemetry.sample(batch);
+    }
+    SideResult { summary: simulation.summary, telemetry, real_time: simulation.real_time }
+}
+
+/// The tab's state: the workload, the two settings, the last results.
+#[derive(Debug)]
+pub struct SimulatorTab {
+    pub path: String,
+    pub count: usize,
+    /// Arrival rate such as `10/1s`; empty for all at once.
+    pub arrival_rate: String,
+    pub retries: u32,
+    /// Each side's limits in the one-line form: `bucket 5 @ 5/1s, window 100/1m, concurrency 4`.
+    pub limits: [String; 2],
+    pub running: bool,
+    pub results: Option<Box<[SideResult; 2]>>,
+    pub error: Option<String>,
+    views: [ChartView; 2],
+}
+
+impl Default for SimulatorTab {
+    fn default() -> Self {
+        Self {
+            path: "/items".into(),
+            count: 150,
+            arrival_rate: String::new(),
+            retries: 9,
+            limits: ["bucket 5 @ 5/1s, window 100/1m".into(), "bucket 8 @ 8/1s".into()],
+            running: false,
+            results: None,
+            error: None,
+            views: [ChartView { window_s: f64::INFINITY, ..ChartView::default() }; 2],
+        }
+    }
+}
+
+/// Side labels.
+const SIDES: [&str; 2] = ["A", "B"];
+
+impl SimulatorTab {
+    /// The two bursts to simulate, or what is wrong with the form.
+    pub fn request(&self) -> Result<SimRequest, String> {
+        let url = url::Url::parse(DEFAULT_BASE_URL)
+            .and_then(|base| base.join(self.path.trim()))
+            .map_err(|err| format!("path '{}': {err}", self.path))?;
+        let arrival = match self.arrival_rate.trim() {
+            "" => ArrivalPattern::AllAtOnce,
+            text => {
+                ArrivalPattern::FixedRate(text.parse::<Rate>().map_err(|err| format!("arrival rate '{text}': {err}"))?)
+            }
+        };
+        let retry = RetryPolicy { max_attempts: self.retries.saturating_add(1), ..RetryPolicy::default() };
+        let spec = |index: usize| -> Result<BurstSpec, String> {
+            let text = self.limits[index].trim();
+            let limits = if text.eq_ignore_ascii_case("none") {
+                None
+            } else {
+                Some(LimiterConfig::parse_described(text).map_err(|err| format!("{}: {err}", SIDES[index]))?)
+            };
+            let spec = BurstSpec { arrival, limits, retry: retry.clone(), ..BurstSpec::get(url.clone(), self.count) };
+            spec.validate().map_err(|err| format!("{}: {err}", SIDES[index]))?;
+            Ok(spec)
+        };
+        let server = MockConfig::demo().map_err(|err| err.to_string())?;
+        Ok(SimRequest { server, specs: [spec(0)?, spec(1)?] })
+    }
+
+    /// The tab. Returns the request to simulate when "Run both" was pressed and the form is valid.
+    pub fn simulator_ui(&mut self, ui: &mut Ui) -> Option<SimRequest> {
+        let mut wanted = None;
+        ui.horizontal_wrapped(|ui| {
+            ui.strong("Workload");
+            ui.label("demo API path");
+            ui.add(egui::TextEdit::singleline(&mut self.path).desired_width(90.0)).accessible_name("simulated path");
+            ui.label("n");
+            ui.add(egui::DragValue::new(&mut self.count).range(1..=1_000_000).speed(5.0))
+                .accessible_name("simulated request count");
+            ui.label("arrival rate");
+            ui.add(egui::TextEdit::singleline(&mut self.arrival_rate).desired_width(70.0).hint_text("all at once"))
+                .accessible_name("simulated arrival rate")
+                .on_hover_text("e.g. 10/1s; empty: every request at once");
+            ui.label("retries");
+            ui.add(egui::DragValue::new(&mut self.retries).range(0..=50)).accessible_name("simulated retries");
+        });
+        ui.horizontal_wrapped(|ui| {
+            for (index, label) in SIDES.iter().enumerate() {
+                ui.strong(format!("Limits {label}"));
+                ui.add(egui::TextEdit::singleline(&mut self.limits[index]).desired_width(260.0))
+                    .accessible_name(format!("limits {label}"))
+                    .on_hover_text("bucket 5 @ 5/1s, window 100/1m, concurrency 4 (comma-separated), or none");
+            }
+            let run = ui.add_enabled(!self.running, egui::Button::new("Run both"));
+            if run.on_hover_text("Simulate the workload through both limits, in virtual time").clicked() {
+                match self.request() {
+                    Ok(request) => {
+                        self.error = None;
+                        self.running = true;
+                        wanted = Some(request);
+                    }
+                    Err(err) => self.error = Some(err),
+                }
+            }
+            if self.running {
+                ui.spinner();
+            }
+        });
+        if let Some(err) = &self.error {
+            ui.colored_label(egui::Color32::RED, err);
+        }
+        ui.separator();
+        let Some(results) = &self.results else {
+            ui.label(RichText::new("Run both to compare the two limits on the same workload.").weak());
+            return wanted;
+        };
+        ui.columns(2, |columns| {
+            for (index, (ui, result)) in columns.iter_mut().zip(results.iter()).enumerate() {
+                ui.push_id(("simulated side", index), |ui| {
+                    side_ui(ui, SIDES[index], result, &mut self.views[index]);
+                });
+            }
+        });
+        wanted
+    }
+}
+
+fn side_ui(ui: &mut Ui, label: &str, result: &SideResult, view: &mut ChartView) {
+    let summary = &result.summary;
+    let refused = summary.status_counts.get("429").copied().unwrap_or(0);
+    let goodput = if summary.elapsed_s > 0.0 { summary.succeeded as f64 / summary.elapsed_s } else { 0.0 };
+    ui.heading(format!("{label}: {}", summary.limiter));
+    ui.label(
+        RichText::new(format!(
+            "{refused} × 429 · done in {:.1}s · goodput {goodput:.2}/s · simulated in {:.0} ms",
+            summary.elapsed_s,
+            result.real_time.as_secs_f64() * 1000.0
+        ))
+        .strong(),
+    );
+    egui::CollapsingHeader::new("summary").id_salt("summary").show(ui, |ui| {
+        ui.label(RichText::new(summary.to_string()).monospace());
+    });
+    charts_ui_in(ui, &result.telemetry, view, ui.scope_id().with(("simulated side", label)));
+}

@@ -1,0 +1,794 @@
+//! Discovery: find an API's limits with as few requests (and refusals) as possible, and
+//! suggest limiter settings with a safety margin, a confidence and the reasons.
+//!
+//! The probe sends one request at a time through a [`LimitedClient`] that neither limits nor
+//! retries (so every 429 it meets is its own), never more than [`ProbeOptions::max_requests`],
+//! and reads every response with the header parser ([`RateLimitInfo`]). Three paths:
+//!
+//! 1. **The headers publish every limit with its window** (IETF `RateLimit-Policy`, one item
+//!    per policy): one request is enough. Each policy becomes a sliding window of its size
+//!    (safe whether the server counts with a bucket, a fixed or a sliding window); several
+//!    policies are stacked windows, and all are kept. A policy with a quota but neither
+//!    window nor reset is read as a concurrency limit.
+//! 2. **The headers give limit, remaining and reset but no window** (`X-RateLimit-*`,
+//!    GitHub, the older IETF trio): requests go one after another while `remaining` says
+//!    there is room, so no request is refused; when it reaches 0 the probe waits out the
+//!    reset and sends one more. The reset when empty is the time to restore the whole quota;
+//!    the reset after one request on a restored quota tells a bucket (short: it refills
+//!    gradually) from a window (the whole window).
+//! 3. **No rate-limit headers**: requests go one after another until the first refusal; the
+//!    number that passed is the burst capacity. If its `Retry-After` is 2 s or more, the
+//!    probe waits it out and sends as many again: if all pass, the quota came back at once
+//!    (a window of that many per the time it took); if not, it is a slow bucket, whose rate
+//!    follows from how many passed. A shorter (or no) `Retry-After` means a fast refill: a
+//!    careful ramp (one request per second, 10% faster each time) runs from the refusal
+//!    until the next one; the rate lies between the slowest refill that lets every request
+//!    that passed through and the one that would have let the refusal through too. A bucket found this way counts as two discoveries, its capacity and its
+//!    rate, each costing one refusal.
+//!
+//! Every suggestion keeps a margin below what was found ([`ProbeOptions::margin`], 5% by
+//! default): fewer requests per window, or, where that would round to the same whole
+//! number, a longer window.
+
+mod report;
+
+use std::time::Duration;
+
+use http::{HeaderMap, Method};
+use thiserror::Error;
+use tokio::time::Instant;
+use url::Url;
+
+pub use report::{Confidence, ProbeReport, SuggestedBudget, Suggestion};
+
+use crate::engine::format_wait;
+use crate::http::headers::ServerBudget;
+use crate::http::{ClientBuilder, ClientError, LimitedClient, RateLimitInfo, RequestSpec, RetryPolicy};
+use report::trim;
+
+/// Tries for a first answer when the server errs or drops the connection.
+const FIRST_TRIES: usize = 3;
+
+/// Each request of a ramp comes this much sooner than the one before.
+const RAMP_STEP: f64 = 1.1;
+
+/// How a probe runs.
+#[derive(Debug, Clone)]
+pub struct ProbeOptions {
+    /// The most requests the probe may send (it never sends more).
+    pub max_requests: usize,
+    /// The share kept below what was found, between 0 and 0.5.
+    pub margin: f64,
+    pub method: Method,
+    /// Sent with every request (an API key, for instance).
+    pub headers: HeaderMap,
+    /// The longest single wait (for a reset or a Retry-After); a longer one ends the probe.
+    pub max_wait: Duration,
+}
+
+impl Default for ProbeOptions {
+    fn default() -> Self {
+        Self {
+            max_requests: 100,
+            margin: 0.05,
+            method: Method::GET,
+            headers: HeaderMap::new(),
+            max_wait: Duration::from_secs(15 * 60),
+        }
+    }
+}
+
+/// Why a probe could not run or finish.
+#[derive(Debug, Error)]
+pub enum ProbeError {
+    #[error("the probe needs at least {min} requests (--max-requests {given})")]
+    TooFewRequests { min: usize, given: usize },
+    #[error("margin {0} is not a share between 0 and 0.5")]
+    Margin(f64),
+    #[error("{url} did not answer the first requests with a success (last: {last}); probe a URL that answers 2xx")]
+    FirstStatus { url: Url, last: String },
+    #[error(transparent)]
+    Client(#[from] ClientError),
+}
+
+/// A client for probing: no limiter and no retries, whatever `builder` held.
+fn client(builder: ClientBuilder) -> Result<LimitedClient, ClientError> {
+    let never = RetryPolicy { max_attempts: 1, retry_statuses: Vec::new(), ..RetryPolicy::default() };
+    builder.registry(Default::default()).adaptive(Default::default()).retry(never).build()
+}
+
+/// Probes `url`. `builder` supplies the transport settings (tests pass one without timers, or
+/// with an in-process transport); its limits and retry policy are replaced.
+pub async fn probe(builder: ClientBuilder, url: &Url, options: &ProbeOptions) -> Result<ProbeReport, ProbeError> {
+    if options.max_requests < 2 {
+        return Err(ProbeError::TooFewRequests { min: 2, given: options.max_requests });
+    }
+    if !(0.0..=0.5).contains(&options.margin) {
+        return Err(ProbeError::Margin(options.margin));
+    }
+    let mut prober = Prober {
+        client: client(builder)?,
+        url: url.clone(),
+        options: options.clone(),
+        start: Instant::now(),
+        samples: Vec::new(),
+        evidence: Vec::new(),
+    };
+    let found = prober.run().await?;
+    Ok(prober.report(found))
+}
+
+/// One response.
+#[derive(Debug, Clone)]
+struct Sample {
+    /// When it was sent, in seconds since the probe started.
+    sent: f64,
+    /// When it was answered.
+    answered: f64,
+    status: u16,
+    info: RateLimitInfo,
+}
+
+impl Sample {
+    fn refused(&self) -> bool {
+        self.info.throttled || self.status == 429
+    }
+
+    /// Answered normally: what counts as a request the limit let through.
+    fn passed(&self) -> bool {
+        (200..400).contains(&self.status) && !self.refused()
+    }
+}
+
+/// What a path concluded, before the report is assembled.
+struct Found {
+    suggested: Suggestion,
+    confidence: Confidence,
+    reasons: Vec<String>,
+    discovered: usize,
+}
+
+struct Prober {
+    client: LimitedClient,
+    url: Url,
+    options: ProbeOptions,
+    start: Instant,
+    samples: Vec<Sample>,
+    evidence: Vec<String>,
+}
+
+impl Prober {
+    fn now(&self) -> f64 {
+        self.start.elapsed().as_secs_f64()
+    }
+
+    fn left(&self) -> usize {
+        self.options.max_requests.saturating_sub(self.samples.len())
+    }
+
+    /// Sends one request; `None` when the maximum is reached.
+    async fn send(&mut self) -> Result<Option<Sample>, ProbeError> {
+        if self.left() == 0 {
+            return Ok(None);
+        }
+        let mut request = RequestSpec::new(self.options.method.clone(), self.url.clone());
+        request.headers = self.options.headers.clone();
+        let sent = self.now();
+        let sample = match self.client.send(request).await {
+            Ok(response) => {
+                Sample { sent, answered: self.now(), status: response.status.as_u16(), info: response.rate_limit }
+            }
+            // A dropped connection is not a refusal: note it and go on.
+            Err(ClientError::Transport { message, .. }) => {
+                self.evidence.push(format!("request {}: no response ({message})", self.samples.len() + 1));
+                Sample {
+                    sent,
+                    answered: self.now(),
+                    status: 0,
+                    info: RateLimitInfo::parse(None, &HeaderMap::new(), None, std::time::SystemTime::now()),
+                }
+            }
+            Err(err) => return Err(err.into()),
+        };
+        self.samples.push(sample.clone());
+        Ok(Some(sample))
+    }
+
+    /// Waits `wait`, unless it is longer than allowed (then says so and returns `false`).
+    async fn wait(&mut self, wait: Duration) -> bool {
+        if wait > self.options.max_wait {
+            self.evidence.push(format!(
+                "the next step needs a wait of {}, longer than the {} allowed: stopped",
+                format_wait(wait),
+                format_wait(self.options.max_wait)
+            ));
+            return false;
+        }
+        tokio::time::sleep(wait).await;
+        true
+    }
+
+    async fn run(&mut self) -> Result<Found, ProbeError> {
+        // A server error or a dropped connection may be passing: the first answer gets three tries.
+        let first = loop {
+            let Some(sample) = self.send().await? else {
+                return Err(ProbeError::TooFewRequests { min: 2, given: self.options.max_requests });
+            };
+            if sample.passed() || sample.refused() {
+                break sample;
+            }
+            let passing = sample.status == 0 || sample.status >= 500;
+            if !passing || self.samples.len() >= FIRST_TRIES {
+                let last = if sample.status == 0 { "no response".to_owned() } else { sample.status.to_string() };
+                return Err(ProbeError::FirstStatus { url: self.url.clone(), last });
+            }
+        };
+        let budgets = request_budgets(&first.info);
+        self.evidence.push(format!("request {}: {}", self.samples.len(), describe_response(&first)));
+        if !budgets.is_empty()
+            && budgets.iter().all(|b| b.limit.is_some() && (b.window.is_some() || b.reset_after.is_none()))
+        {
+            return Ok(self.published(&budgets));
+        }
+        if let Some(budget) = budgets.iter().find(|b| b.limit.is_some() && b.remaining.is_some()) {
+            let budget = (*budget).clone();
+            return self.drain(budget).await;
+        }
+        self.without_headers(first).await
+    }
+
+    /// Path 1: every limit and its window is in the headers.
+    fn published(&mut self, budgets: &[&ServerBudget]) -> Found {
+        let margin = self.options.margin;
+        let mut suggested = Suggestion::default();
+        for budget in budgets {
+            let limit = budget.limit.unwrap_or(1.0).floor().max(1.0) as u64;
+            match budget.window {
+                Some(window) => {
+                    suggested.budgets.push(window_with_margin(&budget.name, limit, window.as_secs_f64(), margin))
+                }
+                None => {
+                    let cap = limit as usize;
+                    suggested.concurrency = Some(suggested.concurrency.map_or(cap, |c| c.min(cap)));
+                }
+            }
+        }
+        let source = budgets.first().map_or("headers", |b| b.source.as_str()).to_owned();
+        let mut reasons =
+            vec![format!("the server publishes every limit with its window ({source}): one request was enough")];
+        let windows = suggested.budgets.len();
+        if windows > 1 {
+            reasons
+                .push(format!("stacked windows: {windows} limits apply at once, and the suggestion keeps all of them"));
+        }
+        reasons.push(
+            "a sliding window of the published size is safe whether the server counts with a bucket, a fixed or a sliding window"
+                .into(),
+        );
+        if suggested.concurrency.is_some() {
+            reasons.push("a policy with a quota but no window or reset is read as a concurrency limit".into());
+        }
+        reasons.push(margin_reason(margin));
+        Found { discovered: budgets.len(), suggested, confidence: Confidence::High, reasons }
+    }
+
+    /// Path 2: limit, remaining and reset, but no window: spend what `remaining` allows, wait
+    /// out the reset, look once more.
+    async fn drain(&mut self, budget: ServerBudget) -> Result<Found, ProbeError> {
+        let margin = self.options.margin;
+        let limit = budget.limit.unwrap_or(1.0).floor().max(1.0) as u64;
+        let name = budget.name.clone();
+        let mut remaining = budget.remaining.unwrap_or(0.0);
+        let mut reset = budget.reset_after.unwrap_or_default();
+        let first_reset = reset;
+        let mut longest_reset = reset;
+        let mut spent = 1u64;
+        let drain_start = self.samples.len();
+        // Refused although room was said to remain, or the budget stopped being reported.
+        let mut interrupted = false;
+        while remaining >= 1.0 {
+            let Some(sample) = self.send().await? else { break };
+            if sample.status == 0 {
+                continue;
+            }
+            if sample.refused() {
+                interrupted = true;
+                self.evidence.push(format!(
+                    "request {}: refused although {} were said to remain",
+                    self.samples.len(),
+                    remaining
+                ));
+                break;
+            }
+            let Some(now) = same_budget(&sample.info, &name, limit) else {
+                self.evidence.push(format!("request {}: {}", self.samples.len(), describe_response(&sample)));
+                interrupted = true;
+                break;
+            };
+            spent += 1;
+            remaining = now.remaining.unwrap_or(0.0);
+            reset = now.reset_after.unwrap_or_default();
+            longest_reset = longest_reset.max(reset);
+        }
+        if interrupted {
+            return Ok(self.unfinished_window(&name, limit, longest_reset));
+        }
+        let drain_time =
+            self.samples.last().map_or(0.0, |s| s.answered) - self.samples[drain_start.saturating_sub(1)].sent;
+        if remaining >= 1.0 {
+            self.evidence.push(format!(
+                "'{name}': {spent} requests in {:.2}s left {remaining} of {limit}; the maximum was reached before it ran out",
+                drain_time
+            ));
+            // Not drained. A reset that grew as requests were spent is a bucket's time to refill:
+            // stretch it as if the rest had been spent too. One that did not is a window's end:
+            // the window is at least that long; take the next whole second, minute, hour or day.
+            let grew = longest_reset > first_reset + Duration::from_secs(1);
+            let (period, how) = if grew {
+                (
+                    longest_reset.as_secs_f64().max(1.0) * limit as f64 / spent.max(1) as f64,
+                    "the reset grew as requests were spent (a refill): it is scaled as if all had been spent",
+                )
+            } else {
+                (
+                    natural_period(longest_reset.as_secs_f64()),
+                    "the reset did not grow (a window's end): the window is taken as the next whole second, minute, hour or day",
+                )
+            };
+            return Ok(Found {
+                suggested: Suggestion {
+                    budgets: vec![window_with_margin(&name, limit, period, margin)],
+                    concurrency: None,
+                },
+                confidence: Confidence::Low,
+                reasons: vec![
+                    format!(
+                        "the headers give a limit of {limit} but no window, and --max-requests was too small to spend it"
+                    ),
+                    how.into(),
+                    margin_reason(margin),
+                ],
+                discovered: 1,
+            });
+        }
+        self.evidence.push(format!(
+            "'{name}': the quota of {limit} was spent in {spent} requests over {drain_time:.2}s, none refused; empty, it resets in {}",
+            format_wait(reset)
+        ));
+        let empty_reset = reset;
+        if !self.wait(empty_reset + Duration::from_millis(20)).await {
+            return Ok(self.unfinished_window(&name, limit, longest_reset));
+        }
+        let Some(after) = self.send().await? else { return Ok(self.unfinished_window(&name, limit, longest_reset)) };
+        let restored =
+            same_budget(&after.info, &name, limit).filter(|b| b.remaining.is_some_and(|r| r + 1.0 >= limit as f64));
+        let Some(restored) = restored.cloned() else {
+            self.evidence.push(format!("after the reset: {}", describe_response(&after)));
+            return Ok(self.unfinished_window(&name, limit, longest_reset));
+        };
+        let one_reset = restored.reset_after.unwrap_or_default();
+        self.evidence.push(format!(
+            "after waiting out the reset, one request on the restored quota resets in {}",
+            format_wait(one_reset)
+        ));
+        let empty = empty_reset.as_secs_f64().max(one_reset.as_secs_f64()).max(0.001);
+        let (budget, kind) = if one_reset.as_secs_f64() * 2.0 < empty_reset.as_secs_f64() {
+            let per_s = limit as f64 / empty_reset.as_secs_f64();
+            (
+                bucket_with_margin(&name, limit, per_s, margin),
+                format!("a bucket of {limit} refilling {}/s", trim(per_s)),
+            )
+        } else {
+            (window_with_margin(&name, limit, empty, margin), format!("a window of {limit} per {}s", trim(empty)))
+        };
+        let reasons = vec![
+            format!("the headers ({}) give the limit and the reset but no window", source_of(&after.info, &name)),
+            format!(
+                "empty, the quota took {} to come back; after one request on a full quota, {}: {kind}",
+                format_wait(empty_reset),
+                format_wait(one_reset)
+            ),
+            "resets are whole seconds, so the window is known to about a second".into(),
+            margin_reason(margin),
+        ];
+        Ok(Found {
+            suggested: Suggestion { budgets: vec![budget], concurrency: None },
+            confidence: Confidence::Medium,
+            reasons,
+            discovered: 1,
+        })
+    }
+
+    fn unfinished_window(&self, name: &str, limit: u64, longest_reset: Duration) -> Found {
+        let period = longest_reset.as_secs_f64().max(1.0);
+        Found {
+            suggested: Suggestion {
+                budgets: vec![window_with_margin(name, limit, period, self.options.margin)],
+                concurrency: None,
+            },
+            confidence: Confidence::Low,
+            reasons: vec![
+                format!("the quota of {limit} was spent, but how it comes back could not be seen cleanly"),
+                "the window is the longest reset seen".into(),
+                margin_reason(self.options.margin),
+            ],
+            discovered: 1,
+        }
+    }
+
+    /// Path 3: no rate-limit headers: the first refusal shows the burst, then the refill is measured.
+    async fn without_headers(&mut self, first: Sample) -> Result<Found, ProbeError> {
+        let margin = self.options.margin;
+        let mut refusal = first.refused().then_some(first);
+        while refusal.is_none() {
+            match self.send().await? {
+                Some(sample) if sample.refused() => refusal = Some(sample),
+                Some(_) => {}
+                None => break,
+            }
+        }
+        // Errors and dropped connections were let through (and counted) by the limit too.
+        let passed: Vec<Sample> = self.samples.iter().filter(|s| !s.refused()).cloned().collect();
+        let Some(refusal) = refusal else {
+            let span = self.now();
+            self.evidence.push(format!(
+                "{} requests one after another over {span:.2}s: all passed, none refused, no rate-limit header",
+                passed.len()
+            ));
+            return Ok(Found {
+                suggested: Suggestion::default(),
+                confidence: Confidence::Low,
+                reasons: vec![
+                    "no limit was met within --max-requests sent one at a time, and the headers say nothing".into(),
+                    "raise --max-requests to look further, or send concurrently with `ratescope burst`".into(),
+                ],
+                discovered: 0,
+            });
+        };
+        let n1 = passed.len() as u64;
+        if n1 == 0 {
+            return Ok(self.refused_at_once(&refusal));
+        }
+        let t_first = passed[0].sent;
+        let t1 = refusal.sent;
+        let retry_after = refusal.info.retry_after;
+        self.evidence.push(format!(
+            "{n1} requests one after another passed in {:.2}s; request {} was refused ({}{})",
+            t1 - t_first,
+            self.samples.len(),
+            refusal.status,
+            retry_after
+                .map_or_else(|| ", no Retry-After".to_owned(), |ra| format!(", Retry-After {}", format_wait(ra)))
+        ));
+        match retry_after {
+            Some(ra) if ra >= Duration::from_secs(2) => self.window_or_slow_bucket(n1, t_first, &refusal, ra).await,
+            _ => self.ramp_refill(n1, t_first, &refusal, retry_after.unwrap_or(Duration::from_secs(1))).await,
+        }
+        .map(|mut found| {
+            found.reasons.push(margin_reason(margin));
+            found
+        })
+    }
+
+    fn refused_at_once(&mut self, refusal: &Sample) -> Found {
+        self.evidence.push(format!("the very first request was refused: {}", describe_response(refusal)));
+        Found {
+            suggested: Suggestion::default(),
+            confidence: Confidence::Low,
+            reasons: vec![
+                "the API refused the first request: its quota is spent (by someone else?); probe again later".into(),
+            ],
+            discovered: 0,
+        }
+    }
+
+    /// A long Retry-After: wait it out and send as many again. All pass: a window. Some: a slow bucket.
+    async fn window_or_slow_bucket(
+        &mut self,
+        n1: u64,
+        t_first: f64,
+        refusal: &Sample,
+        ra: Duration,
+    ) -> Result<Found, ProbeError> {
+        let margin = self.options.margin;
+        if !self.wait(ra + Duration::from_millis(20)).await {
+            return Ok(self.burst_only(n1, ra));
+        }
+        let reopened = self.now();
+        let mut passed = Vec::new();
+        let mut refused = false;
+        while (passed.len() as u64) < n1 {
+            match self.send().await? {
+                Some(sample) if sample.refused() => {
+                    refused = true;
+                    break;
+                }
+                Some(sample) => passed.push(sample),
+                None => break,
+            }
+        }
+        let k = passed.len() as u64;
+        if !refused && k == n1 {
+            let window = reopened - t_first;
+            self.evidence.push(format!(
+                "after waiting out Retry-After, all {n1} passed again at once: a window of {n1} per at most {}s",
+                trim(window)
+            ));
+            return Ok(Found {
+                suggested: Suggestion { budgets: vec![window_with_margin("window", n1, window, margin)], concurrency: None },
+                confidence: Confidence::Medium,
+                reasons: vec![
+                    "no rate-limit headers: the limit was found by the first refusal".into(),
+                    format!("the whole quota came back at once after Retry-After: a window, measured from the first request to its reopening ({}s, Retry-After has whole seconds)", trim(window)),
+                    "counting from the first request, the window can only be overestimated, which errs on the safe side".into(),
+                ],
+                discovered: 1,
+            });
+        }
+        if !refused {
+            return Ok(self.burst_only(n1, ra));
+        }
+        let last = passed.last().map_or(reopened, |s| s.sent);
+        let per_s = (k.max(1) as f64) / (last - refusal.sent).max(0.001);
+        self.evidence.push(format!(
+            "after waiting out Retry-After, {k} of {n1} passed before the next refusal: the quota comes back gradually, about {}/s",
+            trim(per_s)
+        ));
+        let capacity = n1;
+        Ok(Found {
+            suggested: Suggestion {
+                budgets: vec![bucket_with_margin("bucket", capacity, per_s, margin)],
+                concurrency: None,
+            },
+            confidence: if k >= 5 { Confidence::Medium } else { Confidence::Low },
+            reasons: vec![
+                format!("no rate-limit headers: the first refusal showed a burst of {n1}"),
+                format!("only {k} came back after Retry-After: a slow bucket, whose rate follows from them"),
+                "a bucket costs two refusals to find: one for its capacity, one for its rate".into(),
+            ],
+            discovered: 2,
+        })
+    }
+
+    fn burst_only(&mut self, n1: u64, ra: Duration) -> Found {
+        let window = ra.as_secs_f64().max(1.0);
+        Found {
+            suggested: Suggestion {
+                budgets: vec![window_with_margin("window", n1, window, self.options.margin)],
+                concurrency: None,
+            },
+            confidence: Confidence::Low,
+            reasons: vec![
+                format!("no rate-limit headers: the first refusal showed a burst of {n1}"),
+                "what comes back after Retry-After could not be measured: the window is a guess".into(),
+            ],
+            discovered: 1,
+        }
+    }
+
+    /// A short (or no) Retry-After: from the refusal on, a careful ramp until the next refusal;
+    /// the rate lies between what lets every success through and what would have let the refusal through.
+    async fn ramp_refill(
+        &mut self,
+        n1: u64,
+        t_first: f64,
+        refusal: &Sample,
+        first_gap: Duration,
+    ) -> Result<Found, ProbeError> {
+        let margin = self.options.margin;
+        let mut gap = first_gap.max(Duration::from_secs(1));
+        let mut passed = Vec::new();
+        let mut refused_at = None;
+        let cap = (4 * n1 + 20) as usize;
+        while passed.len() < cap {
+            if !self.wait(gap).await {
+                break;
+            }
+            match self.send().await? {
+                Some(sample) if sample.refused() => {
+                    refused_at = Some(sample.sent);
+                    break;
+                }
+                Some(sample) => passed.push(sample.sent),
+                None => break,
+            }
+            gap = gap.mul_f64(1.0 / RAMP_STEP);
+            if gap < Duration::from_millis(1) {
+                gap = Duration::ZERO;
+            }
+        }
+        let t1 = refusal.sent;
+        let burst_time = (t1 - t_first).max(0.0);
+        let (per_s, upper) = fitted_refill(&passed, refused_at, t1, n1 as f64, burst_time);
+        let capacity = ((n1 as f64 + 0.5 - per_s * burst_time).floor() as u64).clamp(1, n1);
+        let k = passed.len();
+        self.evidence.push(match refused_at {
+            Some(at) => format!(
+                "from the refusal on, a ramp from one request per {} ({}% faster each time): {k} passed, refused after {:.2}s",
+                format_wait(first_gap.max(Duration::from_secs(1))),
+                trim((RAMP_STEP - 1.0) * 100.0),
+                at - t1
+            ),
+            None => format!("from the refusal on, a ramp: all {k} passed (no second refusal)"),
+        });
+        let bracket = upper.map_or_else(|| "at least".to_owned(), |upper| format!("below {}/s and", trim(upper)));
+        self.evidence.push(format!(
+            "a bucket refilling {bracket} fast enough for all {k} fits at about {}/s; less the refill during the first burst, the capacity is {capacity}",
+            trim(per_s)
+        ));
+        let mut reasons = vec![
+            format!("no rate-limit headers: the first refusal showed a burst of {n1}"),
+            "Retry-After was short: the quota refills gradually (a bucket); a ramp after the refusal measured the refill".into(),
+            "a bucket costs two refusals to find: one for its capacity, one for its rate".into(),
+        ];
+        let confidence = if refused_at.is_some() && k >= 10 {
+            Confidence::Medium
+        } else {
+            reasons.push("few requests passed during the ramp: the rate is rough".into());
+            Confidence::Low
+        };
+        Ok(Found {
+            suggested: Suggestion {
+                budgets: vec![bucket_with_margin("bucket", capacity, per_s, margin)],
+                concurrency: None,
+            },
+            confidence,
+            reasons,
+            discovered: if refused_at.is_some() { 2 } else { 1 },
+        })
+    }
+
+    fn report(&self, found: Found) -> ProbeReport {
+        ProbeReport {
+            suggested: found.suggested,
+            evidence: self.evidence.clone(),
+            requests_used: self.samples.len(),
+            confidence: found.confidence,
+            reasons: found.reasons,
+            throttled: self.samples.iter().filter(|s| s.refused()).count(),
+            discovered: found.discovered,
+            elapsed_s: self.now(),
+        }
+    }
+}
+
+/// A bucket that was refused at `t0` (holding half a token then) and refills at `rate`, up to
+/// `n1 + 0.5 - rate * burst_time` (the capacity that explains a burst of `n1` over `burst_time`
+/// ending in a refusal): does it admit a request at each of `times`?
+fn bucket_admits(times: &[f64], t0: f64, n1: f64, burst_time: f64, rate: f64) -> bool {
+    let capacity = (n1 + 0.5 - rate * burst_time).max(1.0);
+    let (mut tokens, mut last) = (0.5f64, t0);
+    times.iter().all(|&t| {
+        tokens = (tokens + rate * (t - last).max(0.0)).min(capacity);
+        last = t;
+        let ok = tokens >= 1.0 - 1e-9;
+        tokens -= 1.0;
+        ok
+    })
+}
+
+/// The smallest rate for which `admits` holds (it holds for every faster one), by bisection.
+fn smallest_rate(admits: impl Fn(f64) -> bool) -> Option<f64> {
+    let (mut low, mut high) = (1e-6f64, 1e6f64);
+    if !admits(high) {
+        return None;
+    }
+    if admits(low) {
+        return Some(low);
+    }
+    for _ in 0..100 {
+        let mid = (low * high).sqrt();
+        if admits(mid) { high = mid } else { low = mid }
+    }
+    Some(high)
+}
+
+/// The refill rate that explains a ramp: at least what lets every success through, less than
+/// what would have let the refusal through too; the middle of the two when both are known.
+fn fitted_refill(passed: &[f64], refused_at: Option<f64>, t0: f64, n1: f64, burst_time: f64) -> (f64, Option<f64>) {
+    let lowest = smallest_rate(|rate| bucket_admits(passed, t0, n1, burst_time, rate)).unwrap_or(1e-6);
+    let highest = refused_at.and_then(|at| {
+        let mut all = passed.to_vec();
+        all.push(at);
+        smallest_rate(|rate| bucket_admits(&all, t0, n1, burst_time, rate))
+    });
+    (highest.map_or(lowest, |high| (lowest + high) / 2.0), highest)
+}
+
+/// Budgets counting requests (tokens and points are another matter).
+fn request_budgets(info: &RateLimitInfo) -> Vec<&ServerBudget> {
+    info.budgets.iter().filter(|b| b.unit == "requests").collect()
+}
+
+/// The budget named `name` with limit `limit` in `info`, if the server still reports it.
+fn same_budget<'a>(info: &'a RateLimitInfo, name: &str, limit: u64) -> Option<&'a ServerBudget> {
+    info.budgets.iter().find(|b| b.name == name && b.limit.is_some_and(|l| l.floor() as u64 == limit))
+}
+
+/// The dialect that reported the budget `name` (e.g. `x-ratelimit`, `github`).
+fn source_of(info: &RateLimitInfo, name: &str) -> String {
+    info.budgets.iter().find(|b| b.name == name).map_or_else(|| "headers".to_owned(), |b| b.source.clone())
+}
+
+/// The shortest of 1 s, 1 min, 1 h, 1 day (or whole days) that is at least `seconds`.
+fn natural_period(seconds: f64) -> f64 {
+    [1.0, 60.0, 3600.0, 86_400.0]
+        .into_iter()
+        .find(|period| *period >= seconds)
+        .unwrap_or_else(|| (seconds / 86_400.0).ceil() * 86_400.0)
+}
+
+/// A sliding window `margin` below `limit` per `window_s`: fewer requests, or (when that rounds to
+/// the same number) a longer window.
+fn window_with_margin(name: &str, limit: u64, window_s: f64, margin: f64) -> SuggestedBudget {
+    let cut = (limit as f64 * margin).floor() as u64;
+    let (limit, window_s) = if cut >= 1 { (limit - cut, window_s) } else { (limit, window_s * (1.0 + margin)) };
+    SuggestedBudget::SlidingWindow { name: name.to_owned(), limit: limit.max(1), window_s: round3(window_s) }
+}
+
+/// A token bucket `margin` below: the rate always, the capacity when that is at least one whole request.
+fn bucket_with_margin(name: &str, capacity: u64, per_s: f64, margin: f64) -> SuggestedBudget {
+    let cut = (capacity as f64 * margin).floor() as u64;
+    SuggestedBudget::TokenBucket {
+        name: name.to_owned(),
+        capacity: capacity.saturating_sub(cut).max(1),
+        per_s: round3(per_s * (1.0 - margin)).max(0.001),
+    }
+}
+
+fn round3(value: f64) -> f64 {
+    (value * 1000.0).round() / 1000.0
+}
+
+fn margin_reason(margin: f64) -> String {
+    format!("a safety margin of {}% below what was found", trim(margin * 100.0))
+}
+
+/// `200; ietf-draft: 'burst' 5 per 1s (4 left, full in 1s), ...` or `429; no rate-limit headers; Retry-After 1s`.
+fn describe_response(sample: &Sample) -> String {
+    let mut text = sample.status.to_string();
+    let budgets = &sample.info.budgets;
+    if budgets.is_empty() {
+        text.push_str("; no rate-limit headers");
+    } else {
+        let items: Vec<String> = budgets.iter().map(describe_budget).collect();
+        text.push_str(&format!("; {}: {}", budgets[0].source, items.join(", ")));
+    }
+    if let Some(ra) = sample.info.retry_after {
+        text.push_str(&format!("; Retry-After {}", format_wait(ra)));
+    }
+    text
+}
+
+fn describe_budget(budget: &ServerBudget) -> String {
+    let limit = budget.limit.map_or_else(|| "?".to_owned(), trim);
+    let window = budget.window.map_or_else(String::new, |w| format!(" per {}", format_wait(w)));
+    let remaining = budget.remaining.map_or_else(String::new, |r| format!(", {} left", trim(r)));
+    let reset = budget.reset_after.map_or_else(String::new, |r| format!(", resets in {}", format_wait(r)));
+    format!("'{}' {limit}{window}{remaining}{reset}", budget.name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn margins_cut_requests_or_stretch_the_window() {
+        let wide = window_with_margin("m", 100, 60.0, 0.05);
+        assert_eq!(wide, SuggestedBudget::SlidingWindow { name: "m".into(), limit: 95, window_s: 60.0 });
+        let small = window_with_margin("s", 5, 1.0, 0.05);
+        assert_eq!(small, SuggestedBudget::SlidingWindow { name: "s".into(), limit: 5, window_s: 1.05 });
+        let bucket = bucket_with_margin("b", 10, 4.0, 0.05);
+        assert_eq!(bucket, SuggestedBudget::TokenBucket { name: "b".into(), capacity: 10, per_s: 3.8 });
+    }
+
+    #[test]
+    fn the_fitted_refill_lies_between_the_successes_and_the_refusal() {
+        // From empty at 0, one request every 0.25 s passes until 5 s; one 0.1 s later is refused.
+        let passed: Vec<f64> = (1..=20).map(|i| f64::from(i) * 0.25).collect();
+        let (rate, upper) = fitted_refill(&passed, Some(5.1), 0.0, 10.0, 0.0);
+        let upper = upper.unwrap();
+        assert!(rate < upper && (3.5..=4.5).contains(&rate), "{rate} below {upper}");
+        assert!(smallest_rate(|_| false).is_none());
+    }
+}

@@ -1,0 +1,190 @@
+//! What a probe found: suggested limiter settings (with a safety margin), the evidence, how
+//! sure it is and why; as JSON, as text, as a limiter config or as a profile.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::engine::{BudgetSpec, ConfigError, LimiterConfig, Rate};
+use crate::profile::Profile;
+
+/// One suggested budget, as the JSON shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum SuggestedBudget {
+    /// `capacity` at once, refilled at `per_s` requests per second.
+    TokenBucket {
+        #[serde(skip)]
+        name: String,
+        capacity: u64,
+        per_s: f64,
+    },
+    /// At most `limit` requests in any `window_s` seconds.
+    SlidingWindow {
+        #[serde(skip)]
+        name: String,
+        limit: u64,
+        window_s: f64,
+    },
+}
+
+impl SuggestedBudget {
+    /// The engine's budget.
+    pub fn to_spec(&self) -> Result<BudgetSpec, ConfigError> {
+        match self {
+            Self::TokenBucket { name, capacity, per_s } => BudgetSpec::token_bucket(
+                name,
+                *capacity,
+                Rate::from_f64(round_to(*per_s, 1000.0), Duration::from_secs(1))?,
+            ),
+            Self::SlidingWindow { name, limit, window_s } => {
+                BudgetSpec::sliding_window(name, *limit, Duration::from_millis((window_s * 1000.0).ceil() as u64))
+            }
+        }
+    }
+
+    /// Requests per second it allows in the long run.
+    pub fn sustained_per_s(&self) -> f64 {
+        match self {
+            Self::TokenBucket { per_s, .. } => *per_s,
+            Self::SlidingWindow { limit, window_s, .. } => *limit as f64 / window_s,
+        }
+    }
+
+    /// Requests it allows at once.
+    pub fn burst(&self) -> u64 {
+        match self {
+            Self::TokenBucket { capacity, .. } => *capacity,
+            Self::SlidingWindow { limit, .. } => *limit,
+        }
+    }
+
+    /// E.g. `bucket 10 @ 4.75/s` or `window 95/60s`.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::TokenBucket { capacity, per_s, .. } => format!("bucket {capacity} @ {}/s", trim(*per_s)),
+            Self::SlidingWindow { limit, window_s, .. } => format!("window {limit}/{}s", trim(*window_s)),
+        }
+    }
+}
+
+/// The settings the probe suggests.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Suggestion {
+    pub budgets: Vec<SuggestedBudget>,
+    pub concurrency: Option<usize>,
+}
+
+/// How much to trust a suggestion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Confidence {
+    /// The server published every limit with its window.
+    High,
+    /// Measured, or read from headers that leave something to infer.
+    Medium,
+    /// Too little to go on: a guess that errs on the slow side, or nothing.
+    Low,
+}
+
+impl fmt::Display for Confidence {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::High => "high",
+            Self::Medium => "medium",
+            Self::Low => "low",
+        })
+    }
+}
+
+/// Everything a probe found.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProbeReport {
+    pub suggested: Suggestion,
+    /// What was observed, one line per fact, in order.
+    pub evidence: Vec<String>,
+    /// Requests sent, never more than the maximum given.
+    pub requests_used: usize,
+    /// How sure the suggestion is, and why.
+    pub confidence: Confidence,
+    pub reasons: Vec<String>,
+    /// Refusals (429, or 503 with Retry-After) the probe met.
+    pub throttled: usize,
+    /// Limits found: each published policy, or a measured window, or a bucket's capacity and its rate.
+    pub discovered: usize,
+    /// How long the probe took (seconds).
+    pub elapsed_s: f64,
+}
+
+impl ProbeReport {
+    /// The JSON form (as a value; serializing the report itself keeps the field order):
+    /// `{"suggested": {"budgets": [...], "concurrency": n|null}, "evidence": [...],
+    /// "requests_used": n, "confidence": "high|medium|low", "reasons": [...], "throttled": n,
+    /// "discovered": n, "elapsed_s": x}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// The suggestion as limiter settings.
+    pub fn limiter_config(&self) -> Result<LimiterConfig, ConfigError> {
+        let mut config = LimiterConfig::new();
+        for budget in &self.suggested.budgets {
+            config = config.with_budget(budget.to_spec()?);
+        }
+        if let Some(limit) = self.suggested.concurrency {
+            config = config.with_concurrency(limit);
+        }
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// A profile of one host (`base_url`) with the suggested limits.
+    pub fn to_profile(&self, name: &str, base_url: &str) -> Result<Profile, ConfigError> {
+        let config = self.limiter_config()?;
+        Ok(Profile::from_limiter_config(name, host_name(base_url), base_url, &config))
+    }
+}
+
+/// A host's name in a profile: its `host[:port]`.
+fn host_name(base_url: &str) -> String {
+    url::Url::parse(base_url)
+        .ok()
+        .and_then(|url| {
+            let host = url.host_str()?.to_owned();
+            Some(url.port().map_or(host.clone(), |port| format!("{host}:{port}")))
+        })
+        .unwrap_or_else(|| "api".to_owned())
+}
+
+impl fmt::Display for ProbeReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let budgets: Vec<String> = self.suggested.budgets.iter().map(SuggestedBudget::describe).collect();
+        let mut parts = budgets;
+        if let Some(limit) = self.suggested.concurrency {
+            parts.push(format!("concurrency {limit}"));
+        }
+        let suggested = if parts.is_empty() { "no limits found".to_owned() } else { parts.join(", ") };
+        writeln!(f, "suggested:  {suggested}")?;
+        writeln!(f, "confidence: {}", self.confidence)?;
+        for reason in &self.reasons {
+            writeln!(f, "  - {reason}")?;
+        }
+        writeln!(f, "requests:   {} sent, {} refused, {:.1}s", self.requests_used, self.throttled, self.elapsed_s)?;
+        writeln!(f, "evidence:")?;
+        for line in &self.evidence {
+            writeln!(f, "  {line}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A number with at most three decimals and no trailing zeros.
+pub(crate) fn trim(value: f64) -> String {
+    let text = format!("{:.3}", round_to(value, 1000.0));
+    text.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
+fn round_to(value: f64, scale: f64) -> f64 {
+    (value * scale).round() / scale
+}

@@ -1,0 +1,213 @@
+//! The probe against the demo API configured with each kind of policy, with and without
+//! headers, on paused tokio time over loopback: the suggestion is within 10% of the configured
+//! limits, and no more than one request is refused per limit the probe discovers.
+
+use std::net::SocketAddr;
+use std::process::Command;
+
+use ratescope::http::LimitedClient;
+use ratescope::mock::{MockConfig, MockServer, Outcome, PolicyKind};
+use ratescope::probe::{Confidence, ProbeOptions, ProbeReport, SuggestedBudget, probe};
+
+/// A route `/api` with `dialect` headers, a 5 ms latency, and `policies` (TOML tables).
+fn api(dialect: &str, policies: &str) -> MockConfig {
+    let text =
+        format!("[[routes]]\nprefix = \"/api\"\ndialect = \"{dialect}\"\nlatency = {{ fixed = \"5ms\" }}\n{policies}");
+    MockConfig::from_toml(&text).unwrap()
+}
+
+fn bucket(name: &str, capacity: u64, rate: &str) -> String {
+    format!(
+        "[[routes.policies]]\nname = \"{name}\"\nkind = \"token_bucket\"\ncapacity = {capacity}\nrate = \"{rate}\"\n"
+    )
+}
+
+fn window(kind: &str, name: &str, limit: u64, window: &str) -> String {
+    format!("[[routes.policies]]\nname = \"{name}\"\nkind = \"{kind}\"\nlimit = {limit}\nwindow = \"{window}\"\n")
+}
+
+/// Probes `config` over loopback; returns the report and the requests the server refused.
+async fn run(config: MockConfig, max_requests: usize) -> (ProbeReport, usize, MockConfig) {
+    let server = MockServer::start(config.clone(), SocketAddr::from(([127, 0, 0, 1], 0))).await.unwrap();
+    let url = server.url().join("/api").unwrap();
+    let options = ProbeOptions { max_requests, ..ProbeOptions::default() };
+    let report = probe(LimitedClient::builder().without_timers(), &url, &options).await.unwrap();
+    let refused = server.arrivals().iter().filter(|a| matches!(a.outcome, Outcome::Limited(_))).count();
+    assert!(server.arrivals().len() <= max_requests, "never more than --max-requests");
+    assert_eq!(report.requests_used, server.arrivals().len());
+    (report, refused, config)
+}
+
+/// The configured limits as (burst, sustained per second).
+fn configured(config: &MockConfig) -> Vec<(f64, f64)> {
+    config.routes[0]
+        .policies
+        .iter()
+        .filter_map(|policy| match policy.kind {
+            PolicyKind::TokenBucket { capacity, rate } => Some((capacity as f64, rate.per_second())),
+            PolicyKind::FixedWindow { limit, window } | PolicyKind::SlidingWindow { limit, window } => {
+                Some((limit as f64, limit as f64 / window.as_secs_f64()))
+            }
+            PolicyKind::Concurrency { .. } => None,
+        })
+        .collect()
+}
+
+/// Every configured limit is matched, in order, by a suggestion within 10% (burst and rate),
+/// never above it, and no more requests were refused than limits discovered.
+fn assert_close(report: &ProbeReport, refused: usize, config: &MockConfig) {
+    let wanted = configured(config);
+    let got: Vec<(f64, f64)> =
+        report.suggested.budgets.iter().map(|b| (b.burst() as f64, b.sustained_per_s())).collect();
+    assert_eq!(got.len(), wanted.len(), "{report}");
+    for ((burst, rate), (want_burst, want_rate)) in got.iter().zip(&wanted) {
+        for (value, want, what) in [(burst, want_burst, "burst"), (rate, want_rate, "rate")] {
+            assert!(*value <= want * 1.0001, "{what} {value} above the configured {want}\n{report}");
+            assert!(*value >= want * 0.9, "{what} {value} not within 10% of {want}\n{report}");
+        }
+    }
+    assert!(refused <= report.discovered, "{refused} refused for {} discovered\n{report}", report.discovered);
+    assert_eq!(refused, report.throttled);
+    assert!(report.limiter_config().is_ok(), "the suggestion is a valid limiter config");
+}
+
+#[tokio::test(start_paused = true)]
+async fn published_stacked_windows_take_one_request() {
+    let policies = bucket("burst", 5, "5/1s") + &window("fixed_window", "minute", 100, "1m");
+    let (report, refused, config) = run(api("ietf", &policies), 50).await;
+    assert_close(&report, refused, &config);
+    assert_eq!((report.requests_used, refused), (1, 0));
+    assert_eq!(report.confidence, Confidence::High);
+    assert_eq!(report.discovered, 2);
+    assert!(report.reasons.iter().any(|r| r.contains("stacked windows")), "{report}");
+    let json = report.to_json();
+    assert_eq!(json["suggested"]["budgets"][0]["kind"], "sliding_window");
+    assert_eq!(json["suggested"]["budgets"][1]["limit"], 95);
+    assert_eq!(json["suggested"]["budgets"][1]["window_s"], 60.0);
+    assert!(json["suggested"]["concurrency"].is_null());
+    assert!(json["evidence"].as_array().is_some_and(|e| !e.is_empty()));
+    assert_eq!(json["requests_used"], 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn published_bucket_fixed_and_sliding_windows() {
+    for policies in [
+        bucket("bucket", 10, "5/1s"),
+        window("fixed_window", "fixed", 20, "10s"),
+        window("sliding_window", "sliding", 30, "1m"),
+    ] {
+        let (report, refused, config) = run(api("ietf", &policies), 50).await;
+        assert_close(&report, refused, &config);
+        assert_eq!(report.requests_used, 1);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_published_concurrency_limit_is_kept() {
+    let policies = window("sliding_window", "second", 10, "1s")
+        + "[[routes.policies]]\nname = \"parallel\"\nkind = \"concurrency\"\nlimit = 3\n";
+    let (report, refused, config) = run(api("ietf", &policies), 50).await;
+    assert_close(&report, refused, &config);
+    assert_eq!(report.suggested.concurrency, Some(3));
+}
+
+#[tokio::test(start_paused = true)]
+async fn limit_remaining_and_reset_without_a_window_are_drained_without_a_refusal() {
+    for (dialect, policies) in [
+        ("x-ratelimit", window("sliding_window", "sliding", 10, "5s")),
+        ("x-ratelimit", window("fixed_window", "fixed", 20, "10s")),
+        ("github", window("fixed_window", "core", 30, "1m")),
+        ("x-ratelimit", bucket("bucket", 10, "2/1s")),
+    ] {
+        let (report, refused, config) = run(api(dialect, &policies), 100).await;
+        assert_close(&report, refused, &config);
+        assert_eq!(refused, 0, "{dialect}: remaining said when to stop\n{report}");
+        assert_eq!(report.confidence, Confidence::Medium);
+        let limit = config.routes[0].policies[0].limit() as usize;
+        assert_eq!(report.requests_used, limit + 1, "the quota, then one after the reset\n{report}");
+    }
+    let (report, ..) = run(api("x-ratelimit", &bucket("bucket", 10, "2/1s")), 100).await;
+    assert!(matches!(report.suggested.budgets[0], SuggestedBudget::TokenBucket { capacity: 10, .. }), "{report}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn injected_errors_and_dropped_connections_are_not_mistaken_for_limits() {
+    let faults = "[server]\nseed = 7\n";
+    let route = "faults = { error_rate = 0.1, error_statuses = [502], reset_rate = 0.1 }\n";
+    let mut resets = 0;
+    for (dialect, policies) in [
+        ("x-ratelimit", window("fixed_window", "minute", 40, "1m")),
+        ("none", window("fixed_window", "ten", 20, "10s")),
+    ] {
+        let mut config = api(dialect, &format!("{route}{policies}"));
+        config.server = MockConfig::from_toml(&format!("{faults}[[routes]]\nprefix = \"/\"")).unwrap().server;
+        let (report, refused, config) = run(config, 120).await;
+        assert_close(&report, refused, &config);
+        resets += report.evidence.iter().filter(|line| line.contains("no response")).count();
+    }
+    assert!(resets > 0, "dropped connections were met, noted, and passed over");
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_headers_a_window_costs_one_refusal() {
+    let (report, refused, config) = run(api("none", &window("fixed_window", "fixed", 20, "10s")), 100).await;
+    assert_close(&report, refused, &config);
+    assert_eq!((refused, report.discovered), (1, 1), "{report}");
+    let (report, refused, config) = run(api("none", &window("sliding_window", "sliding", 15, "5s")), 100).await;
+    assert_close(&report, refused, &config);
+    assert_eq!(refused, 1, "{report}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_headers_a_bucket_is_found_by_its_burst_and_a_careful_ramp() {
+    for policies in [bucket("bucket", 10, "4/1s"), bucket("bucket", 20, "10/1s"), bucket("slow", 6, "1/3s")] {
+        let (report, refused, config) = run(api("none", &policies), 120).await;
+        assert_close(&report, refused, &config);
+        assert!(refused <= 2, "one refusal for the capacity, one for the rate\n{report}");
+        assert!(matches!(report.suggested.budgets[0], SuggestedBudget::TokenBucket { .. }), "{report}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_maximum_is_never_exceeded() {
+    // A quota larger than the maximum: the probe stops at the maximum and says it is unsure.
+    let (report, refused, config) = run(api("x-ratelimit", &window("fixed_window", "big", 500, "1h")), 20).await;
+    assert_eq!((report.requests_used, refused), (20, 0));
+    assert_eq!(report.confidence, Confidence::Low);
+    assert_close(&report, refused, &config);
+    let (report, refused, _) = run(api("x-ratelimit", &bucket("slow", 500, "1/1s")), 20).await;
+    assert_eq!((report.requests_used, refused, report.confidence), (20, 0, Confidence::Low));
+    let (burst, rate) = (report.suggested.budgets[0].burst(), report.suggested.budgets[0].sustained_per_s());
+    assert!(burst <= 500 && rate <= 1.0, "on the slow side: {report}");
+    let (report, refused, _) = run(api("none", &window("fixed_window", "big", 500, "1h")), 20).await;
+    assert_eq!((report.requests_used, refused), (20, 0));
+    assert!(report.suggested.budgets.is_empty(), "nothing was found: {report}");
+}
+
+#[test]
+fn the_cli_prints_the_documented_json_and_saves_a_profile() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let policies = bucket("burst", 5, "5/1s") + &window("fixed_window", "minute", 100, "1m");
+    let server =
+        runtime.block_on(MockServer::start(api("ietf", &policies), SocketAddr::from(([127, 0, 0, 1], 0)))).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("{}api", server.url());
+    let output = Command::new(env!("CARGO_BIN_EXE_ratescope"))
+        .args(["probe", &url, "--max-requests", "10", "--json", "--save", "found"])
+        .env("RATESCOPE_CONFIG_DIR", dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let budgets = json["suggested"]["budgets"].as_array().unwrap();
+    assert_eq!(budgets.len(), 2);
+    assert_eq!(budgets[0]["kind"], "sliding_window");
+    assert!(budgets[0]["limit"].is_u64() && budgets[0]["window_s"].is_f64());
+    assert!(json["suggested"].get("concurrency").is_some());
+    assert!(json["evidence"].is_array() && json["requests_used"] == 1);
+    let saved = ratescope::profile::ProfileStore::at(dir.path().join("profiles")).load("found").unwrap();
+    assert_eq!(saved.hosts[0].budgets.len(), 2);
+    assert_eq!(saved.hosts[0].base_url, server.url().as_str().trim_end_matches('/'));
+    drop(server);
+}
