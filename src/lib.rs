@@ -11,6 +11,7 @@ pub mod gui;
 pub mod http;
 pub mod mock;
 pub mod profile;
+pub mod proxy;
 pub mod run;
 pub mod store;
 pub mod telemetry;

@@ -6,6 +6,7 @@ mod limits;
 mod mock;
 mod pace;
 mod profile;
+mod proxy;
 
 use std::process::ExitCode;
 
@@ -39,6 +40,8 @@ pub enum Command {
     Mock(mock::MockArgs),
     /// List, show, import and export saved profiles.
     Profile(profile::ProfileArgs),
+    /// Run a rate-limiting proxy that holds the API key and paces every caller through the limiter.
+    Proxy(Box<proxy::ProxyArgs>),
 }
 
 /// When the command line started running (for the app's time-to-first-frame report).
@@ -54,6 +57,7 @@ pub fn main(cli: Cli) -> ExitCode {
         Some(Command::Burst(args)) => burst::run(*args),
         Some(Command::Mock(args)) => mock::run(args),
         Some(Command::Profile(args)) => profile::run(args),
+        Some(Command::Proxy(args)) => proxy::run(*args),
         None => open_app(cli.screenshot, cli.after),
     };
     match result {

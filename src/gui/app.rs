@@ -12,6 +12,7 @@ use super::charts::{ChartView, charts_ui};
 use super::composer::Composer;
 use super::editor::{Editor, EditorAction};
 use super::log::{details_ui, log_ui};
+use super::proxy::{ProxyAction, ProxyPanel, ProxyStatus, proxy_ui};
 use super::server::server_ui;
 use super::summary::{SummaryAction, summary_ui};
 use super::toasts::Toasts;
@@ -48,6 +49,15 @@ pub enum RunStatus {
     },
 }
 
+/// The view in the central panel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Tab {
+    #[default]
+    Burst,
+    Simulator,
+    Proxy,
+}
+
 /// How the app starts.
 #[derive(Debug, Clone)]
 pub struct AppOptions {
@@ -77,6 +87,8 @@ pub struct App {
     pub chart_view: ChartView,
     pub selected_row: Option<(u64, u32)>,
     pub toasts: Toasts,
+    pub tab: Tab,
+    pub proxy: ProxyPanel,
     events: Option<mpsc::Receiver<Event>>,
     /// Close by itself after this long (a smoke test of the real window), counting frames.
     smoke: Option<(std::time::Instant, Duration, u64)>,
@@ -99,6 +111,8 @@ impl App {
             chart_view: ChartView::default(),
             selected_row: None,
             toasts: Toasts::default(),
+            tab: Tab::default(),
+            proxy: ProxyPanel::default(),
             events: None,
             smoke: options.close_after.map(|after| (std::time::Instant::now(), after, 0)),
             screenshot: options.screenshot.map(|(path, after)| super::screenshot::ScreenshotMode::new(path, after)),
@@ -168,6 +182,21 @@ impl App {
                 Update::Imported(profile) => {
                     self.toasts.info(format!("imported '{}'", profile.name));
                     self.editor.add_saved(*profile);
+                }
+                Update::ProxyStarted { url, routes, events } => {
+                    self.telemetry.clear(tokio::time::Instant::now());
+                    self.selected_row = None;
+                    self.events = Some(events);
+                    self.proxy.status = ProxyStatus::Running { url, routes };
+                }
+                Update::ProxyStopped(message) => {
+                    self.drain_events(usize::MAX);
+                    self.proxy.status = ProxyStatus::Stopped;
+                    self.toasts.info(message);
+                }
+                Update::ProxyFailed(err) => {
+                    self.toasts.error(format!("the proxy did not start: {err}"));
+                    self.proxy.status = ProxyStatus::Failed(err);
                 }
             }
         }
@@ -242,11 +271,48 @@ impl App {
         });
         egui::Panel::bottom("log").default_size(230.0).resizable(true).show(ui, |ui| self.lower_ui(ui));
         egui::CentralPanel::default().show(ui, |ui| {
-            self.composer_ui(ui);
+            match self.tab {
+                Tab::Burst => self.composer_ui(ui),
+                Tab::Simulator => {
+                    ui.heading("Simulator");
+                    ui.label("Not in this build yet.");
+                }
+                Tab::Proxy => self.proxy_tab_ui(ui),
+            }
             ui.separator();
             charts_ui(ui, &self.telemetry, &mut self.chart_view);
         });
         self.toasts.toasts_ui(ui);
+    }
+
+    fn proxy_tab_ui(&mut self, ui: &mut egui::Ui) {
+        let profile = self.editor.profile().map(|profile| profile.name.clone());
+        match proxy_ui(ui, &mut self.proxy, profile.as_deref()) {
+            ProxyAction::None => {}
+            ProxyAction::Start => self.start_proxy(),
+            ProxyAction::Stop => {
+                self.proxy.status = ProxyStatus::Stopping;
+                self.backend.send(Command::StopProxy);
+            }
+        }
+    }
+
+    /// Starts a proxy from the selected profile (its traffic replaces the charts' contents).
+    pub fn start_proxy(&mut self) {
+        let Some(profile) = self.editor.profile() else {
+            self.toasts.error("select a profile first");
+            return;
+        };
+        match self.proxy.config(profile, &self.editor.secrets) {
+            Ok(config) => {
+                self.proxy.status = ProxyStatus::Starting;
+                self.backend.send(Command::StartProxy(Box::new(config)));
+            }
+            Err(err) => {
+                self.toasts.error(format!("the proxy cannot start: {err}"));
+                self.proxy.status = ProxyStatus::Failed(err);
+            }
+        }
     }
 
     fn handle_editor(&mut self, action: EditorAction) {
@@ -271,6 +337,10 @@ impl App {
             ui.separator();
             let action = self.editor.profile_bar_ui(ui);
             self.handle_editor(action);
+            ui.separator();
+            for (tab, label) in [(Tab::Burst, "Burst"), (Tab::Simulator, "Simulator"), (Tab::Proxy, "Proxy")] {
+                ui.selectable_value(&mut self.tab, tab, label);
+            }
             ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| match &self.demo {
                 DemoStatus::Starting => {
                     ui.spinner();

@@ -9,12 +9,14 @@ pub mod charts;
 mod composer;
 mod editor;
 pub mod log;
+pub mod proxy;
 mod screenshot;
 pub mod server;
 pub mod summary;
 mod toasts;
 
-pub use app::{App, AppOptions, DemoStatus, RunStatus};
+pub use app::{App, AppOptions, DemoStatus, RunStatus, Tab};
+pub use proxy::{ProxyAction, ProxyPanel, ProxyStatus, proxy_ui};
 pub use backend::{Backend, Command, FireRequest, Update};
 pub use composer::{ArrivalChoice, Composer, EndpointDraft};
 pub use editor::{Editor, EditorAction, ProfileDoc};

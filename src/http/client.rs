@@ -449,15 +449,8 @@ impl LimitedClient {
                 retry_after: response.as_ref().and_then(|(.., info)| info.retry_after),
             });
             if let (Some(limiter), Some((status, _, _, info))) = (&limiter, &response)
-                && (info.throttled || matches!(status.as_u16(), 429 | 503))
+                && let Some((pause, reason)) = pause_on_throttle(limiter, *status, info, &decision, retry, attempt)
             {
-                let pause = match &decision {
-                    Decision::Retry { delay, .. } => *delay,
-                    _ => info.retry_after.unwrap_or_else(|| retry.raw_backoff(attempt)),
-                }
-                .min(retry.max_retry_after);
-                let reason = format!("{} from the server, pausing {}", status_text(*status), format_wait(pause));
-                limiter.pause_until(Instant::now() + pause, reason.clone());
                 emit(EventKind::KeyPaused { pause, reason });
             }
             // Released only now, after any pause and learned limit took effect (so a waiter let in
@@ -571,15 +564,43 @@ fn classify(err: &reqwest::Error) -> Attempt {
     if err.is_timeout() {
         return Attempt::Timeout;
     }
-    // The whole chain: "error sending request" alone says nothing about why.
+    Attempt::ConnectionError(error_chain(err))
+}
+
+/// The whole chain of an error: "error sending request" alone says nothing about why.
+pub(crate) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
     let mut message = err.to_string();
-    let mut source = std::error::Error::source(err);
+    let mut source = err.source();
     while let Some(cause) = source {
         message.push_str(": ");
         message.push_str(&cause.to_string());
         source = cause.source();
     }
-    Attempt::ConnectionError(message)
+    message
+}
+
+/// After a throttling response (429, 503, or headers saying the budget is spent), pauses the
+/// whole key: for the retry delay when one was decided, else Retry-After or the backoff, capped
+/// by `max_retry_after`. Returns the pause and its reason, or `None` when the response was fine.
+pub(crate) fn pause_on_throttle(
+    limiter: &Limiter,
+    status: StatusCode,
+    info: &RateLimitInfo,
+    decision: &Decision,
+    retry: &RetryPolicy,
+    attempt: u32,
+) -> Option<(Duration, String)> {
+    if !info.throttled && !matches!(status.as_u16(), 429 | 503) {
+        return None;
+    }
+    let pause = match decision {
+        Decision::Retry { delay, .. } => *delay,
+        _ => info.retry_after.unwrap_or_else(|| retry.raw_backoff(attempt)),
+    }
+    .min(retry.max_retry_after);
+    let reason = format!("{} from the server, pausing {}", status_text(status), format_wait(pause));
+    limiter.pause_until(Instant::now() + pause, reason.clone());
+    Some((pause, reason))
 }
 
 fn cached_response(
@@ -604,7 +625,7 @@ fn cached_response(
 }
 
 /// Response headers safe to show and log: cookie values are replaced by `***`.
-fn masked(headers: &HeaderMap) -> HeaderMap {
+pub(crate) fn masked(headers: &HeaderMap) -> HeaderMap {
     let mut shown = headers.clone();
     for name in [http::header::SET_COOKIE, http::header::AUTHORIZATION, http::header::PROXY_AUTHENTICATE] {
         if shown.contains_key(&name) {
@@ -614,7 +635,7 @@ fn masked(headers: &HeaderMap) -> HeaderMap {
     shown
 }
 
-fn status_text(status: StatusCode) -> String {
+pub(crate) fn status_text(status: StatusCode) -> String {
     match status.canonical_reason() {
         Some(reason) => format!("{} {reason}", status.as_u16()),
         None => status.as_u16().to_string(),
