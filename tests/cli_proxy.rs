@@ -77,8 +77,11 @@ async fn ctrl_c_drains_the_request_in_flight_and_the_key_is_never_printed() {
     stdout.read_line(&mut first).unwrap();
     let url = first.trim().strip_prefix("ratescope proxy listening on ").expect(&first).to_owned();
 
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let request = tokio::spawn(reqwest::get(format!("{url}up/hold")));
-    assert_eq!(arrivals.recv().await.unwrap().as_deref(), Some(KEY), "the upstream got the injected key");
+    // A guard against hanging forever if the request never arrives, not a timing assertion.
+    let arrived = tokio::time::timeout(std::time::Duration::from_secs(60), arrivals.recv()).await;
+    assert_eq!(arrived.unwrap().unwrap().as_deref(), Some(KEY), "the upstream got the injected key");
 
     let status = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
     assert!(status.success());

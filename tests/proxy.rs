@@ -82,6 +82,7 @@ fn bucket(capacity: u64, rate: &str) -> LimiterConfig {
 
 /// A caller with no timers of its own (paused time would fire them mid-read).
 fn caller() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder().pool_idle_timeout(None).build().unwrap()
 }
 
@@ -275,7 +276,8 @@ async fn large_bodies_stream_both_ways_and_are_sent_once() {
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, echo).await });
     let route = Route::new("e", &format!("http://{addr}")).unwrap();
-    let config = ProxyConfig { listen: loopback(), replay_limit: 1024, ..ProxyConfig::new(vec![route]).without_timers() };
+    let config =
+        ProxyConfig { listen: loopback(), replay_limit: 1024, ..ProxyConfig::new(vec![route]).without_timers() };
     let proxy = ProxyServer::start(config).await.unwrap();
     let payload: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
     let chunks: Vec<Result<Vec<u8>, std::io::Error>> = payload.chunks(10_000).map(|c| Ok(c.to_vec())).collect();

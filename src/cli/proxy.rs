@@ -60,13 +60,15 @@ impl ProxyArgs {
     fn config(&self) -> anyhow::Result<ProxyConfig> {
         let mut routes = self.routes.iter().map(|text| text.parse::<Route>()).collect::<Result<Vec<_>, _>>()?;
         for text in &self.secret_env {
-            let (name, var) = text.split_once('=').with_context(|| format!("--secret-env '{text}' is not HEADER=VAR"))?;
+            let (name, var) =
+                text.split_once('=').with_context(|| format!("--secret-env '{text}' is not HEADER=VAR"))?;
             let name: HeaderName =
                 name.trim().parse().with_context(|| format!("--secret-env: '{}' is not a header name", name.trim()))?;
             let value = std::env::var(var.trim())
                 .with_context(|| format!("--secret-env {name}: environment variable '{}' is not set", var.trim()))?;
-            let value = HeaderValue::from_str(&value)
-                .with_context(|| format!("--secret-env {name}: the value of '{}' is not a valid header value", var.trim()))?;
+            let value = HeaderValue::from_str(&value).with_context(|| {
+                format!("--secret-env {name}: the value of '{}' is not a valid header value", var.trim())
+            })?;
             routes = routes.into_iter().map(|route| route.with_secret(name.clone(), value.clone())).collect();
         }
         let mut config = ProxyConfig::new(Vec::new());
@@ -110,6 +112,7 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     }
     super::runtime()?.block_on(async move {
         let registry = Arc::clone(&config.registry);
+        let interrupted = interrupt_listener()?;
         let server = ProxyServer::start(config).await?;
         println!("ratescope proxy listening on {}", server.url());
         for route in server.routes() {
@@ -120,11 +123,20 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
                 .map_or_else(|| "no limits".to_owned(), |(_, config)| config.describe());
             let names: Vec<&str> = route.secrets.keys().map(HeaderName::as_str).collect();
             let injected = if names.is_empty() { String::new() } else { format!("; adds {}", names.join(", ")) };
-            println!("  {}{}/  ->  {}  ({limits}{injected})", server.url().as_str().trim_end_matches('/'), route.prefix, route.upstream);
+            println!(
+                "  {}{}/  ->  {}  ({limits}{injected})",
+                server.url().as_str().trim_end_matches('/'),
+                route.prefix,
+                route.upstream
+            );
         }
-        tokio::signal::ctrl_c().await.context("cannot listen for Ctrl+C")?;
+        interrupted.await;
         let deadline = args.drain;
-        eprintln!("shutting down: draining {} request(s) in flight (up to {})", server.in_flight(), format_wait(deadline));
+        eprintln!(
+            "shutting down: draining {} request(s) in flight (up to {})",
+            server.in_flight(),
+            format_wait(deadline)
+        );
         let drained = server.shutdown().await?;
         if drained.cut_off > 0 {
             eprintln!("stopped: {} request(s) were still running at the deadline and were cut off", drained.cut_off);
@@ -133,4 +145,22 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         eprintln!("stopped: every request in flight finished");
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// Listens for Ctrl+C from now on: registered before the server starts, so none is missed.
+fn interrupt_listener() -> anyhow::Result<impl Future<Output = ()>> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut interrupt = signal(SignalKind::interrupt()).context("cannot listen for Ctrl+C")?;
+        Ok(async move {
+            interrupt.recv().await;
+        })
+    }
+    #[cfg(not(unix))]
+    {
+        Ok(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+    }
 }

@@ -16,10 +16,10 @@ pub mod summary;
 mod toasts;
 
 pub use app::{App, AppOptions, DemoStatus, RunStatus, Tab};
-pub use proxy::{ProxyAction, ProxyPanel, ProxyStatus, proxy_ui};
 pub use backend::{Backend, Command, FireRequest, Update};
 pub use composer::{ArrivalChoice, Composer, EndpointDraft};
 pub use editor::{Editor, EditorAction, ProfileDoc};
+pub use proxy::{ProxyAction, ProxyPanel, ProxyStatus, proxy_ui};
 pub use toasts::Toasts;
 
 /// The port the demo API prefers (any free one is taken when it is busy).

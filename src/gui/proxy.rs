@@ -13,7 +13,10 @@ pub enum ProxyStatus {
     Stopped,
     Starting,
     /// Listening at `url`; `routes` are (caller URL, upstream) pairs.
-    Running { url: Url, routes: Vec<(String, String)> },
+    Running {
+        url: Url,
+        routes: Vec<(String, String)>,
+    },
     Stopping,
     Failed(String),
 }

@@ -58,8 +58,8 @@ impl Route {
         if trimmed.chars().any(|c| !(c.is_ascii_alphanumeric() || "-_./~".contains(c))) || trimmed.contains("//") {
             return Err(bad("the prefix may hold only letters, digits, '-', '_', '.', '~' and single '/'".into()));
         }
-        let upstream = Url::parse(upstream.trim())
-            .map_err(|err| bad(format!("'{}' is not a URL ({err})", upstream.trim())))?;
+        let upstream =
+            Url::parse(upstream.trim()).map_err(|err| bad(format!("'{}' is not a URL ({err})", upstream.trim())))?;
         if !matches!(upstream.scheme(), "http" | "https") {
             return Err(bad("the upstream must start with http:// or https://".into()));
         }
@@ -237,7 +237,8 @@ mod tests {
     fn routes_parse_normalise_and_refuse_nonsense() {
         let route: Route = "/gh/=https://api.github.com".parse().unwrap();
         assert_eq!(route.prefix, "/gh");
-        for bad in ["no-equals", "=http://x", "a=ftp://x", "a=not a url", "a=http://u:p@x", "a=http://x/?k=1", "a b=http://x"]
+        for bad in
+            ["no-equals", "=http://x", "a=ftp://x", "a=not a url", "a=http://u:p@x", "a=http://x/?k=1", "a b=http://x"]
         {
             assert!(bad.parse::<Route>().is_err(), "{bad} should be refused");
         }
@@ -255,7 +256,8 @@ mod tests {
 
     #[test]
     fn longest_prefix_wins_and_settings_are_checked() {
-        let config = ProxyConfig::new(vec![Route::new("a", "http://x").unwrap(), Route::new("a/b", "http://y").unwrap()]);
+        let config =
+            ProxyConfig::new(vec![Route::new("a", "http://x").unwrap(), Route::new("a/b", "http://y").unwrap()]);
         assert_eq!(config.route_for("/a/b/c").map(|(r, rest)| (r.prefix.as_str(), rest)), Some(("/a/b", "/c")));
         assert!(config.validate().is_ok());
         let mut remote = config.clone();

@@ -303,9 +303,8 @@ impl Proxy {
                     match response.bytes().await {
                         Ok(bytes) => {
                             let fresh = CachedResponse { status, headers: response_headers, body: bytes };
-                            let served = cache
-                                .store(&parts.method, uri, &headers, &fresh, SystemTime::now())
-                                .unwrap_or(fresh);
+                            let served =
+                                cache.store(&parts.method, uri, &headers, &fresh, SystemTime::now()).unwrap_or(fresh);
                             cached_response(served)
                         }
                         Err(err) => plain(StatusCode::BAD_GATEWAY, &format!("{host}: {}", error_chain(&err))),

@@ -13,8 +13,8 @@ mod error;
 mod forward;
 mod hop;
 mod profile;
-mod shed;
 pub mod server;
+mod shed;
 
 pub use config::{DEFAULT_LISTEN, DEFAULT_REPLAY_LIMIT, ProxyConfig, Route, Shedding};
 pub use error::ProxyError;

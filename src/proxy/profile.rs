@@ -29,7 +29,8 @@ impl ProxyConfig {
         let compiled = profile.compile().map_err(ProfileError::invalid)?;
         for route in &mut self.routes {
             let key = route.key()?;
-            let Some((host, checked)) = profile.hosts.iter().zip(&compiled).find(|(_, checked)| checked.key == key) else {
+            let Some((host, checked)) = profile.hosts.iter().zip(&compiled).find(|(_, checked)| checked.key == key)
+            else {
                 let hosts: Vec<&str> = profile.hosts.iter().map(|host| host.base_url.as_str()).collect();
                 return Err(ProxyError::NotInProfile {
                     prefix: route.prefix.clone(),
@@ -60,10 +61,8 @@ pub fn profile_routes(profile: &Profile) -> Result<Vec<Route>, ProxyError> {
         .hosts
         .iter()
         .map(|host| {
-            let prefix = slug(&host.name).map_err(|err| ProxyError::BadRoute {
-                prefix: host.name.clone(),
-                problem: err.to_string(),
-            })?;
+            let prefix = slug(&host.name)
+                .map_err(|err| ProxyError::BadRoute { prefix: host.name.clone(), problem: err.to_string() })?;
             Route::new(&prefix, &host.base_url)
         })
         .collect()

@@ -113,11 +113,7 @@ pub(crate) fn policies(snapshot: &Snapshot, config: &LimiterConfig) -> Vec<Polic
 pub(crate) fn shed(limiter: &Limiter, ahead: usize, reason: String) -> Shed {
     let snapshot = limiter.snapshot();
     let config = limiter.config();
-    Shed {
-        reason,
-        retry_after: estimated_wait(&snapshot, &config, ahead),
-        policies: policies(&snapshot, &config),
-    }
+    Shed { reason, retry_after: estimated_wait(&snapshot, &config, ahead), policies: policies(&snapshot, &config) }
 }
 
 impl Shed {
@@ -142,7 +138,8 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_estimate_counts_the_queue_ahead() {
-        let config = LimiterConfig::new().with_budget(BudgetSpec::token_bucket("rate", 2, "2/1s".parse().unwrap()).unwrap());
+        let config =
+            LimiterConfig::new().with_budget(BudgetSpec::token_bucket("rate", 2, "2/1s".parse().unwrap()).unwrap());
         let limiter = Limiter::new("k", config.clone()).unwrap();
         let _a = limiter.acquire(Priority::Normal, 1).await.unwrap();
         let _b = limiter.acquire(Priority::Normal, 1).await.unwrap();
