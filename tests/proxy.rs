@@ -177,14 +177,20 @@ async fn the_secret_reaches_the_upstream_replaces_the_callers_and_is_never_logge
     assert!(!logs.contains(SECRET), "a log line shows the key:\n{logs}");
 }
 
+/// The upstream, a proxy in front of it with `limits` and `shedding`, a caller, and the URL
+/// of `/items` through the proxy.
+async fn shedding_proxy(limits: LimiterConfig, shedding: Shedding) -> (MockServer, ProxyServer, reqwest::Client, String) {
+    let server = upstream().await;
+    let config = ProxyConfig { shedding, ..config(&server, Some(limits)) };
+    let proxy = ProxyServer::start(config).await.unwrap();
+    let url = format!("{}api/items", proxy.url());
+    (server, proxy, caller(), url)
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_full_queue_is_shed_with_429_retry_after_and_draft_headers() {
-    let server = upstream().await;
-    let mut config = config(&server, Some(bucket(1, "1/1s")));
-    config.shedding = Shedding { max_queue_wait: Duration::from_secs(3600), max_queue_len: 2 };
-    let proxy = ProxyServer::start(config).await.unwrap();
-    let client = caller();
-    let url = format!("{}api/items", proxy.url());
+    let shedding = Shedding { max_queue_wait: Duration::from_secs(3600), max_queue_len: 2 };
+    let (server, proxy, client, url) = shedding_proxy(bucket(1, "1/1s"), shedding).await;
     assert_eq!(client.get(&url).send().await.unwrap().status(), 200, "the bucket's one token");
     let mut queued = tokio::task::JoinSet::new();
     for _ in 0..2 {
@@ -209,12 +215,8 @@ async fn a_full_queue_is_shed_with_429_retry_after_and_draft_headers() {
 
 #[tokio::test(start_paused = true)]
 async fn a_wait_longer_than_the_maximum_is_shed_at_once_with_an_honest_retry_after() {
-    let server = upstream().await;
-    let mut config = config(&server, Some(bucket(1, "1/10s")));
-    config.shedding = Shedding { max_queue_wait: Duration::from_secs(5), max_queue_len: 100 };
-    let proxy = ProxyServer::start(config).await.unwrap();
-    let client = caller();
-    let url = format!("{}api/items", proxy.url());
+    let shedding = Shedding { max_queue_wait: Duration::from_secs(5), max_queue_len: 100 };
+    let (_server, _proxy, client, url) = shedding_proxy(bucket(1, "1/10s"), shedding).await;
     assert_eq!(client.get(&url).send().await.unwrap().status(), 200);
     let started = tokio::time::Instant::now();
     let shed = client.get(&url).send().await.unwrap();

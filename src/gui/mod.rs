@@ -1,5 +1,6 @@
 //! The desktop app (eframe/egui, glow renderer): hosts and limits on the left, a burst
-//! composer and live charts in the middle, the request log and what the server says below.
+//! composer (or the Proxy tab: a proxy from the profile) and live charts in the middle, the
+//! request log and what the server says below.
 //! The UI thread never awaits: it sends commands to a background tokio runtime and drains
 //! its updates each frame.
 

@@ -402,17 +402,8 @@ impl LimitedClient {
             let mut error_message = String::new();
             let (status_outcome, response) = match result {
                 Attempt::Response { status, headers: response_headers, body } => {
-                    let info =
-                        RateLimitInfo::parse(Some(status.as_u16()), &response_headers, Some(&body), SystemTime::now());
-                    if listening {
-                        emit(EventKind::Response {
-                            attempt,
-                            status: status.as_u16(),
-                            service_time,
-                            info: Box::new(info.clone()),
-                            headers: Box::new(masked(&response_headers)),
-                        });
-                    }
+                    let head = ResponseHead { status, headers: &response_headers, body: Some(&body) };
+                    let info = head.interpret(attempt, service_time, listening, &emit);
                     if let Some(limiter) = &limiter
                         && self.adaptive_for(limiter.key())
                     {
@@ -567,6 +558,37 @@ fn classify(err: &reqwest::Error) -> Attempt {
     Attempt::ConnectionError(error_chain(err))
 }
 
+/// A response as it arrived, for [`interpret`](Self::interpret).
+pub(crate) struct ResponseHead<'a> {
+    pub status: StatusCode,
+    pub headers: &'a HeaderMap,
+    /// The body when it was read (retry hints, Shopify's query cost); `None` while it streams.
+    pub body: Option<&'a Bytes>,
+}
+
+impl ResponseHead<'_> {
+    /// What the rate-limit headers say, reported as a `Response` event when anyone listens.
+    pub(crate) fn interpret(
+        &self,
+        attempt: u32,
+        service_time: Duration,
+        listening: bool,
+        emit: &impl Fn(EventKind),
+    ) -> RateLimitInfo {
+        let info = RateLimitInfo::parse(Some(self.status.as_u16()), self.headers, self.body, SystemTime::now());
+        if listening {
+            emit(EventKind::Response {
+                attempt,
+                status: self.status.as_u16(),
+                service_time,
+                info: Box::new(info.clone()),
+                headers: Box::new(masked(self.headers)),
+            });
+        }
+        info
+    }
+}
+
 /// The whole chain of an error: "error sending request" alone says nothing about why.
 pub(crate) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
     let mut message = err.to_string();
@@ -625,7 +647,7 @@ fn cached_response(
 }
 
 /// Response headers safe to show and log: cookie values are replaced by `***`.
-pub(crate) fn masked(headers: &HeaderMap) -> HeaderMap {
+fn masked(headers: &HeaderMap) -> HeaderMap {
     let mut shown = headers.clone();
     for name in [http::header::SET_COOKIE, http::header::AUTHORIZATION, http::header::PROXY_AUTHENTICATE] {
         if shown.contains_key(&name) {

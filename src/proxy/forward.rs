@@ -31,9 +31,9 @@ use super::hop::{caller_response_headers, upstream_request_headers};
 use super::shed::{QueueCounts, Shed, estimated_wait, shed};
 use crate::engine::{Limiter, Permit, Priority, TryAcquireError, format_wait};
 use crate::http::cache::{CachedResponse, Lookup, ResponseCache};
-use crate::http::client::{error_chain, masked, pause_on_throttle, status_text};
+use crate::http::client::{ResponseHead, error_chain, pause_on_throttle, status_text};
 use crate::http::retry::{Decision, Outcome};
-use crate::http::{Event, EventKind, RateLimitInfo, RetryPolicy};
+use crate::http::{Event, EventKind, RetryPolicy};
 
 /// The proxy's shared state: its settings, the upstream client, the cache and counters.
 #[derive(Debug)]
@@ -241,16 +241,8 @@ impl Proxy {
             let (outcome_status, response, failure) = match upstream {
                 Upstream::Response(response) => {
                     let status = response.status();
-                    let info = RateLimitInfo::parse(Some(status.as_u16()), response.headers(), None, SystemTime::now());
-                    if listening {
-                        emit(EventKind::Response {
-                            attempt,
-                            status: status.as_u16(),
-                            service_time,
-                            info: Box::new(info.clone()),
-                            headers: Box::new(masked(response.headers())),
-                        });
-                    }
+                    let head = ResponseHead { status, headers: response.headers(), body: None };
+                    let info = head.interpret(attempt, service_time, listening, &emit);
                     (Some((status, info)), Some(response), None)
                 }
                 Upstream::Unreachable(message) => (None, None, Some(message)),

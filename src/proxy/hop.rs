@@ -3,7 +3,7 @@
 //! A proxy must not forward `Connection`, the fields it names, or the classic hop-by-hop set
 //! (`Keep-Alive`, `Proxy-Connection`, `Proxy-Authenticate`, `Proxy-Authorization`, `TE`,
 //! `Trailer`, `Transfer-Encoding`, `Upgrade`); hyper and reqwest frame each hop themselves.
-//! Requests also lose `Host` (the upstream's comes from its URL) and gain `Via` and
+//! Requests also lose `Host` (the upstream's comes from its URL) and `Expect`, and gain `Via` and
 //! `X-Forwarded-For`/`-Proto`/`-Host`, so the upstream can tell who asked.
 
 use std::net::IpAddr;
@@ -43,6 +43,8 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
 /// and the route's secrets in place of any caller header of the same name.
 pub(crate) fn upstream_request_headers(mut headers: HeaderMap, peer: IpAddr, secrets: &HeaderMap) -> HeaderMap {
     strip_hop_by_hop(&mut headers);
+    // The caller's `Expect: 100-continue` was answered by our server; the upstream hop has its own.
+    headers.remove(http::header::EXPECT);
     let host = headers.remove(HOST);
     append_list(&mut headers, HeaderName::from_static(X_FORWARDED_FOR), &peer.to_string());
     if let Some(host) = host {
