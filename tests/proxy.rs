@@ -179,7 +179,10 @@ async fn the_secret_reaches_the_upstream_replaces_the_callers_and_is_never_logge
 
 /// The upstream, a proxy in front of it with `limits` and `shedding`, a caller, and the URL
 /// of `/items` through the proxy.
-async fn shedding_proxy(limits: LimiterConfig, shedding: Shedding) -> (MockServer, ProxyServer, reqwest::Client, String) {
+async fn shedding_proxy(
+    limits: LimiterConfig,
+    shedding: Shedding,
+) -> (MockServer, ProxyServer, reqwest::Client, String) {
     let server = upstream().await;
     let config = ProxyConfig { shedding, ..config(&server, Some(limits)) };
     let proxy = ProxyServer::start(config).await.unwrap();

@@ -402,7 +402,7 @@ impl LimitedClient {
             let mut error_message = String::new();
             let (status_outcome, response) = match result {
                 Attempt::Response { status, headers: response_headers, body } => {
-                    let head = ResponseHead { status, headers: &response_headers, body: Some(&body) };
+                    let head = ResponseHead { status, headers: &response_headers, body: Some(body.as_ref()) };
                     let info = head.interpret(attempt, service_time, listening, &emit);
                     if let Some(limiter) = &limiter
                         && self.adaptive_for(limiter.key())
@@ -563,7 +563,7 @@ pub(crate) struct ResponseHead<'a> {
     pub status: StatusCode,
     pub headers: &'a HeaderMap,
     /// The body when it was read (retry hints, Shopify's query cost); `None` while it streams.
-    pub body: Option<&'a Bytes>,
+    pub body: Option<&'a [u8]>,
 }
 
 impl ResponseHead<'_> {
