@@ -2,13 +2,14 @@
 # Overhead of `ratescope proxy` with no limit (see BENCHMARKS.md): the same unlimited burst
 # against the demo API's /open route directly and through the proxy, in one run, and the
 # latency the proxy adds at p50 and p99.
-# Usage: benches/proxy.sh [REQUESTS] [CONCURRENCY]
+# Usage: benches/proxy.sh [REQUESTS] [CONCURRENCY]   (SKIP_BUILD=1: use the release binary as built)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 requests=${1:-20000}
 concurrency=${2:-32}
-cargo build --release --quiet --no-default-features
-bin=target/release/ratescope
+[ -n "${SKIP_BUILD:-}" ] || cargo build --release --quiet --no-default-features
+target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+bin="$target_dir/release/ratescope"
 mock_port=18797
 proxy_port=18798
 work=$(mktemp -d)
