@@ -12,6 +12,7 @@ pub mod http;
 pub mod mock;
 pub mod probe;
 pub mod profile;
+pub mod proxy;
 pub mod run;
 pub mod sim;
 pub mod store;

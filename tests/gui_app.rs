@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
-use ratescope::gui::{App, AppOptions, ArrivalChoice, DemoStatus, RunStatus, Tab};
+use ratescope::gui::{App, AppOptions, ArrivalChoice, DemoStatus, ProxyStatus, RunStatus, Tab};
 
 thread_local! {
     /// Signalled by the app's background whenever it has news (the app's repaint request).
@@ -216,4 +216,36 @@ fn discover_probes_the_demo_api_and_makes_a_profile_in_one_click() {
     }
     assert_eq!(harness.state().editor.profile().map(|p| p.name.as_str()), Some("discovered"));
     assert!(!harness.state().discover.open, "the window closes once the profile is made");
+}
+
+#[test]
+fn the_proxy_tab_starts_a_proxy_from_the_profile_and_shows_its_traffic() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut harness = harness_for(dir.path());
+    ready(&mut harness);
+    harness.get_by_label("Proxy").click();
+    harness.run_steps(2);
+    assert_eq!(harness.state().tab, Tab::Proxy);
+    harness.state_mut().proxy.port = "0".into();
+    harness.get_by_label("Start proxy").click();
+    step_until(&mut harness, "the proxy to start", |app| matches!(app.proxy.status, ProxyStatus::Running { .. }));
+    let ProxyStatus::Running { routes, .. } = harness.state().proxy.status.clone() else { unreachable!() };
+    let (caller_url, upstream) = routes[0].clone();
+    assert!(caller_url.ends_with("/demo-api/"), "{caller_url}");
+    assert!(upstream.starts_with("http://127.0.0.1:"), "{upstream}");
+    harness.get_by_label(&format!("listening on {}", caller_url.trim_end_matches("demo-api/")));
+
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let statuses: Vec<u16> = runtime.block_on(async {
+        let mut statuses = Vec::new();
+        for _ in 0..3 {
+            statuses.push(reqwest::get(format!("{caller_url}items")).await.unwrap().status().as_u16());
+        }
+        statuses
+    });
+    assert_eq!(statuses, [200, 200, 200]);
+    step_until(&mut harness, "the proxy's traffic in the request log", |app| app.telemetry.log.len() >= 3);
+
+    harness.get_by_label("Stop proxy").click();
+    step_until(&mut harness, "the proxy to stop", |app| app.proxy.status == ProxyStatus::Stopped);
 }

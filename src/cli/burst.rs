@@ -83,7 +83,7 @@ pub struct BurstArgs {
     pub csv: Option<PathBuf>,
 }
 
-fn duration_arg(text: &str) -> Result<Duration, String> {
+pub(super) fn duration_arg(text: &str) -> Result<Duration, String> {
     parse_duration(text).map_err(|err| err.to_string())
 }
 
@@ -179,7 +179,7 @@ fn save_csv(path: &Path, results: &[crate::run::RequestResult]) -> anyhow::Resul
 }
 
 /// The profile named by `--profile`: a file when one exists at that path, else a saved profile.
-fn load_profile(reference: &str) -> anyhow::Result<Profile> {
+pub(super) fn load_profile(reference: &str) -> anyhow::Result<Profile> {
     let path = Path::new(reference);
     if path.exists() {
         return Ok(Profile::from_file(path)?);

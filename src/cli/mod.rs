@@ -7,6 +7,7 @@ mod mock;
 mod pace;
 mod probe;
 mod profile;
+mod proxy;
 mod sim;
 
 use std::process::ExitCode;
@@ -47,6 +48,8 @@ pub enum Command {
     Sim(sim::SimArgs),
     /// Find an API's limits: ramp carefully, read its headers, suggest limiter settings.
     Probe(probe::ProbeArgs),
+    /// Run a rate-limiting proxy that holds the API key and paces every caller through the limiter.
+    Proxy(Box<proxy::ProxyArgs>),
 }
 
 /// When the command line started running (for the app's time-to-first-frame report).
@@ -64,6 +67,7 @@ pub fn main(cli: Cli) -> ExitCode {
         Some(Command::Profile(args)) => profile::run(args),
         Some(Command::Sim(args)) => sim::run(args),
         Some(Command::Probe(args)) => probe::run(args),
+        Some(Command::Proxy(args)) => proxy::run(*args),
         None => open_app(cli.screenshot, cli.after),
     };
     match result {

@@ -13,6 +13,7 @@ use super::composer::Composer;
 use super::discover::{Discover, DiscoverAction};
 use super::editor::{Editor, EditorAction};
 use super::log::{details_ui, log_ui};
+use super::proxy::{ProxyAction, ProxyPanel, ProxyStatus, proxy_ui};
 use super::server::server_ui;
 use super::simulator::SimulatorTab;
 use super::summary::{SummaryAction, summary_ui};
@@ -51,6 +52,15 @@ pub enum RunStatus {
     },
 }
 
+/// The view in the central panel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Tab {
+    #[default]
+    Burst,
+    Simulator,
+    Proxy,
+}
+
 /// How the app starts.
 #[derive(Debug, Clone)]
 pub struct AppOptions {
@@ -69,15 +79,6 @@ pub struct AppOptions {
 /// Storage key of the last selected profile.
 pub const LAST_PROFILE_KEY: &str = "ratescope.last_profile";
 
-/// The app's tabs: a live burst, the simulator, the proxy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Tab {
-    #[default]
-    Burst,
-    Simulator,
-    Proxy,
-}
-
 /// The whole app.
 pub struct App {
     pub tab: Tab,
@@ -94,6 +95,7 @@ pub struct App {
     pub toasts: Toasts,
     /// The shared store's last reported state, when budgets are shared through Redis.
     pub shared_report: Option<SharedReport>,
+    pub proxy: ProxyPanel,
     events: Option<mpsc::Receiver<Event>>,
     /// Close by itself after this long (a smoke test of the real window), counting frames.
     smoke: Option<(std::time::Instant, Duration, u64)>,
@@ -120,6 +122,7 @@ impl App {
             selected_row: None,
             toasts: Toasts::default(),
             shared_report: None,
+            proxy: ProxyPanel::default(),
             events: None,
             smoke: options.close_after.map(|after| (std::time::Instant::now(), after, 0)),
             screenshot: options.screenshot.map(|(path, after)| super::screenshot::ScreenshotMode::new(path, after)),
@@ -208,6 +211,21 @@ impl App {
                     self.discover.running = false;
                     self.discover.report = Some(*found);
                 }
+                Update::ProxyStarted { url, routes, events } => {
+                    self.telemetry.clear(tokio::time::Instant::now());
+                    self.selected_row = None;
+                    self.events = Some(events);
+                    self.proxy.status = ProxyStatus::Running { url, routes };
+                }
+                Update::ProxyStopped(message) => {
+                    self.drain_events(usize::MAX);
+                    self.proxy.status = ProxyStatus::Stopped;
+                    self.toasts.info(message);
+                }
+                Update::ProxyFailed(err) => {
+                    self.toasts.error(format!("the proxy did not start: {err}"));
+                    self.proxy.status = ProxyStatus::Failed(err);
+                }
             }
         }
         self.drain_events(EVENTS_PER_FRAME);
@@ -274,17 +292,13 @@ impl App {
         self.shortcuts(ui);
         egui::Panel::top("top").show(ui, |ui| self.top_bar_ui(ui));
         match self.tab {
-            Tab::Burst => self.burst_tab_ui(ui),
+            // The proxy's traffic shows on the same charts and log as a burst's.
+            Tab::Burst | Tab::Proxy => self.burst_tab_ui(ui),
             Tab::Simulator => {
                 egui::CentralPanel::default().show(ui, |ui| {
                     if let Some(request) = self.simulator.simulator_ui(ui) {
                         self.backend.send(Command::Simulate(Box::new(request)));
                     }
-                });
-            }
-            Tab::Proxy => {
-                egui::CentralPanel::default().show(ui, |ui| {
-                    ui.label("Proxy");
                 });
             }
         }
@@ -305,7 +319,11 @@ impl App {
         });
         egui::Panel::bottom("log").default_size(230.0).resizable(true).show(ui, |ui| self.lower_ui(ui));
         egui::CentralPanel::default().show(ui, |ui| {
-            self.composer_ui(ui);
+            if self.tab == Tab::Proxy {
+                self.proxy_tab_ui(ui);
+            } else {
+                self.composer_ui(ui);
+            }
             ui.separator();
             charts_ui(ui, &self.telemetry, &mut self.chart_view);
         });
@@ -324,6 +342,36 @@ impl App {
         let secrets = self.editor.secrets.clone();
         self.backend.send(Command::Save { profile: Box::new(profile), secrets: Box::new(secrets) });
         self.discover.open = false;
+    }
+
+    fn proxy_tab_ui(&mut self, ui: &mut egui::Ui) {
+        let profile = self.editor.profile().map(|profile| profile.name.clone());
+        match proxy_ui(ui, &mut self.proxy, profile.as_deref()) {
+            ProxyAction::None => {}
+            ProxyAction::Start => self.start_proxy(),
+            ProxyAction::Stop => {
+                self.proxy.status = ProxyStatus::Stopping;
+                self.backend.send(Command::StopProxy);
+            }
+        }
+    }
+
+    /// Starts a proxy from the selected profile (its traffic replaces the charts' contents).
+    pub fn start_proxy(&mut self) {
+        let Some(profile) = self.editor.profile() else {
+            self.toasts.error("select a profile first");
+            return;
+        };
+        match self.proxy.config(profile, &self.editor.secrets) {
+            Ok(config) => {
+                self.proxy.status = ProxyStatus::Starting;
+                self.backend.send(Command::StartProxy(Box::new(config)));
+            }
+            Err(err) => {
+                self.toasts.error(format!("the proxy cannot start: {err}"));
+                self.proxy.status = ProxyStatus::Failed(err);
+            }
+        }
     }
 
     fn handle_editor(&mut self, action: EditorAction) {

@@ -16,6 +16,7 @@ use crate::http::{ClientBuilder, Event, EventSink, LimitedClient};
 use crate::mock::{MockConfig, MockServer};
 use crate::probe::{ProbeOptions, ProbeReport, probe};
 use crate::profile::{Profile, ProfileStore, SecretStore};
+use crate::proxy::{ProxyConfig, ProxyServer};
 use crate::run::{Burst, BurstProgress, BurstSpec, RequestResult, Summary};
 use crate::store::SharedReport;
 
@@ -51,6 +52,10 @@ pub enum Command {
     Simulate(Box<SimRequest>),
     /// Probe `url` for its limits with at most `max_requests` requests.
     Probe { url: Url, max_requests: usize },
+    /// Start a proxy (its traffic arrives as events, like a burst's).
+    StartProxy(Box<ProxyConfig>),
+    /// Stop the proxy, letting requests in flight finish.
+    StopProxy,
 }
 
 /// Everything a burst needs: what to send, and the client (limits, retry, headers) to send it with.
@@ -95,6 +100,15 @@ pub enum Update {
     Simulated(Result<Box<[SideResult; 2]>, String>),
     /// What a probe found.
     Probed(Box<Result<ProbeReport, String>>),
+    /// The proxy listens at `url`; `routes` are (caller URL, upstream) pairs; its traffic
+    /// arrives on `events`.
+    ProxyStarted {
+        url: Url,
+        routes: Vec<(String, String)>,
+        events: mpsc::Receiver<Event>,
+    },
+    ProxyStopped(String),
+    ProxyFailed(String),
 }
 
 /// The UI's handle on the background.
@@ -180,6 +194,7 @@ async fn serve(
     };
     let mut demo: Option<MockServer> = None;
     let mut running: Option<Running> = None;
+    let mut proxy: Option<(ProxyServer, Arc<Registry>)> = None;
     let mut ticker = tokio::time::interval(SAMPLE_EVERY);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
@@ -260,6 +275,31 @@ async fn serve(
                             repaint();
                         });
                     }
+                    Command::StartProxy(config) => {
+                        if proxy.is_some() {
+                            send(Update::ProxyFailed("a proxy is already running: stop it first".into()));
+                            continue;
+                        }
+                        match start_proxy(*config).await {
+                            Ok((server, registry, update)) => {
+                                proxy = Some((server, registry));
+                                send(update);
+                            }
+                            Err(err) => send(Update::ProxyFailed(err)),
+                        }
+                    }
+                    Command::StopProxy => {
+                        if let Some((server, _)) = proxy.take() {
+                            send(match server.shutdown().await {
+                                Ok(drained) if drained.cut_off > 0 => Update::ProxyStopped(format!(
+                                    "proxy stopped; {} request(s) were cut off at the deadline",
+                                    drained.cut_off
+                                )),
+                                Ok(_) => Update::ProxyStopped("proxy stopped; every request in flight finished".into()),
+                                Err(err) => Update::ProxyStopped(format!("proxy stopped: {err}")),
+                            });
+                        }
+                    }
                     Command::SetLimits { key, config } => {
                         if let Some(current) = &running
                             && let Err(err) = current.burst.client().set_limits(key, config)
@@ -269,8 +309,14 @@ async fn serve(
                     }
                 }
             }
-            _ = ticker.tick(), if running.is_some() => {
-                let Some(current) = running.take() else { continue };
+            _ = ticker.tick(), if running.is_some() || proxy.is_some() => {
+                let Some(current) = running.take() else {
+                    if let Some((_, registry)) = &proxy {
+                        let snapshots = registry.active().iter().map(|limiter| limiter.snapshot()).collect();
+                        send(Update::Snapshots(snapshots));
+                    }
+                    continue;
+                };
                 let snapshots: Vec<Snapshot> = current.registry.active().iter().map(|limiter| limiter.snapshot()).collect();
                 let _ = updates.send(Update::Snapshots(snapshots));
                 let _ = updates.send(Update::Progress(current.burst.progress()));
@@ -287,9 +333,28 @@ async fn serve(
             }
         }
     }
+    if let Some((server, _)) = proxy {
+        let _ = server.shutdown().await;
+    }
     if let Some(server) = demo {
         let _ = server.shutdown().await;
     }
+}
+
+/// Starts a proxy whose events go to the UI; the registry is kept for snapshots.
+async fn start_proxy(mut config: ProxyConfig) -> Result<(ProxyServer, Arc<Registry>, Update), String> {
+    let (sink, events) = EventSink::channel(EVENT_BUFFER);
+    config.events = sink;
+    let registry = Arc::clone(&config.registry);
+    let server = ProxyServer::start(config).await.map_err(|err| err.to_string())?;
+    let base = server.url();
+    let routes = server
+        .routes()
+        .iter()
+        .map(|route| (format!("{}{}/", base.as_str().trim_end_matches('/'), route.prefix), route.upstream.to_string()))
+        .collect();
+    let update = Update::ProxyStarted { url: base, routes, events };
+    Ok((server, registry, update))
 }
 
 async fn start_demo(port: u16) -> Result<MockServer, String> {

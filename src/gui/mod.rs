@@ -1,5 +1,6 @@
 //! The desktop app (eframe/egui, glow renderer): hosts and limits on the left, a burst
-//! composer and live charts in the middle, the request log and what the server says below.
+//! composer (or the Proxy tab: a proxy from the profile) and live charts in the middle, the
+//! request log and what the server says below.
 //! The UI thread never awaits: it sends commands to a background tokio runtime and drains
 //! its updates each frame.
 
@@ -10,6 +11,7 @@ mod composer;
 pub mod discover;
 mod editor;
 pub mod log;
+pub mod proxy;
 mod screenshot;
 pub mod server;
 mod shared;
@@ -21,6 +23,7 @@ pub use app::{App, AppOptions, DemoStatus, RunStatus, Tab};
 pub use backend::{Backend, Command, FireRequest, Update};
 pub use composer::{ArrivalChoice, Composer, EndpointDraft};
 pub use editor::{Editor, EditorAction, ProfileDoc};
+pub use proxy::{ProxyAction, ProxyPanel, ProxyStatus, proxy_ui};
 pub use toasts::Toasts;
 
 /// The port the demo API prefers (any free one is taken when it is busy).

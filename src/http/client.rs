@@ -489,17 +489,8 @@ impl LimitedClient {
             let mut error_message = String::new();
             let (status_outcome, response) = match result {
                 Attempt::Response { status, headers: response_headers, body } => {
-                    let info =
-                        RateLimitInfo::parse(Some(status.as_u16()), &response_headers, Some(&body), SystemTime::now());
-                    if listening {
-                        emit(EventKind::Response {
-                            attempt,
-                            status: status.as_u16(),
-                            service_time,
-                            info: Box::new(info.clone()),
-                            headers: Box::new(masked(&response_headers)),
-                        });
-                    }
+                    let head = ResponseHead { status, headers: &response_headers, body: Some(body.as_ref()) };
+                    let info = head.interpret(attempt, service_time, listening, &emit);
                     if let Some(limiter) = &limiter
                         && self.adaptive_for(limiter.key())
                     {
@@ -536,15 +527,8 @@ impl LimitedClient {
                 retry_after: response.as_ref().and_then(|(.., info)| info.retry_after),
             });
             if let (Some(limiter), Some((status, _, _, info))) = (&limiter, &response)
-                && (info.throttled || matches!(status.as_u16(), 429 | 503))
+                && let Some((pause, reason)) = pause_on_throttle(limiter, *status, info, &decision, retry, attempt)
             {
-                let pause = match &decision {
-                    Decision::Retry { delay, .. } => *delay,
-                    _ => info.retry_after.unwrap_or_else(|| retry.raw_backoff(attempt)),
-                }
-                .min(retry.max_retry_after);
-                let reason = format!("{} from the server, pausing {}", status_text(*status), format_wait(pause));
-                limiter.pause_until(Instant::now() + pause, reason.clone());
                 emit(EventKind::KeyPaused { pause, reason });
             }
             // Released only now, after any pause and learned limit took effect (so a waiter let in
@@ -679,15 +663,74 @@ fn classify(err: &reqwest::Error) -> Attempt {
     if err.is_timeout() {
         return Attempt::Timeout;
     }
-    // The whole chain: "error sending request" alone says nothing about why.
+    Attempt::ConnectionError(error_chain(err))
+}
+
+/// A response as it arrived, for [`interpret`](Self::interpret).
+pub(crate) struct ResponseHead<'a> {
+    pub status: StatusCode,
+    pub headers: &'a HeaderMap,
+    /// The body when it was read (retry hints, Shopify's query cost); `None` while it streams.
+    pub body: Option<&'a [u8]>,
+}
+
+impl ResponseHead<'_> {
+    /// What the rate-limit headers say, reported as a `Response` event when anyone listens.
+    pub(crate) fn interpret(
+        &self,
+        attempt: u32,
+        service_time: Duration,
+        listening: bool,
+        emit: &impl Fn(EventKind),
+    ) -> RateLimitInfo {
+        let info = RateLimitInfo::parse(Some(self.status.as_u16()), self.headers, self.body, SystemTime::now());
+        if listening {
+            emit(EventKind::Response {
+                attempt,
+                status: self.status.as_u16(),
+                service_time,
+                info: Box::new(info.clone()),
+                headers: Box::new(masked(self.headers)),
+            });
+        }
+        info
+    }
+}
+
+/// The whole chain of an error: "error sending request" alone says nothing about why.
+pub(crate) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
     let mut message = err.to_string();
-    let mut source = std::error::Error::source(err);
+    let mut source = err.source();
     while let Some(cause) = source {
         message.push_str(": ");
         message.push_str(&cause.to_string());
         source = cause.source();
     }
-    Attempt::ConnectionError(message)
+    message
+}
+
+/// After a throttling response (429, 503, or headers saying the budget is spent), pauses the
+/// whole key: for the retry delay when one was decided, else Retry-After or the backoff, capped
+/// by `max_retry_after`. Returns the pause and its reason, or `None` when the response was fine.
+pub(crate) fn pause_on_throttle(
+    limiter: &Limiter,
+    status: StatusCode,
+    info: &RateLimitInfo,
+    decision: &Decision,
+    retry: &RetryPolicy,
+    attempt: u32,
+) -> Option<(Duration, String)> {
+    if !info.throttled && !matches!(status.as_u16(), 429 | 503) {
+        return None;
+    }
+    let pause = match decision {
+        Decision::Retry { delay, .. } => *delay,
+        _ => info.retry_after.unwrap_or_else(|| retry.raw_backoff(attempt)),
+    }
+    .min(retry.max_retry_after);
+    let reason = format!("{} from the server, pausing {}", status_text(status), format_wait(pause));
+    limiter.pause_until(Instant::now() + pause, reason.clone());
+    Some((pause, reason))
 }
 
 fn cached_response(
@@ -722,7 +765,7 @@ fn masked(headers: &HeaderMap) -> HeaderMap {
     shown
 }
 
-fn status_text(status: StatusCode) -> String {
+pub(crate) fn status_text(status: StatusCode) -> String {
     match status.canonical_reason() {
         Some(reason) => format!("{} {reason}", status.as_u16()),
         None => status.as_u16().to_string(),

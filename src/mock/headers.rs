@@ -86,7 +86,7 @@ pub fn write_headers(
         insert(headers, RETRY_AFTER, secs.to_string());
     }
     match dialect {
-        Dialect::Ietf => ietf(headers, &decision.policies),
+        Dialect::Ietf => write_ietf(headers, &decision.policies),
         Dialect::XRateLimit => {
             if let Some(policy) = most_restrictive(&decision.policies) {
                 insert(headers, name("x-ratelimit-limit"), policy.limit.to_string());
@@ -109,7 +109,9 @@ pub fn write_headers(
     }
 }
 
-fn ietf(headers: &mut HeaderMap, policies: &[PolicyReport]) {
+/// Writes the IETF draft `RateLimit-Policy` and `RateLimit` fields, one item per policy
+/// (nothing when `policies` is empty). The proxy answers its own 429s with these too.
+pub fn write_ietf(headers: &mut HeaderMap, policies: &[PolicyReport]) {
     if policies.is_empty() {
         return;
     }

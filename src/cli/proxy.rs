@@ -1,0 +1,166 @@
+//! `ratescope proxy`: hold the API key and pace everyone's requests to an upstream.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use http::{HeaderName, HeaderValue};
+
+use super::LimitArgs;
+use super::burst::{duration_arg, load_profile};
+use crate::engine::{Registry, format_wait};
+use crate::http::cache::CacheConfig;
+use crate::profile::SecretStore;
+use crate::proxy::{DEFAULT_LISTEN, ProxyConfig, ProxyServer, Route, Shedding};
+
+#[derive(Debug, Args)]
+pub struct ProxyArgs {
+    /// Address to listen on; loopback unless --allow-remote.
+    #[arg(long, default_value = DEFAULT_LISTEN, value_name = "ADDR:PORT")]
+    pub listen: std::net::SocketAddr,
+    /// Listen on a non-loopback address (anyone who reaches it spends your key).
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// PREFIX=UPSTREAM: http://LISTEN/PREFIX/rest?query goes to UPSTREAM/rest?query; repeat for several.
+    #[arg(long = "route", required = true, value_name = "PREFIX=UPSTREAM")]
+    pub routes: Vec<String>,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    /// Retries per request after the first attempt (Retry-After always wins over backoff).
+    #[arg(long, value_name = "K")]
+    pub retries: Option<u32>,
+    /// Limits, retry policy and secret headers per upstream host from a profile: a file, or the
+    /// name of a saved profile.
+    #[arg(long, value_name = "FILE|NAME", conflicts_with_all = ["rate", "burst", "windows", "concurrency"])]
+    pub profile: Option<String>,
+    /// HEADER=VAR: send header HEADER with the value of environment variable VAR on every route
+    /// (replacing any caller value); repeat for several.
+    #[arg(long = "secret-env", value_name = "HEADER=VAR")]
+    pub secret_env: Vec<String>,
+    /// Refuse (429) a request expected to wait longer than this in its limiter.
+    #[arg(long, default_value = "30s", value_parser = duration_arg, value_name = "DURATION")]
+    pub max_queue_wait: Duration,
+    /// Refuse (429) a request when this many already wait for the same upstream key.
+    #[arg(long = "max-queue", default_value_t = 1000, value_name = "N")]
+    pub max_queue: usize,
+    /// Keep a response cache in front of the upstreams (HTTP caching rules).
+    #[arg(long)]
+    pub cache: bool,
+    /// Longest wait for an upstream's response head (then 504).
+    #[arg(long, default_value = "60s", value_parser = duration_arg, value_name = "DURATION")]
+    pub upstream_timeout: Duration,
+    /// On Ctrl+C, how long requests in flight may take to finish.
+    #[arg(long, default_value = "10s", value_parser = duration_arg, value_name = "DURATION")]
+    pub drain: Duration,
+}
+
+impl ProxyArgs {
+    fn config(&self) -> anyhow::Result<ProxyConfig> {
+        let mut routes = self.routes.iter().map(|text| text.parse::<Route>()).collect::<Result<Vec<_>, _>>()?;
+        for text in &self.secret_env {
+            let (name, var) =
+                text.split_once('=').with_context(|| format!("--secret-env '{text}' is not HEADER=VAR"))?;
+            let name: HeaderName =
+                name.trim().parse().with_context(|| format!("--secret-env: '{}' is not a header name", name.trim()))?;
+            let value = std::env::var(var.trim())
+                .with_context(|| format!("--secret-env {name}: environment variable '{}' is not set", var.trim()))?;
+            let value = HeaderValue::from_str(&value).with_context(|| {
+                format!("--secret-env {name}: the value of '{}' is not a valid header value", var.trim())
+            })?;
+            routes = routes.into_iter().map(|route| route.with_secret(name.clone(), value.clone())).collect();
+        }
+        let mut config = ProxyConfig::new(Vec::new());
+        if let Some(retries) = self.retries {
+            config.retry.max_attempts = retries.saturating_add(1);
+        }
+        config.routes = routes;
+        match &self.profile {
+            Some(reference) => {
+                config = config.with_profile(&load_profile(reference)?, &SecretStore::open_default()?)?;
+            }
+            None => {
+                let limits = self.limits.to_config()?;
+                if !limits.budgets.is_empty() || limits.concurrency.is_some() {
+                    let registry = Registry::new();
+                    for route in &config.routes {
+                        registry.set(route.key()?, limits.clone())?;
+                    }
+                    config.registry = Arc::new(registry);
+                }
+            }
+        }
+        config.listen = self.listen;
+        config.allow_remote = self.allow_remote;
+        config.shedding = Shedding { max_queue_wait: self.max_queue_wait, max_queue_len: self.max_queue };
+        config.cache = self.cache.then(CacheConfig::default);
+        config.upstream_timeout = Some(self.upstream_timeout);
+        config.drain_deadline = self.drain;
+        config.validate()?;
+        Ok(config)
+    }
+}
+
+pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
+    let config = args.config()?;
+    if !config.listen.ip().to_canonical().is_loopback() {
+        eprintln!(
+            "warning: listening on {}, which is not loopback: anyone who can reach it uses your API key",
+            config.listen
+        );
+    }
+    super::runtime()?.block_on(async move {
+        let registry = Arc::clone(&config.registry);
+        let interrupted = interrupt_listener()?;
+        let server = ProxyServer::start(config).await?;
+        println!("ratescope proxy listening on {}", server.url());
+        for route in server.routes() {
+            let limits = route
+                .key()
+                .ok()
+                .and_then(|key| registry.entries().into_iter().find(|(k, _)| *k == key))
+                .map_or_else(|| "no limits".to_owned(), |(_, config)| config.describe());
+            let names: Vec<&str> = route.secrets.keys().map(HeaderName::as_str).collect();
+            let injected = if names.is_empty() { String::new() } else { format!("; adds {}", names.join(", ")) };
+            println!(
+                "  {}{}/  ->  {}  ({limits}{injected})",
+                server.url().as_str().trim_end_matches('/'),
+                route.prefix,
+                route.upstream
+            );
+        }
+        interrupted.await;
+        let deadline = args.drain;
+        eprintln!(
+            "shutting down: draining {} request(s) in flight (up to {})",
+            server.in_flight(),
+            format_wait(deadline)
+        );
+        let drained = server.shutdown().await?;
+        if drained.cut_off > 0 {
+            eprintln!("stopped: {} request(s) were still running at the deadline and were cut off", drained.cut_off);
+            return Ok(ExitCode::FAILURE);
+        }
+        eprintln!("stopped: every request in flight finished");
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// Listens for Ctrl+C from now on: registered before the server starts, so none is missed.
+fn interrupt_listener() -> anyhow::Result<impl Future<Output = ()>> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut interrupt = signal(SignalKind::interrupt()).context("cannot listen for Ctrl+C")?;
+        Ok(async move {
+            interrupt.recv().await;
+        })
+    }
+    #[cfg(not(unix))]
+    {
+        Ok(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+    }
+}

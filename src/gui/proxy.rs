@@ -1,0 +1,120 @@
+//! The Proxy tab: start and stop a proxy made from the current profile (one route per host),
+//! see its routes, and watch its traffic on the same charts and request log as a burst.
+
+use url::Url;
+
+use crate::profile::{Profile, SecretStore};
+use crate::proxy::{DEFAULT_LISTEN, ProxyConfig, profile_routes};
+
+/// The proxy as the app knows it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum ProxyStatus {
+    #[default]
+    Stopped,
+    Starting,
+    /// Listening at `url`; `routes` are (caller URL, upstream) pairs.
+    Running {
+        url: Url,
+        routes: Vec<(String, String)>,
+    },
+    Stopping,
+    Failed(String),
+}
+
+/// The tab's state: the port typed in and what runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProxyPanel {
+    pub port: String,
+    pub status: ProxyStatus,
+}
+
+impl Default for ProxyPanel {
+    fn default() -> Self {
+        let port = DEFAULT_LISTEN.rsplit(':').next().unwrap_or("8788").to_owned();
+        Self { port, status: ProxyStatus::Stopped }
+    }
+}
+
+/// What a click in the tab asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProxyAction {
+    None,
+    Start,
+    Stop,
+}
+
+impl ProxyPanel {
+    /// The proxy for `profile` on loopback at the typed port, with its limits and secrets.
+    pub fn config(&self, profile: &Profile, secrets: &SecretStore) -> Result<ProxyConfig, String> {
+        let port: u16 = self
+            .port
+            .trim()
+            .parse()
+            .map_err(|_| format!("port '{}' is not a number from 0 to 65535", self.port.trim()))?;
+        let routes = profile_routes(profile).map_err(|err| err.to_string())?;
+        let mut config = ProxyConfig::new(routes).with_profile(profile, secrets).map_err(|err| err.to_string())?;
+        config.listen = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        config.validate().map_err(|err| err.to_string())?;
+        Ok(config)
+    }
+}
+
+/// The tab: port, Start/Stop, status and routes. `profile` is the profile a start would use.
+pub fn proxy_ui(ui: &mut egui::Ui, panel: &mut ProxyPanel, profile: Option<&str>) -> ProxyAction {
+    let mut action = ProxyAction::None;
+    let running = matches!(panel.status, ProxyStatus::Running { .. });
+    let busy = matches!(panel.status, ProxyStatus::Starting | ProxyStatus::Stopping);
+    ui.horizontal(|ui| {
+        ui.heading("Proxy");
+        let label = ui.label("Port (loopback)");
+        ui.add_enabled(!running && !busy, egui::TextEdit::singleline(&mut panel.port).desired_width(60.0))
+            .labelled_by(label.id);
+        let start = ui
+            .add_enabled(!running && !busy && profile.is_some(), egui::Button::new("Start proxy"))
+            .on_hover_text("Holds the profile's keys and paces every caller through its limits");
+        if start.clicked() {
+            action = ProxyAction::Start;
+        }
+        if ui.add_enabled(running, egui::Button::new("Stop proxy")).clicked() {
+            action = ProxyAction::Stop;
+        }
+        match profile {
+            Some(name) => ui.label(format!("from profile '{name}'")),
+            None => ui.label("select a profile first"),
+        };
+    });
+    match &panel.status {
+        ProxyStatus::Stopped => {
+            ui.label("Stopped. Start it, then point your programs at the routes it lists.");
+        }
+        ProxyStatus::Starting => {
+            ui.horizontal(|ui| {
+                ui.spinner();
+                ui.label("starting…");
+            });
+        }
+        ProxyStatus::Stopping => {
+            ui.horizontal(|ui| {
+                ui.spinner();
+                ui.label("draining requests in flight…");
+            });
+        }
+        ProxyStatus::Failed(err) => {
+            ui.colored_label(egui::Color32::RED, format!("not running: {err}"));
+        }
+        ProxyStatus::Running { url, routes } => {
+            ui.colored_label(egui::Color32::from_rgb(80, 180, 90), format!("listening on {url}"));
+            egui::Grid::new("proxy_routes").striped(true).show(ui, |ui| {
+                ui.strong("call");
+                ui.strong("goes to");
+                ui.end_row();
+                for (from, to) in routes {
+                    ui.monospace(from);
+                    ui.monospace(to);
+                    ui.end_row();
+                }
+            });
+        }
+    }
+    action
+}

@@ -1,0 +1,273 @@
+//! What a proxy is told: its routes (`PREFIX=UPSTREAM`), where it listens, its limits, load
+//! shedding, timeouts and drain deadline; each setting validated before anything binds.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{HeaderMap, HeaderName, HeaderValue};
+use url::Url;
+
+use super::error::ProxyError;
+use crate::engine::Registry;
+use crate::http::cache::CacheConfig;
+use crate::http::{EventSink, RetryPolicy};
+
+/// The default listen address: loopback, port 8788 (the demo API takes 8787).
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8788";
+/// A request body up to this size is buffered, so it can be sent again on a retry.
+pub const DEFAULT_REPLAY_LIMIT: usize = 1 << 20;
+/// Upper bounds that keep a typo from meaning "forever" or "all memory".
+const MAX_WAIT: Duration = Duration::from_secs(24 * 3600);
+const MAX_QUEUE_LEN: usize = 1_000_000;
+const MAX_REPLAY_LIMIT: usize = 64 << 20;
+
+/// One route: requests under `/prefix` go to `upstream` with the rest of their path and query.
+#[derive(Clone)]
+pub struct Route {
+    /// `/name`, on whole segments: `/gh` serves `/gh` and `/gh/x`, never `/ghx`.
+    pub prefix: String,
+    /// Base URL of the upstream (no query, fragment or credentials).
+    pub upstream: Url,
+    /// Headers the proxy adds to every request of this route, replacing a caller's of the same
+    /// name (API keys): values are marked sensitive and never printed.
+    pub secrets: HeaderMap,
+}
+
+impl std::fmt::Debug for Route {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.secrets.keys().map(HeaderName::as_str).collect();
+        f.debug_struct("Route")
+            .field("prefix", &self.prefix)
+            .field("upstream", &self.upstream.as_str())
+            .field("secret_headers", &names)
+            .finish()
+    }
+}
+
+impl Route {
+    /// A route from a prefix (`gh`, `/gh` or `/gh/`) and an upstream base URL.
+    pub fn new(prefix: &str, upstream: &str) -> Result<Self, ProxyError> {
+        let trimmed = prefix.trim().trim_matches('/');
+        let bad = |problem: String| ProxyError::BadRoute { prefix: prefix.trim().to_owned(), problem };
+        if trimmed.is_empty() {
+            return Err(bad("the prefix is empty; name it, e.g. api=https://api.example.com".into()));
+        }
+        if trimmed.chars().any(|c| !(c.is_ascii_alphanumeric() || "-_./~".contains(c))) || trimmed.contains("//") {
+            return Err(bad("the prefix may hold only letters, digits, '-', '_', '.', '~' and single '/'".into()));
+        }
+        let upstream =
+            Url::parse(upstream.trim()).map_err(|err| bad(format!("'{}' is not a URL ({err})", upstream.trim())))?;
+        if !matches!(upstream.scheme(), "http" | "https") {
+            return Err(bad("the upstream must start with http:// or https://".into()));
+        }
+        if upstream.host_str().is_none_or(str::is_empty) {
+            return Err(bad("the upstream has no host".into()));
+        }
+        if !upstream.username().is_empty() || upstream.password().is_some() {
+            return Err(bad("the upstream holds credentials; give the key as a secret header instead".into()));
+        }
+        if upstream.query().is_some() || upstream.fragment().is_some() {
+            return Err(bad("the upstream must not have a query string or fragment".into()));
+        }
+        Ok(Self { prefix: format!("/{trimmed}"), upstream, secrets: HeaderMap::new() })
+    }
+
+    /// Adds a secret header (replacing a caller's header of the same name).
+    pub fn with_secret(mut self, name: HeaderName, mut value: HeaderValue) -> Self {
+        value.set_sensitive(true);
+        self.secrets.insert(name, value);
+        self
+    }
+
+    /// The part of `path` after this route's prefix (`""`, or starting with `/`), if it matches.
+    pub(crate) fn rest<'a>(&self, path: &'a str) -> Option<&'a str> {
+        let rest = path.strip_prefix(&self.prefix)?;
+        (rest.is_empty() || rest.starts_with('/')).then_some(rest)
+    }
+
+    /// The upstream URL for the rest of a path and an optional query.
+    pub(crate) fn target(&self, rest: &str, query: Option<&str>) -> Result<Url, url::ParseError> {
+        let base = self.upstream.as_str().trim_end_matches('/');
+        let path = if rest.is_empty() && self.upstream.path() == "/" { "/" } else { rest };
+        let mut text = format!("{base}{path}");
+        if let Some(query) = query {
+            text.push('?');
+            text.push_str(query);
+        }
+        Url::parse(&text)
+    }
+}
+
+impl FromStr for Route {
+    type Err = ProxyError;
+
+    /// `PREFIX=UPSTREAM`, e.g. `github=https://api.github.com`.
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let (prefix, upstream) =
+            text.split_once('=').ok_or_else(|| ProxyError::RouteSyntax { route: text.to_owned() })?;
+        Self::new(prefix, upstream)
+    }
+}
+
+/// When callers are turned away with a 429 instead of queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shedding {
+    /// A request expected to wait longer than this in its key's limiter is refused at once;
+    /// one that has waited this long is refused then.
+    pub max_queue_wait: Duration,
+    /// Most requests waiting in one key's limiter; the next one is refused.
+    pub max_queue_len: usize,
+}
+
+impl Default for Shedding {
+    fn default() -> Self {
+        Self { max_queue_wait: Duration::from_secs(30), max_queue_len: 1000 }
+    }
+}
+
+/// Everything a proxy needs.
+#[derive(Debug, Clone)]
+pub struct ProxyConfig {
+    pub listen: SocketAddr,
+    /// Listening outside loopback is refused unless this is set.
+    pub allow_remote: bool,
+    pub routes: Vec<Route>,
+    /// Limits per upstream key (`host[:port]` or `host[:port]/prefix` of the upstream URL).
+    pub registry: Arc<Registry>,
+    /// The retry policy, and per-key ones (a profile's hosts).
+    pub retry: RetryPolicy,
+    pub key_retry: HashMap<String, RetryPolicy>,
+    pub shedding: Shedding,
+    /// A response cache in front of the upstreams.
+    pub cache: Option<CacheConfig>,
+    pub connect_timeout: Option<Duration>,
+    /// Longest wait for an upstream's response head; past it the caller gets a 504.
+    pub upstream_timeout: Option<Duration>,
+    /// Request bodies up to this many bytes are buffered and can be retried; larger (or
+    /// unsized) ones are streamed through once.
+    pub replay_limit: usize,
+    /// On shutdown, requests in flight get this long to finish.
+    pub drain_deadline: Duration,
+    pub events: EventSink,
+}
+
+impl ProxyConfig {
+    /// Defaults for everything but the routes: loopback, no limits, default retries and shedding.
+    pub fn new(routes: Vec<Route>) -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8788)),
+            allow_remote: false,
+            routes,
+            registry: Arc::new(Registry::new()),
+            retry: RetryPolicy::default(),
+            key_retry: HashMap::new(),
+            shedding: Shedding::default(),
+            cache: None,
+            connect_timeout: Some(Duration::from_secs(10)),
+            upstream_timeout: Some(Duration::from_secs(60)),
+            replay_limit: DEFAULT_REPLAY_LIMIT,
+            drain_deadline: Duration::from_secs(10),
+            events: EventSink::none(),
+        }
+    }
+
+    /// No timers of the proxy's own (timeouts): for tests on paused tokio time.
+    pub fn without_timers(mut self) -> Self {
+        self.connect_timeout = None;
+        self.upstream_timeout = None;
+        self
+    }
+
+    /// Checks every setting; [`ProxyServer::start`](super::ProxyServer::start) calls it first.
+    pub fn validate(&self) -> Result<(), ProxyError> {
+        if self.routes.is_empty() {
+            return Err(ProxyError::NoRoutes);
+        }
+        for (i, route) in self.routes.iter().enumerate() {
+            if self.routes[..i].iter().any(|other| other.prefix == route.prefix) {
+                return Err(ProxyError::DuplicatePrefix(route.prefix.clone()));
+            }
+        }
+        if !self.allow_remote && !self.listen.ip().to_canonical().is_loopback() {
+            return Err(ProxyError::NotLoopback(self.listen));
+        }
+        let bad = |setting, problem: &str| Err(ProxyError::BadSetting { setting, problem: problem.to_owned() });
+        let waits = [
+            ("--max-queue-wait", Some(self.shedding.max_queue_wait)),
+            ("--connect-timeout", self.connect_timeout),
+            ("--upstream-timeout", self.upstream_timeout),
+            ("--drain", Some(self.drain_deadline)),
+        ];
+        for (setting, wait) in waits {
+            match wait {
+                Some(wait) if wait.is_zero() => return bad(setting, "must be longer than zero"),
+                Some(wait) if wait > MAX_WAIT => return bad(setting, "must be at most 24h"),
+                _ => {}
+            }
+        }
+        if self.shedding.max_queue_len == 0 || self.shedding.max_queue_len > MAX_QUEUE_LEN {
+            return bad("--max-queue", &format!("must be between 1 and {MAX_QUEUE_LEN}"));
+        }
+        if self.replay_limit > MAX_REPLAY_LIMIT {
+            return bad("--replay-limit", &format!("must be at most {} MiB", MAX_REPLAY_LIMIT >> 20));
+        }
+        for policy in std::iter::once(&self.retry).chain(self.key_retry.values()) {
+            policy.validate().map_err(|err| ProxyError::BadSetting { setting: "retry", problem: err.to_string() })?;
+        }
+        Ok(())
+    }
+
+    /// The route serving `path` (longest prefix on whole segments) and the rest of the path.
+    pub(crate) fn route_for<'a>(&self, path: &'a str) -> Option<(&Route, &'a str)> {
+        self.routes
+            .iter()
+            .filter_map(|route| Some((route, route.rest(path)?)))
+            .max_by_key(|(route, _)| route.prefix.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_parse_normalise_and_refuse_nonsense() {
+        let route: Route = "/gh/=https://api.github.com".parse().unwrap();
+        assert_eq!(route.prefix, "/gh");
+        for bad in
+            ["no-equals", "=http://x", "a=ftp://x", "a=not a url", "a=http://u:p@x", "a=http://x/?k=1", "a b=http://x"]
+        {
+            assert!(bad.parse::<Route>().is_err(), "{bad} should be refused");
+        }
+    }
+
+    #[test]
+    fn targets_keep_the_rest_and_the_query() {
+        let route = Route::new("api", "http://127.0.0.1:9/v1/").unwrap();
+        assert_eq!(route.rest("/api/items/3"), Some("/items/3"));
+        assert_eq!(route.rest("/apix"), None);
+        assert_eq!(route.target("/items/3", Some("q=1")).unwrap().as_str(), "http://127.0.0.1:9/v1/items/3?q=1");
+        let root = Route::new("api", "http://127.0.0.1:9").unwrap();
+        assert_eq!(root.target("", None).unwrap().as_str(), "http://127.0.0.1:9/");
+    }
+
+    #[test]
+    fn longest_prefix_wins_and_settings_are_checked() {
+        let config =
+            ProxyConfig::new(vec![Route::new("a", "http://x").unwrap(), Route::new("a/b", "http://y").unwrap()]);
+        assert_eq!(config.route_for("/a/b/c").map(|(r, rest)| (r.prefix.as_str(), rest)), Some(("/a/b", "/c")));
+        assert!(config.validate().is_ok());
+        let mut remote = config.clone();
+        remote.listen = "0.0.0.0:8788".parse().unwrap();
+        assert!(matches!(remote.validate(), Err(ProxyError::NotLoopback(_))));
+        remote.allow_remote = true;
+        assert!(remote.validate().is_ok());
+        let mut zero = config.clone();
+        zero.shedding.max_queue_len = 0;
+        assert!(zero.validate().is_err());
+        assert!(matches!(ProxyConfig::new(vec![]).validate(), Err(ProxyError::NoRoutes)));
+    }
+}

@@ -1,0 +1,364 @@
+//! One forwarded request: route, admission (limiter, load shedding), the upstream exchange with
+//! bodies streamed both ways, retries with the key paused on 429/503, the cache, 502/504.
+//!
+//! Retries need the request body again, so a body is buffered when its size is known and at
+//! most `replay_limit` (every bodiless GET is); a larger or unsized body is streamed through
+//! once and its request is never retried (the upstream's answer, even a 429, goes back as is).
+//! Response bodies are always streamed, except when the cache keeps a copy; the limiter's
+//! permit (a concurrency slot) is held until the caller has the whole body.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, SystemTime};
+
+use axum::body::{Body, HttpBody};
+use axum::extract::{ConnectInfo, Request, State};
+use axum::response::Response;
+use bytes::Bytes;
+use futures_util::StreamExt;
+use http::header::CONTENT_TYPE;
+use http::{HeaderMap, HeaderValue, Method, StatusCode};
+use parking_lot::Mutex;
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use url::Url;
+
+use super::config::ProxyConfig;
+use super::hop::{caller_response_headers, upstream_request_headers};
+use super::shed::{QueueCounts, Shed, estimated_wait, shed};
+use crate::engine::{Limiter, Permit, Priority, TryAcquireError, format_wait};
+use crate::http::cache::{CachedResponse, Lookup, ResponseCache};
+use crate::http::client::{ResponseHead, error_chain, pause_on_throttle, status_text};
+use crate::http::retry::{Decision, Outcome};
+use crate::http::{Event, EventKind, RetryPolicy};
+
+/// The proxy's shared state: its settings, the upstream client, the cache and counters.
+#[derive(Debug)]
+pub(crate) struct Proxy {
+    pub(crate) config: ProxyConfig,
+    http: reqwest::Client,
+    pub(crate) cache: Option<ResponseCache>,
+    queues: QueueCounts,
+    next_id: AtomicU64,
+    rng: Mutex<StdRng>,
+    pub(crate) in_flight: AtomicUsize,
+    /// Set when the drain deadline passed: unfinished requests are answered 503 at once.
+    pub(crate) cut_off: watch::Sender<bool>,
+}
+
+/// A request let through: the local permit (held until the response body is sent) and how
+/// long it waited.
+#[derive(Debug)]
+pub(crate) struct Admission {
+    pub permit: Option<Permit>,
+    pub queue_wait: Duration,
+}
+
+/// The request body: kept for retries, or streamed through once.
+enum RequestBody {
+    Replayable(Bytes),
+    Streaming(Option<Body>),
+}
+
+/// What one attempt on the wire produced.
+enum Upstream {
+    Response(reqwest::Response),
+    Unreachable(String),
+    TimedOut,
+}
+
+/// Counts a request in flight for as long as it lives.
+struct InFlight<'a>(&'a AtomicUsize);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The axum handler for every path.
+pub(crate) async fn handle(
+    State(proxy): State<Arc<Proxy>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    request: Request,
+) -> Response {
+    proxy.in_flight.fetch_add(1, Ordering::AcqRel);
+    let _in_flight = InFlight(&proxy.in_flight);
+    let mut cut_off = proxy.cut_off.subscribe();
+    tokio::select! {
+        response = proxy.forward(peer.ip(), request) => response,
+        _ = cut_off.wait_for(|cut| *cut) => {
+            plain(StatusCode::SERVICE_UNAVAILABLE, "the proxy shut down before this request finished")
+        }
+    }
+}
+
+impl Proxy {
+    pub(crate) fn new(config: ProxyConfig) -> Result<Self, reqwest::Error> {
+        // reqwest is built without a default TLS provider; ring is ours (ignore "already installed").
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none());
+        if let Some(timeout) = config.connect_timeout {
+            http = http.connect_timeout(timeout);
+        } else {
+            // Paused-time tests: no idle-connection sweeps either.
+            http = http.pool_idle_timeout(None);
+        }
+        Ok(Self {
+            cache: config.cache.map(ResponseCache::new),
+            http: http.build()?,
+            config,
+            queues: QueueCounts::default(),
+            next_id: AtomicU64::new(0),
+            rng: Mutex::new(StdRng::from_os_rng()),
+            in_flight: AtomicUsize::new(0),
+            cut_off: watch::Sender::new(false),
+        })
+    }
+
+    /// Admission of one forwarded request: the single step between a caller and the wire.
+    ///
+    /// 1. The local limiter of the upstream key: admitted at once when nobody waits and the
+    ///    budgets allow it; else the request queues, unless `max_queue_len` already wait or
+    ///    the wait ahead is expected to exceed `max_queue_wait` (then it is shed with a 429),
+    ///    and it is shed when it has waited `max_queue_wait`.
+    /// 2. The shared budget of #6 (Redis) is awaited here, after the local permit, so the
+    ///    local queue orders callers and the shared gate only sees admitted requests.
+    pub(crate) async fn admit(&self, limiter: Option<&Limiter>, priority: Priority) -> Result<Admission, Shed> {
+        let Some(limiter) = limiter else { return Ok(Admission { permit: None, queue_wait: Duration::ZERO }) };
+        let queued_at = Instant::now();
+        let permit = match limiter.try_acquire(1) {
+            Ok(permit) => permit,
+            Err(TryAcquireError::Invalid(err)) => return Err(shed(limiter, 0, err.to_string())),
+            Err(TryAcquireError::WouldWait(_)) => {
+                let shedding = self.config.shedding;
+                let key = limiter.key();
+                let _place = self
+                    .queues
+                    .enter(key, shedding.max_queue_len)
+                    .map_err(|ahead| shed(limiter, ahead, format!("{ahead} requests already wait for {key}")))?;
+                let snapshot = limiter.snapshot();
+                let ahead = snapshot.queued_total();
+                let expected = estimated_wait(&snapshot, &limiter.config(), ahead);
+                if expected > shedding.max_queue_wait {
+                    let reason = format!(
+                        "{key} is expected to take {} to reach this request, longer than the {} this proxy queues",
+                        format_wait(expected),
+                        format_wait(shedding.max_queue_wait)
+                    );
+                    return Err(shed(limiter, ahead, reason));
+                }
+                let deadline = queued_at + shedding.max_queue_wait;
+                match limiter.acquire_until(priority, 1, deadline).await {
+                    Ok(permit) => permit,
+                    Err(err) => {
+                        let ahead = limiter.snapshot().queued_total();
+                        return Err(shed(limiter, ahead, format!("{key}: {err}")));
+                    }
+                }
+            }
+        };
+        // #6 hook: await the shared budget gate for `limiter.key()` here (holding `permit`).
+        Ok(Admission { permit: Some(permit), queue_wait: queued_at.elapsed() })
+    }
+
+    async fn forward(&self, peer: IpAddr, request: Request) -> Response {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let started = Instant::now();
+        let (parts, body) = request.into_parts();
+        let Some((route, rest)) = self.config.route_for(parts.uri.path()) else {
+            let prefixes: Vec<&str> = self.config.routes.iter().map(|route| route.prefix.as_str()).collect();
+            let message = format!("no route for {}; routes: {}", parts.uri.path(), prefixes.join(", "));
+            return plain(StatusCode::NOT_FOUND, &message);
+        };
+        let url = match route.target(rest, parts.uri.query()) {
+            Ok(url) => url,
+            Err(err) => return plain(StatusCode::BAD_REQUEST, &format!("cannot build the upstream URL: {err}")),
+        };
+        let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
+        let limiter = self.config.registry.limiter_for(&host, url.port_or_known_default(), url.path());
+        let key = limiter.as_ref().map(|limiter| limiter.key().to_owned());
+        let listening = self.config.events.is_enabled();
+        let emit = |kind: EventKind| {
+            if listening {
+                self.config.events.emit(Event { request_id: id, key: key.clone(), at: Instant::now(), kind });
+            }
+        };
+        let mut headers = upstream_request_headers(parts.headers, peer, &route.secrets);
+        let mut body = match HttpBody::size_hint(&body).exact() {
+            Some(size) if size <= self.config.replay_limit as u64 => {
+                match axum::body::to_bytes(body, self.config.replay_limit).await {
+                    Ok(bytes) => RequestBody::Replayable(bytes),
+                    Err(err) => return plain(StatusCode::BAD_REQUEST, &format!("cannot read the request body: {err}")),
+                }
+            }
+            _ => RequestBody::Streaming(Some(body)),
+        };
+        let retry = match &body {
+            RequestBody::Replayable(_) => {
+                key.as_ref().and_then(|key| self.config.key_retry.get(key)).unwrap_or(&self.config.retry).clone()
+            }
+            RequestBody::Streaming(_) => RetryPolicy { max_attempts: 1, ..self.config.retry.clone() },
+        };
+        let cache = self.cache.as_ref().filter(|_| matches!(parts.method, Method::GET | Method::HEAD));
+        let uri: Option<http::Uri> = cache.and_then(|_| url.as_str().parse().ok());
+        if let (Some(cache), Some(uri)) = (cache, &uri) {
+            match cache.lookup(&parts.method, uri, &headers, SystemTime::now()) {
+                Lookup::Fresh(cached) => {
+                    emit(EventKind::CacheHit { revalidated: false });
+                    emit(EventKind::Finished { status: cached.status.as_u16(), attempts: 0, total: started.elapsed() });
+                    return cached_response(cached);
+                }
+                Lookup::Revalidate(with_validators) => headers = with_validators,
+                Lookup::Miss => {}
+            }
+        }
+        let mut attempt = 0u32;
+        let mut previous_delay = None;
+        loop {
+            attempt += 1;
+            if limiter.is_some() {
+                emit(EventKind::Queued { attempt, priority: Priority::Normal });
+            }
+            let admission = match self.admit(limiter.as_ref(), Priority::Normal).await {
+                Ok(admission) => admission,
+                Err(shed) => {
+                    emit(EventKind::Failed { error: format!("shed: {}", shed.reason), attempts: attempt - 1 });
+                    tracing::info!("{} {} -> 429 from the proxy: {}", parts.method, parts.uri.path(), shed.reason);
+                    return shed.into_response();
+                }
+            };
+            if limiter.is_some() {
+                emit(EventKind::Admitted { attempt, queue_wait: admission.queue_wait });
+            }
+            emit(EventKind::Sent { attempt, method: parts.method.to_string(), path: url.path().to_owned() });
+            let sent_at = Instant::now();
+            let upstream = self.send_once(&parts.method, &url, &headers, &mut body).await;
+            let service_time = sent_at.elapsed();
+            let (outcome_status, response, failure) = match upstream {
+                Upstream::Response(response) => {
+                    let status = response.status();
+                    let head = ResponseHead { status, headers: response.headers(), body: None };
+                    let info = head.interpret(attempt, service_time, listening, &emit);
+                    (Some((status, info)), Some(response), None)
+                }
+                Upstream::Unreachable(message) => (None, None, Some(message)),
+                Upstream::TimedOut => (None, None, None),
+            };
+            let outcome = match (&outcome_status, &failure) {
+                (Some((status, info)), _) => Outcome::Status { status: status.as_u16(), retry_after: info.retry_after },
+                (None, Some(message)) => Outcome::ConnectionError { message },
+                (None, None) => Outcome::Timeout,
+            };
+            let decision = retry.decide(attempt, &outcome, &parts.method, previous_delay, &mut *self.rng.lock());
+            if let (Some(limiter), Some((status, info))) = (&limiter, &outcome_status)
+                && let Some((pause, reason)) = pause_on_throttle(limiter, *status, info, &decision, &retry, attempt)
+            {
+                emit(EventKind::KeyPaused { pause, reason });
+            }
+            if let Decision::Retry { delay, reason } = decision {
+                drop(response);
+                drop(admission);
+                let cause = match &outcome_status {
+                    Some((status, _)) => status_text(*status),
+                    None => failure.clone().unwrap_or_else(|| "timeout".to_owned()),
+                };
+                emit(EventKind::RetryScheduled { attempt, delay, reason, cause });
+                previous_delay = Some(delay);
+                tokio::time::sleep(delay).await;
+                continue;
+            }
+            let Some(response) = response else {
+                let (status, message) = match failure {
+                    Some(message) => (StatusCode::BAD_GATEWAY, format!("could not reach {host}: {message}")),
+                    None => (StatusCode::GATEWAY_TIMEOUT, format!("{host} did not answer in time")),
+                };
+                emit(EventKind::Failed { error: message.clone(), attempts: attempt });
+                tracing::info!("{} {} -> {}: {message}", parts.method, parts.uri.path(), status.as_u16());
+                return plain(status, &message);
+            };
+            let status = response.status();
+            emit(EventKind::Finished { status: status.as_u16(), attempts: attempt, total: started.elapsed() });
+            tracing::info!(
+                "{} {} -> {} after {attempt} attempt(s), {} queued",
+                parts.method,
+                parts.uri.path(),
+                status.as_u16(),
+                format_wait(admission.queue_wait)
+            );
+            return match (cache, &uri) {
+                (Some(cache), Some(uri)) => {
+                    let response_headers = response.headers().clone();
+                    match response.bytes().await {
+                        Ok(bytes) => {
+                            let fresh = CachedResponse { status, headers: response_headers, body: bytes };
+                            let served =
+                                cache.store(&parts.method, uri, &headers, &fresh, SystemTime::now()).unwrap_or(fresh);
+                            cached_response(served)
+                        }
+                        Err(err) => plain(StatusCode::BAD_GATEWAY, &format!("{host}: {}", error_chain(&err))),
+                    }
+                }
+                _ => streamed(response, admission.permit),
+            };
+        }
+    }
+
+    async fn send_once(&self, method: &Method, url: &Url, headers: &HeaderMap, body: &mut RequestBody) -> Upstream {
+        let mut request = self.http.request(method.clone(), url.clone()).headers(headers.clone());
+        match body {
+            RequestBody::Replayable(bytes) if !bytes.is_empty() => request = request.body(bytes.clone()),
+            RequestBody::Replayable(_) => {}
+            RequestBody::Streaming(slot) => {
+                if let Some(body) = slot.take() {
+                    request = request.body(reqwest::Body::wrap_stream(body.into_data_stream()));
+                }
+            }
+        }
+        let send = request.send();
+        let result = match self.config.upstream_timeout {
+            Some(timeout) => match tokio::time::timeout(timeout, send).await {
+                Ok(result) => result,
+                Err(_) => return Upstream::TimedOut,
+            },
+            None => send.await,
+        };
+        match result {
+            Ok(response) => Upstream::Response(response),
+            Err(err) if err.is_timeout() => Upstream::TimedOut,
+            Err(err) => Upstream::Unreachable(error_chain(&err)),
+        }
+    }
+}
+
+/// The upstream response streamed to the caller; `permit` is held until the body is done.
+fn streamed(mut response: reqwest::Response, permit: Option<Permit>) -> Response {
+    let status = response.status();
+    let headers = caller_response_headers(std::mem::take(response.headers_mut()));
+    let body = response.bytes_stream().map(move |chunk| {
+        let _held = &permit;
+        chunk
+    });
+    let mut reply = Response::new(Body::from_stream(body));
+    *reply.status_mut() = status;
+    *reply.headers_mut() = headers;
+    reply
+}
+
+fn cached_response(cached: CachedResponse) -> Response {
+    let mut reply = Response::new(Body::from(cached.body));
+    *reply.status_mut() = cached.status;
+    *reply.headers_mut() = caller_response_headers(cached.headers);
+    reply
+}
+
+/// A short plain-text answer from the proxy itself.
+fn plain(status: StatusCode, message: &str) -> Response {
+    let mut reply = Response::new(Body::from(format!("ratescope proxy: {message}\n")));
+    *reply.status_mut() = status;
+    reply.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    reply
+}

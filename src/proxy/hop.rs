@@ -1,0 +1,125 @@
+//! Hop-by-hop headers (RFC 9110 §7.6.1) and the proxy's own forwarding headers.
+//!
+//! A proxy must not forward `Connection`, the fields it names, or the classic hop-by-hop set
+//! (`Keep-Alive`, `Proxy-Connection`, `Proxy-Authenticate`, `Proxy-Authorization`, `TE`,
+//! `Trailer`, `Transfer-Encoding`, `Upgrade`); hyper and reqwest frame each hop themselves.
+//! Requests also lose `Host` (the upstream's comes from its URL) and `Expect`, and gain `Via` and
+//! `X-Forwarded-For`/`-Proto`/`-Host`, so the upstream can tell who asked.
+
+use std::net::IpAddr;
+
+use http::header::{CONNECTION, HOST, HeaderName, TE, TRAILER, TRANSFER_ENCODING, UPGRADE, VIA};
+use http::{HeaderMap, HeaderValue};
+
+const KEEP_ALIVE: &str = "keep-alive";
+const PROXY_CONNECTION: &str = "proxy-connection";
+const X_FORWARDED_FOR: &str = "x-forwarded-for";
+const X_FORWARDED_PROTO: &str = "x-forwarded-proto";
+const X_FORWARDED_HOST: &str = "x-forwarded-host";
+/// This proxy in `Via`: protocol version and a pseudonym (RFC 9110 §7.6.3).
+const VIA_ME: &str = "1.1 ratescope";
+
+/// Removes the hop-by-hop fields: those named in `Connection`, then the fixed set.
+pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = headers
+        .get_all(CONNECTION)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .collect();
+    for name in named {
+        headers.remove(name);
+    }
+    for name in [CONNECTION, TE, TRAILER, TRANSFER_ENCODING, UPGRADE, http::header::PROXY_AUTHENTICATE] {
+        headers.remove(name);
+    }
+    for name in [KEEP_ALIVE, PROXY_CONNECTION, "proxy-authorization"] {
+        headers.remove(name);
+    }
+}
+
+/// The request headers sent upstream: hop-by-hop and `Host` removed, forwarding headers added,
+/// and the route's secrets in place of any caller header of the same name.
+pub(crate) fn upstream_request_headers(mut headers: HeaderMap, peer: IpAddr, secrets: &HeaderMap) -> HeaderMap {
+    strip_hop_by_hop(&mut headers);
+    // The caller's `Expect: 100-continue` was answered by our server; the upstream hop has its own.
+    headers.remove(http::header::EXPECT);
+    let host = headers.remove(HOST);
+    append_list(&mut headers, HeaderName::from_static(X_FORWARDED_FOR), &peer.to_string());
+    if let Some(host) = host {
+        headers.insert(HeaderName::from_static(X_FORWARDED_HOST), host);
+    }
+    headers.insert(HeaderName::from_static(X_FORWARDED_PROTO), HeaderValue::from_static("http"));
+    append_list(&mut headers, VIA, VIA_ME);
+    for (name, value) in secrets {
+        // `insert` replaces every caller value of that name: the caller's key is never forwarded.
+        headers.insert(name.clone(), value.clone());
+    }
+    headers
+}
+
+/// The response headers sent back to the caller: hop-by-hop removed, `Via` added.
+pub(crate) fn caller_response_headers(mut headers: HeaderMap) -> HeaderMap {
+    strip_hop_by_hop(&mut headers);
+    append_list(&mut headers, VIA, VIA_ME);
+    headers
+}
+
+/// Appends `item` to a comma-separated list field, joining existing values into one line.
+fn append_list(headers: &mut HeaderMap, name: HeaderName, item: &str) {
+    let mut items: Vec<String> =
+        headers.get_all(&name).iter().filter_map(|value| value.to_str().ok()).map(str::to_owned).collect();
+    items.push(item.to_owned());
+    if let Ok(value) = HeaderValue::from_str(&items.join(", ")) {
+        headers.insert(name, value);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.append(HeaderName::from_bytes(name.as_bytes()).unwrap(), value.parse().unwrap());
+        }
+        headers
+    }
+
+    #[test]
+    fn hop_by_hop_and_connection_named_fields_are_dropped() {
+        let mut headers = map(&[
+            ("connection", "keep-alive, x-secret-hop"),
+            ("x-secret-hop", "1"),
+            ("keep-alive", "timeout=5"),
+            ("te", "trailers"),
+            ("transfer-encoding", "chunked"),
+            ("upgrade", "websocket"),
+            ("proxy-authorization", "Basic abc"),
+            ("accept", "application/json"),
+        ]);
+        strip_hop_by_hop(&mut headers);
+        let names: Vec<&str> = headers.keys().map(HeaderName::as_str).collect();
+        assert_eq!(names, ["accept"]);
+    }
+
+    #[test]
+    fn secrets_replace_caller_values_and_forwarding_headers_are_added() {
+        let caller = map(&[
+            ("host", "127.0.0.1:8788"),
+            ("x-api-key", "caller-guess"),
+            ("x-api-key", "another"),
+            ("x-forwarded-for", "10.0.0.1"),
+        ]);
+        let secrets = map(&[("x-api-key", "the-real-key")]);
+        let sent = upstream_request_headers(caller, "127.0.0.1".parse().unwrap(), &secrets);
+        let keys: Vec<&HeaderValue> = sent.get_all("x-api-key").iter().collect();
+        assert_eq!(keys, [&HeaderValue::from_static("the-real-key")]);
+        assert_eq!(sent["x-forwarded-for"], "10.0.0.1, 127.0.0.1");
+        assert_eq!(sent["x-forwarded-host"], "127.0.0.1:8788");
+        assert_eq!(sent["via"], "1.1 ratescope");
+        assert!(!sent.contains_key("host"));
+    }
+}

@@ -1,0 +1,23 @@
+//! The rate-limiting proxy: holds the API key, paces every caller's requests through the
+//! engine's limiters, sheds load with honest 429s, and streams bodies both ways.
+//!
+//! - [`config`]: routes `PREFIX=UPSTREAM`, listen address, shedding, timeouts, validated;
+//! - `forward`: one request's path (admission, upstream, retries, cache, 502/504);
+//! - `hop`: hop-by-hop headers (RFC 9110) and forwarding headers;
+//! - `profile`: routes, limits, retries and secrets from a profile;
+//! - `shed`: queue lengths, expected waits, the 429 with draft `RateLimit` headers;
+//! - [`server`]: [`ProxyServer`], axum on loopback by default, graceful drain.
+
+pub mod config;
+mod error;
+mod forward;
+mod hop;
+mod profile;
+pub mod server;
+mod shed;
+
+pub use config::{DEFAULT_LISTEN, DEFAULT_REPLAY_LIMIT, ProxyConfig, Route, Shedding};
+pub use error::ProxyError;
+pub use profile::profile_routes;
+pub use server::{Drained, ProxyServer};
+pub use shed::Shed;

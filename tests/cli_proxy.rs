@@ -1,0 +1,115 @@
+//! `ratescope proxy` as a user runs it (real time): bad input is refused with a clear error,
+//! the key is injected but never printed, and Ctrl+C (SIGINT) drains a request in flight.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+
+use axum::Router;
+use axum::http::HeaderMap;
+use axum::routing::get;
+use tokio::sync::{Notify, mpsc};
+
+const KEY: &str = "sk-cli-test-9f8e7d6c5b4a";
+
+fn ratescope(args: &[&str]) -> (i32, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_ratescope")).args(args).output().unwrap();
+    (output.status.code().unwrap_or(-1), String::from_utf8_lossy(&output.stderr).into_owned())
+}
+
+#[test]
+fn bad_routes_and_remote_addresses_are_refused_with_a_reason() {
+    let (code, stderr) = ratescope(&["proxy", "--route", "nonsense"]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("is not PREFIX=UPSTREAM"), "{stderr}");
+    let (code, stderr) = ratescope(&["proxy", "--route", "a=ftp://x"]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("must start with http:// or https://"), "{stderr}");
+    let (code, stderr) = ratescope(&["proxy", "--listen", "0.0.0.0:0", "--route", "a=http://127.0.0.1:9"]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("not a loopback address") && stderr.contains("--allow-remote"), "{stderr}");
+    let (code, stderr) = ratescope(&["proxy", "--route", "a=http://127.0.0.1:9", "--max-queue", "0"]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("--max-queue must be between 1"), "{stderr}");
+    let (code, stderr) =
+        ratescope(&["proxy", "--route", "a=http://127.0.0.1:9", "--secret-env", "x-api-key=RATESCOPE_SURELY_UNSET"]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("'RATESCOPE_SURELY_UNSET' is not set"), "{stderr}");
+}
+
+/// An upstream whose `/hold` reports each arrival (with its API key) and answers when released.
+async fn holding_upstream() -> (std::net::SocketAddr, mpsc::UnboundedReceiver<Option<String>>, Arc<Notify>) {
+    let (arrived, arrivals) = mpsc::unbounded_channel();
+    let release = Arc::new(Notify::new());
+    let gate = Arc::clone(&release);
+    let app = Router::new().route(
+        "/hold",
+        get(move |headers: HeaderMap| {
+            let key = headers.get("x-api-key").and_then(|value| value.to_str().ok()).map(str::to_owned);
+            let _ = arrived.send(key);
+            let gate = Arc::clone(&gate);
+            async move {
+                gate.notified().await;
+                "done"
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (addr, arrivals, release)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_drains_the_request_in_flight_and_the_key_is_never_printed() {
+    let (upstream, mut arrivals, release) = holding_upstream().await;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ratescope"))
+        .args(["proxy", "--listen", "127.0.0.1:0", "--route", &format!("up=http://{upstream}")])
+        .args(["--rate", "10/1s", "--secret-env", "x-api-key=RATESCOPE_TEST_KEY"])
+        .env("RATESCOPE_TEST_KEY", KEY)
+        .env("RATESCOPE_LOG", "debug")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    let url = first.trim().strip_prefix("ratescope proxy listening on ").expect(&first).to_owned();
+
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let request = tokio::spawn(reqwest::get(format!("{url}up/hold")));
+    // A guard against hanging forever if the request never arrives, not a timing assertion.
+    let arrived = tokio::time::timeout(std::time::Duration::from_secs(60), arrivals.recv()).await;
+    assert_eq!(arrived.unwrap().unwrap().as_deref(), Some(KEY), "the upstream got the injected key");
+
+    let status = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    assert!(status.success());
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut printed = String::new();
+    let draining = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        while stderr.read_line(&mut line).unwrap() > 0 {
+            if line.contains("shutting down") {
+                return (stderr, line);
+            }
+        }
+        panic!("the proxy never said it was shutting down: {line}");
+    });
+    let (mut stderr, line) = draining.await.unwrap();
+    assert!(line.contains("draining 1 request(s) in flight"), "{line}");
+    printed.push_str(&line);
+
+    release.notify_one();
+    let response = request.await.unwrap().unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.text().await.unwrap(), "done", "the request in flight finished");
+    let exit = tokio::task::spawn_blocking(move || child.wait().unwrap()).await.unwrap();
+    assert!(exit.success(), "a clean drain exits 0");
+    std::io::Read::read_to_string(&mut stderr, &mut printed).unwrap();
+    std::io::Read::read_to_string(&mut stdout, &mut printed).unwrap();
+    printed.push_str(&first);
+    assert!(printed.contains("every request in flight finished"), "{printed}");
+    assert!(printed.contains("adds x-api-key"), "the route lists the injected header by name: {printed}");
+    assert!(!printed.contains(KEY), "the key was printed:\n{printed}");
+}

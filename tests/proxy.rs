@@ -1,0 +1,360 @@
+//! The proxy over loopback with the demo API as its upstream, on paused tokio time: pacing
+//! without upstream 429s, secret injection, load shedding, retries, the cache, streamed
+//! bodies, 502/504 and the graceful drain.
+
+mod support;
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::routing::post;
+use parking_lot::Mutex;
+use ratescope::engine::{BudgetSpec, LimitKey, LimiterConfig, Registry};
+use ratescope::http::{EventSink, RetryPolicy};
+use ratescope::mock::{MockConfig, MockServer, Outcome};
+use ratescope::proxy::{ProxyConfig, ProxyServer, Route, Shedding};
+
+/// The upstream: `/items` refuses a 6th request in any second; `/search` counts per API key;
+/// `/slow` answers after 1 s; `/catalog` is cacheable.
+const UPSTREAM: &str = r#"
+[server]
+api_key_header = "x-api-key"
+
+[[routes]]
+prefix = "/items"
+status = 429
+  [[routes.policies]]
+  name = "second"
+  kind = "sliding_window"
+  limit = 5
+  window = "1s"
+
+[[routes]]
+prefix = "/search"
+count_by = "key"
+
+[[routes]]
+prefix = "/slow"
+latency = { fixed = "1s" }
+
+[[routes]]
+prefix = "/catalog"
+cache = true
+max_age = "30s"
+"#;
+
+const SECRET: &str = "sk-live-0123456789abcdef";
+
+async fn upstream() -> MockServer {
+    MockServer::start(MockConfig::from_toml(UPSTREAM).unwrap(), SocketAddr::from(([127, 0, 0, 1], 0))).await.unwrap()
+}
+
+fn loopback() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 0))
+}
+
+/// A proxy with the route `/api` to `upstream`, limited by `limits` on the upstream's key.
+fn config(upstream: &MockServer, limits: Option<LimiterConfig>) -> ProxyConfig {
+    let route = Route::new("api", upstream.url().as_str()).unwrap();
+    let registry = Registry::new();
+    if let Some(limits) = limits {
+        registry.set(LimitKey::host(&upstream.addr().to_string()).unwrap(), limits).unwrap();
+    }
+    ProxyConfig {
+        listen: loopback(),
+        registry: Arc::new(registry),
+        shedding: Shedding { max_queue_wait: Duration::from_secs(3600), max_queue_len: 10_000 },
+        ..ProxyConfig::new(vec![route]).without_timers()
+    }
+}
+
+fn window(limit: u64, seconds: u64) -> LimiterConfig {
+    LimiterConfig::new().with_budget(BudgetSpec::sliding_window("second", limit, Duration::from_secs(seconds)).unwrap())
+}
+
+fn bucket(capacity: u64, rate: &str) -> LimiterConfig {
+    LimiterConfig::new().with_budget(BudgetSpec::token_bucket("rate", capacity, rate.parse().unwrap()).unwrap())
+}
+
+/// A caller with no timers of its own (paused time would fire them mid-read).
+fn caller() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder().pool_idle_timeout(None).build().unwrap()
+}
+
+fn limited(server: &MockServer) -> usize {
+    server.arrivals().iter().filter(|arrival| matches!(arrival.outcome, Outcome::Limited(_))).count()
+}
+
+#[tokio::test(start_paused = true)]
+async fn two_hundred_concurrent_callers_are_paced_and_the_upstream_never_says_429() {
+    let server = upstream().await;
+    let proxy = ProxyServer::start(config(&server, Some(window(5, 1)))).await.unwrap();
+    let client = caller();
+    let mut callers = tokio::task::JoinSet::new();
+    for i in 0..200 {
+        let url = format!("{}api/items/{i}", proxy.url());
+        let client = client.clone();
+        callers.spawn(async move {
+            let response = client.get(url).send().await.unwrap();
+            (response.status().as_u16(), response.text().await.unwrap())
+        });
+    }
+    let mut statuses = Vec::new();
+    while let Some(result) = callers.join_next().await {
+        statuses.push(result.unwrap().0);
+    }
+    assert_eq!(statuses.len(), 200, "every caller got an answer");
+    assert!(statuses.iter().all(|status| *status == 200), "every answer is a 200: {statuses:?}");
+    assert_eq!(limited(&server), 0, "the upstream refused nothing");
+    let arrivals: Vec<Duration> = server.arrivals().iter().map(|arrival| arrival.at).collect();
+    assert_eq!(arrivals.len(), 200);
+    for (i, at) in arrivals.iter().enumerate().skip(5) {
+        assert!(*at >= arrivals[i - 5] + Duration::from_secs(1), "a 6th request within 1 s at #{i}");
+    }
+    // Paced, not throttled: the 200th is sent as soon as the window allows (39 s after the first).
+    assert_eq!(arrivals[199] - arrivals[0], Duration::from_secs(39));
+}
+
+/// A `tracing` writer collecting every log line of the test.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_secret_reaches_the_upstream_replaces_the_callers_and_is_never_logged() {
+    let logs = Captured::default();
+    let writer = logs.clone();
+    // Everything the proxy process logs (its own lines, hyper, reqwest, axum) at every level;
+    // the demo API stands in for the provider's server, whose logs are not the proxy's (it
+    // logs the key it was sent, as a provider's access log would).
+    let subscriber = tracing_subscriber::fmt()
+        .with_env_filter("trace,ratescope::mock=off")
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .finish();
+    let _logging = tracing::subscriber::set_default(subscriber);
+
+    let server = upstream().await;
+    let (events, mut receiver) = EventSink::channel(1024);
+    let mut config = config(&server, Some(bucket(5, "5/1s")));
+    config.events = events;
+    config.routes[0] = config.routes[0].clone().with_secret("x-api-key".parse().unwrap(), SECRET.parse().unwrap());
+    assert!(!format!("{config:?}").contains(SECRET), "Debug of the config hides the value");
+    let proxy = ProxyServer::start(config).await.unwrap();
+    let client = caller();
+    let url = format!("{}api/search?q=rust", proxy.url());
+    let plain = client.get(&url).send().await.unwrap();
+    let guessed = client.get(&url).header("x-api-key", "caller-guess").send().await.unwrap();
+    assert_eq!((plain.status().as_u16(), guessed.status().as_u16()), (200, 200));
+    let body = guessed.text().await.unwrap();
+    assert!(!body.contains("caller-guess"));
+
+    let keys: Vec<Option<String>> = server.arrivals().into_iter().map(|arrival| arrival.key).collect();
+    assert_eq!(keys, [Some(SECRET.to_owned()), Some(SECRET.to_owned())], "the upstream got the key, only the key");
+    let mut seen = 0;
+    while let Ok(event) = receiver.try_recv() {
+        assert!(!format!("{event:?}").contains(SECRET), "an event shows the key: {event:?}");
+        seen += 1;
+    }
+    assert!(seen >= 8, "events were emitted ({seen})");
+    drop(_logging);
+    let logs = String::from_utf8(logs.0.lock().clone()).unwrap();
+    assert!(logs.contains("/api/search -> 200"), "the proxy logged its requests:\n{logs}");
+    assert!(!logs.contains(SECRET), "a log line shows the key:\n{logs}");
+}
+
+/// The upstream, a proxy in front of it with `limits` and `shedding`, a caller, and the URL
+/// of `/items` through the proxy.
+async fn shedding_proxy(
+    limits: LimiterConfig,
+    shedding: Shedding,
+) -> (MockServer, ProxyServer, reqwest::Client, String) {
+    let server = upstream().await;
+    let config = ProxyConfig { shedding, ..config(&server, Some(limits)) };
+    let proxy = ProxyServer::start(config).await.unwrap();
+    let url = format!("{}api/items", proxy.url());
+    (server, proxy, caller(), url)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_full_queue_is_shed_with_429_retry_after_and_draft_headers() {
+    let shedding = Shedding { max_queue_wait: Duration::from_secs(3600), max_queue_len: 2 };
+    let (server, proxy, client, url) = shedding_proxy(bucket(1, "1/1s"), shedding).await;
+    assert_eq!(client.get(&url).send().await.unwrap().status(), 200, "the bucket's one token");
+    let mut queued = tokio::task::JoinSet::new();
+    for _ in 0..2 {
+        let (client, url) = (client.clone(), url.clone());
+        queued.spawn(async move { client.get(url).send().await.unwrap().status().as_u16() });
+    }
+    while proxy.in_flight() < 2 {
+        tokio::task::yield_now().await;
+    }
+    let shed = client.get(&url).send().await.unwrap();
+    assert_eq!(shed.status(), 429);
+    // Two wait ahead at 1/s with an empty bucket: this one would be let in 3 s from now.
+    assert_eq!(shed.headers()["retry-after"], "3");
+    assert_eq!(shed.headers()["ratelimit-policy"], "\"rate\";q=1;w=1");
+    assert_eq!(shed.headers()["ratelimit"], "\"rate\";r=0;t=1");
+    assert!(shed.text().await.unwrap().contains("2 requests already wait"));
+    let mut statuses: Vec<u16> = queued.join_all().await;
+    statuses.sort_unstable();
+    assert_eq!(statuses, [200, 200], "the queued ones were served");
+    assert_eq!(server.arrivals().len(), 3, "the shed request never reached the upstream");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_wait_longer_than_the_maximum_is_shed_at_once_with_an_honest_retry_after() {
+    let shedding = Shedding { max_queue_wait: Duration::from_secs(5), max_queue_len: 100 };
+    let (_server, _proxy, client, url) = shedding_proxy(bucket(1, "1/10s"), shedding).await;
+    assert_eq!(client.get(&url).send().await.unwrap().status(), 200);
+    let started = tokio::time::Instant::now();
+    let shed = client.get(&url).send().await.unwrap();
+    assert_eq!(shed.status(), 429);
+    assert_eq!(started.elapsed(), Duration::ZERO, "refused without waiting");
+    assert_eq!(shed.headers()["retry-after"], "10");
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(client.get(&url).send().await.unwrap().status(), 200, "after Retry-After it is let in");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_429_pauses_the_key_and_is_retried_after_retry_after() {
+    let server = support::TestServer::start(10, Duration::from_secs(1), 1).await;
+    let route = Route::new("t", &format!("http://{}", server.addr)).unwrap();
+    let registry = Registry::new();
+    registry.set(LimitKey::host(&server.key()).unwrap(), bucket(10, "10/1s")).unwrap();
+    let config = ProxyConfig {
+        listen: loopback(),
+        registry: Arc::new(registry),
+        retry: RetryPolicy { max_attempts: 3, ..RetryPolicy::default() },
+        ..ProxyConfig::new(vec![route]).without_timers()
+    };
+    let proxy = ProxyServer::start(config).await.unwrap();
+    let response = caller().get(format!("{}t/throttle-once", proxy.url())).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.text().await.unwrap(), "fine");
+    let times: Vec<Duration> = server.arrivals().iter().map(|arrival| arrival.at).collect();
+    assert_eq!(times.len(), 2);
+    assert_eq!(times[1] - times[0], Duration::from_secs(2), "Retry-After: 2 was honoured exactly");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_cache_answers_repeats_without_the_upstream() {
+    let server = upstream().await;
+    let mut config = config(&server, None);
+    config.cache = Some(Default::default());
+    let proxy = ProxyServer::start(config).await.unwrap();
+    let client = caller();
+    let url = format!("{}api/catalog", proxy.url());
+    let first = client.get(&url).send().await.unwrap().text().await.unwrap();
+    let second = client.get(&url).send().await.unwrap().text().await.unwrap();
+    assert_eq!(first, second);
+    assert_eq!(server.arrivals().len(), 1, "the repeat came from the cache");
+    assert_eq!(proxy.cache_stats().hits, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn large_bodies_stream_both_ways_and_are_sent_once() {
+    let calls = Arc::new(Mutex::new(0usize));
+    let counter = Arc::clone(&calls);
+    let echo = Router::new().route(
+        "/echo",
+        post(move |body: Body| {
+            *counter.lock() += 1;
+            async move { Body::from_stream(body.into_data_stream()) }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind(loopback()).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, echo).await });
+    let route = Route::new("e", &format!("http://{addr}")).unwrap();
+    let config =
+        ProxyConfig { listen: loopback(), replay_limit: 1024, ..ProxyConfig::new(vec![route]).without_timers() };
+    let proxy = ProxyServer::start(config).await.unwrap();
+    let payload: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    let chunks: Vec<Result<Vec<u8>, std::io::Error>> = payload.chunks(10_000).map(|c| Ok(c.to_vec())).collect();
+    let response = caller()
+        .post(format!("{}e/echo", proxy.url()))
+        .body(reqwest::Body::wrap_stream(futures_util::stream::iter(chunks)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.bytes().await.unwrap().as_ref(), payload.as_slice());
+    assert_eq!(*calls.lock(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn unreachable_upstreams_get_502_with_the_reason_and_slow_ones_504() {
+    let closed = std::net::TcpListener::bind(loopback()).unwrap().local_addr().unwrap();
+    let server = upstream().await;
+    let routes = vec![
+        Route::new("gone", &format!("http://{closed}")).unwrap(),
+        Route::new("api", server.url().as_str()).unwrap(),
+    ];
+    let config = ProxyConfig {
+        listen: loopback(),
+        upstream_timeout: Some(Duration::from_millis(100)),
+        ..ProxyConfig::new(routes).without_timers()
+    };
+    let config = ProxyConfig { upstream_timeout: Some(Duration::from_millis(100)), ..config };
+    let proxy = ProxyServer::start(config).await.unwrap();
+    let client = caller();
+    let gone = client.get(format!("{}gone/x", proxy.url())).send().await.unwrap();
+    assert_eq!(gone.status(), 502);
+    let reason = gone.text().await.unwrap();
+    assert!(reason.contains("could not reach 127.0.0.1") && reason.to_lowercase().contains("refused"), "{reason}");
+    let slow = client.get(format!("{}api/slow", proxy.url())).send().await.unwrap();
+    assert_eq!(slow.status(), 504);
+    assert!(slow.text().await.unwrap().contains("did not answer in time"));
+    let unknown = client.get(format!("{}nowhere", proxy.url())).send().await.unwrap();
+    assert_eq!(unknown.status(), 404);
+    assert!(unknown.text().await.unwrap().contains("routes: /gone, /api"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_stops_accepting_and_lets_requests_in_flight_finish() {
+    let server = upstream().await;
+    let proxy = ProxyServer::start(config(&server, None)).await.unwrap();
+    let url = format!("{}api/slow", proxy.url());
+    let in_flight = tokio::spawn(caller().get(url.clone()).send());
+    while server.arrivals().is_empty() {
+        tokio::task::yield_now().await;
+    }
+    let drained = proxy.shutdown().await.unwrap();
+    assert_eq!((drained.in_flight_at_start, drained.cut_off), (1, 0));
+    let response = in_flight.await.unwrap().unwrap();
+    assert_eq!(response.status(), 200, "the request in flight got its answer");
+    assert!(caller().get(url).send().await.is_err(), "no new connections after shutdown");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_drain_deadline_cuts_off_what_is_still_running() {
+    let server = upstream().await;
+    let config = ProxyConfig { drain_deadline: Duration::from_millis(200), ..config(&server, None) };
+    let proxy = ProxyServer::start(config).await.unwrap();
+    let in_flight = tokio::spawn(caller().get(format!("{}api/slow", proxy.url())).send());
+    while server.arrivals().is_empty() {
+        tokio::task::yield_now().await;
+    }
+    let started = tokio::time::Instant::now();
+    let drained = proxy.shutdown().await.unwrap();
+    assert_eq!(started.elapsed(), Duration::from_millis(200));
+    assert_eq!((drained.in_flight_at_start, drained.cut_off), (1, 1));
+    let response = in_flight.await.unwrap().unwrap();
+    assert_eq!(response.status(), 503, "the cut-off caller is told");
+    assert!(response.text().await.unwrap().contains("shut down before this request finished"));
+}
