@@ -11,11 +11,11 @@ use indicatif::{ProgressBar, ProgressStyle};
 use url::Url;
 
 use super::LimitArgs;
+use super::shared::SharedArgs;
 use crate::engine::{Rate, parse_duration};
 use crate::http::{LimitedClient, RetryPolicy};
 use crate::profile::{Profile, ProfileStore, SecretStore};
 use crate::run::{ArrivalPattern, Burst, BurstSpec, Endpoint, PriorityMix, write_csv};
-use crate::store::{FailPolicy, SharedSettings};
 
 #[derive(Debug, Args)]
 pub struct BurstArgs {
@@ -31,7 +31,7 @@ pub struct BurstArgs {
     #[command(flatten)]
     pub limits: LimitArgs,
     /// Send without any limiter, to compare against paced sending (-c still caps requests in flight).
-    #[arg(long, conflicts_with_all = ["rate", "burst", "windows", "adaptive"])]
+    #[arg(long, conflicts_with_all = ["rate", "burst", "windows", "adaptive", "redis"])]
     pub no_limit: bool,
     /// Retries per request after the first attempt (Retry-After always wins over backoff).
     #[arg(long, value_name = "K")]
@@ -63,18 +63,8 @@ pub struct BurstArgs {
     /// the name of a saved profile.
     #[arg(long, value_name = "FILE|NAME", conflicts_with_all = ["rate", "burst", "windows", "concurrency", "no_limit"])]
     pub profile: Option<String>,
-    /// Share the budgets with every other process using the same --shared-key, through this
-    /// Redis (redis://host:port[/db]); the budgets are then decided in Redis, lanes and -c stay local.
-    #[arg(long, value_name = "URL", conflicts_with = "no_limit")]
-    pub redis: Option<String>,
-    /// The name all processes sharing one budget use (one per account or API key); the Redis
-    /// key is NAME/HOST[:PORT]. With --profile, overrides the profile's [shared] key.
-    #[arg(long, value_name = "NAME", conflicts_with = "no_limit")]
-    pub shared_key: Option<String>,
-    /// While Redis cannot be reached: fail-closed (wait for it, the default), fail-open (send,
-    /// counted) or local/N (pace by 1/N of each budget in-process).
-    #[arg(long, value_name = "POLICY")]
-    pub on_redis_failure: Option<FailPolicy>,
+    #[command(flatten)]
+    pub shared: SharedArgs,
     /// Print the summary as one JSON object (schema in ratescope::run::Summary).
     #[arg(long)]
     pub json: bool,
@@ -134,37 +124,6 @@ impl BurstArgs {
             shared: None,
         })
     }
-
-    /// The shared-budget settings from the flags over the profile's `[shared]` table, if any.
-    fn shared_settings(&self, from_profile: Option<SharedSettings>) -> anyhow::Result<Option<SharedSettings>> {
-        let mut settings = match (&self.redis, from_profile) {
-            (Some(url), profile) => {
-                let name = self
-                    .shared_key
-                    .clone()
-                    .or(profile.map(|settings| settings.name))
-                    .context("--redis needs --shared-key NAME: the name every process sharing the budget uses")?;
-                SharedSettings::new(url.clone(), name)?
-            }
-            (None, Some(mut settings)) => {
-                if let Some(name) = &self.shared_key {
-                    name.clone_into(&mut settings.name);
-                    settings.validate()?;
-                }
-                settings
-            }
-            (None, None) => {
-                if self.shared_key.is_some() || self.on_redis_failure.is_some() {
-                    bail!("--shared-key and --on-redis-failure need --redis URL (or a profile with a [shared] table)");
-                }
-                return Ok(None);
-            }
-        };
-        if let Some(policy) = self.on_redis_failure {
-            settings = settings.with_policy(policy)?;
-        }
-        Ok(Some(settings))
-    }
 }
 
 /// Writes `results` as CSV to `path` atomically (a temporary file renamed into place).
@@ -208,7 +167,7 @@ fn profile_client(reference: &str, args: &BurstArgs, spec: &mut BurstSpec) -> an
     spec.limits = entries.iter().find(|(key, _)| key.path_prefix.is_none()).map(|(_, config)| config.clone());
     let secrets = SecretStore::open_default()?;
     let mut builder = profile.client_builder(&secrets)?;
-    if let Some(shared) = args.shared_settings(profile.shared_settings()?)? {
+    if let Some(shared) = args.shared.settings(profile.shared_settings()?)? {
         builder = shared.attach(builder)?.0;
     }
     Ok(builder.build()?)
@@ -226,7 +185,7 @@ pub fn run(args: BurstArgs) -> anyhow::Result<ExitCode> {
     let client = match &args.profile {
         Some(reference) => Some(profile_client(reference, &args, &mut spec)?),
         None => {
-            spec.shared = args.shared_settings(None)?;
+            spec.shared = args.shared.settings(None)?;
             if spec.shared.is_some() && spec.limits.as_ref().is_none_or(|limits| limits.budgets.is_empty()) {
                 bail!("--redis shares the burst's budgets, but it has none: add --rate and/or --window");
             }

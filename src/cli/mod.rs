@@ -8,6 +8,7 @@ mod pace;
 mod probe;
 mod profile;
 mod proxy;
+mod shared;
 mod sim;
 
 use std::process::ExitCode;

@@ -10,6 +10,7 @@ use http::{HeaderName, HeaderValue};
 
 use super::LimitArgs;
 use super::burst::{duration_arg, load_profile};
+use super::shared::SharedArgs;
 use crate::engine::{Registry, format_wait};
 use crate::http::cache::CacheConfig;
 use crate::profile::SecretStore;
@@ -51,6 +52,8 @@ pub struct ProxyArgs {
     /// Longest wait for an upstream's response head (then 504).
     #[arg(long, default_value = "60s", value_parser = duration_arg, value_name = "DURATION")]
     pub upstream_timeout: Duration,
+    #[command(flatten)]
+    pub shared: SharedArgs,
     /// On Ctrl+C, how long requests in flight may take to finish.
     #[arg(long, default_value = "10s", value_parser = duration_arg, value_name = "DURATION")]
     pub drain: Duration,
@@ -78,9 +81,12 @@ impl ProxyArgs {
         config.routes = routes;
         match &self.profile {
             Some(reference) => {
-                config = config.with_profile(&load_profile(reference)?, &SecretStore::open_default()?)?;
+                let profile = load_profile(reference)?;
+                config = config.with_profile(&profile, &SecretStore::open_default()?)?;
+                config.shared = self.shared.settings(profile.shared_settings()?)?;
             }
             None => {
+                config.shared = self.shared.settings(None)?;
                 let limits = self.limits.to_config()?;
                 if !limits.budgets.is_empty() || limits.concurrency.is_some() {
                     let registry = Registry::new();
@@ -111,7 +117,8 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         );
     }
     super::runtime()?.block_on(async move {
-        let registry = Arc::clone(&config.registry);
+        // Described before starting: shared budgets then move from the registry into Redis.
+        let table = config.registry.entries();
         let interrupted = interrupt_listener()?;
         let server = ProxyServer::start(config).await?;
         println!("ratescope proxy listening on {}", server.url());
@@ -119,7 +126,7 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
             let limits = route
                 .key()
                 .ok()
-                .and_then(|key| registry.entries().into_iter().find(|(k, _)| *k == key))
+                .and_then(|key| table.iter().find(|(k, _)| *k == key))
                 .map_or_else(|| "no limits".to_owned(), |(_, config)| config.describe());
             let names: Vec<&str> = route.secrets.keys().map(HeaderName::as_str).collect();
             let injected = if names.is_empty() { String::new() } else { format!("; adds {}", names.join(", ")) };
@@ -128,6 +135,14 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
                 server.url().as_str().trim_end_matches('/'),
                 route.prefix,
                 route.upstream
+            );
+        }
+        if let Some(shared) = server.shared() {
+            println!(
+                "  budgets shared in {} as {} (on Redis failure: {})",
+                shared.url,
+                shared.keys.join(", "),
+                shared.policy
             );
         }
         interrupted.await;

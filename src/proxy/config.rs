@@ -14,6 +14,7 @@ use super::error::ProxyError;
 use crate::engine::Registry;
 use crate::http::cache::CacheConfig;
 use crate::http::{EventSink, RetryPolicy};
+use crate::store::SharedSettings;
 
 /// The default listen address: loopback, port 8788 (the demo API takes 8787).
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8788";
@@ -152,6 +153,8 @@ pub struct ProxyConfig {
     /// On shutdown, requests in flight get this long to finish.
     pub drain_deadline: Duration,
     pub events: EventSink,
+    /// Share the budgets with sibling proxies (and other processes) through Redis.
+    pub shared: Option<SharedSettings>,
 }
 
 impl ProxyConfig {
@@ -171,6 +174,7 @@ impl ProxyConfig {
             replay_limit: DEFAULT_REPLAY_LIMIT,
             drain_deadline: Duration::from_secs(10),
             events: EventSink::none(),
+            shared: None,
         }
     }
 

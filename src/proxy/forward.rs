@@ -7,6 +7,7 @@
 //! Response bodies are always streamed, except when the cache keeps a copy; the limiter's
 //! permit (a concurrency slot) is held until the caller has the whole body.
 
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -27,6 +28,7 @@ use tokio::time::Instant;
 use url::Url;
 
 use super::config::ProxyConfig;
+use super::error::ProxyError;
 use super::hop::{caller_response_headers, upstream_request_headers};
 use super::shed::{QueueCounts, Shed, estimated_wait, shed};
 use crate::engine::{Limiter, Permit, Priority, TryAcquireError, format_wait};
@@ -34,6 +36,7 @@ use crate::http::cache::{CachedResponse, Lookup, ResponseCache};
 use crate::http::client::{ResponseHead, error_chain, pause_on_throttle, status_text};
 use crate::http::retry::{Decision, Outcome};
 use crate::http::{Event, EventKind, RetryPolicy};
+use crate::store::{SharedGate, SharedHandle};
 
 /// The proxy's shared state: its settings, the upstream client, the cache and counters.
 #[derive(Debug)]
@@ -41,6 +44,9 @@ pub(crate) struct Proxy {
     pub(crate) config: ProxyConfig,
     http: reqwest::Client,
     pub(crate) cache: Option<ResponseCache>,
+    /// Shared budgets (Redis) by limiter key, awaited after the local permit.
+    gates: HashMap<String, SharedGate>,
+    pub(crate) shared: Option<SharedHandle>,
     queues: QueueCounts,
     next_id: AtomicU64,
     rng: Mutex<StdRng>,
@@ -97,7 +103,8 @@ pub(crate) async fn handle(
 }
 
 impl Proxy {
-    pub(crate) fn new(config: ProxyConfig) -> Result<Self, reqwest::Error> {
+    /// Needs a tokio runtime when budgets are shared (the store connects lazily).
+    pub(crate) fn new(config: ProxyConfig) -> Result<Self, ProxyError> {
         // reqwest is built without a default TLS provider; ring is ours (ignore "already installed").
         let _ = rustls::crypto::ring::default_provider().install_default();
         let mut http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none());
@@ -107,9 +114,20 @@ impl Proxy {
             // Paused-time tests: no idle-connection sweeps either.
             http = http.pool_idle_timeout(None);
         }
+        let (gates, shared) = match &config.shared {
+            Some(settings) => {
+                let (gates, handle) = settings
+                    .share(&config.registry)
+                    .map_err(|err| ProxyError::BadSetting { setting: "--redis", problem: err.to_string() })?;
+                (gates.into_iter().collect(), Some(handle))
+            }
+            None => (HashMap::new(), None),
+        };
         Ok(Self {
             cache: config.cache.map(ResponseCache::new),
-            http: http.build()?,
+            http: http.build().map_err(|err| ProxyError::Client(err.to_string()))?,
+            gates,
+            shared,
             config,
             queues: QueueCounts::default(),
             next_id: AtomicU64::new(0),
@@ -125,7 +143,7 @@ impl Proxy {
     ///    budgets allow it; else the request queues, unless `max_queue_len` already wait or
     ///    the wait ahead is expected to exceed `max_queue_wait` (then it is shed with a 429),
     ///    and it is shed when it has waited `max_queue_wait`.
-    /// 2. The shared budget of #6 (Redis) is awaited here, after the local permit, so the
+    /// 2. The shared budget (Redis, when configured) is awaited here, after the local permit, so the
     ///    local queue orders callers and the shared gate only sees admitted requests.
     pub(crate) async fn admit(&self, limiter: Option<&Limiter>, priority: Priority) -> Result<Admission, Shed> {
         let Some(limiter) = limiter else { return Ok(Admission { permit: None, queue_wait: Duration::ZERO }) };
@@ -161,7 +179,22 @@ impl Proxy {
                 }
             }
         };
-        // #6 hook: await the shared budget gate for `limiter.key()` here (holding `permit`).
+        if let Some(gate) = self.gates.get(limiter.key()) {
+            // The shared budget, within what is left of the queueing allowance (holding the permit).
+            let deadline = queued_at + self.config.shedding.max_queue_wait;
+            match tokio::time::timeout_at(deadline, gate.admit(1)).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(err)) => return Err(shed(limiter, 0, format!("{}: shared budget: {err}", limiter.key()))),
+                Err(_) => {
+                    let reason = format!(
+                        "{}: the shared budget did not admit this request within {}",
+                        limiter.key(),
+                        format_wait(self.config.shedding.max_queue_wait)
+                    );
+                    return Err(shed(limiter, 0, reason));
+                }
+            }
+        }
         Ok(Admission { permit: Some(permit), queue_wait: queued_at.elapsed() })
     }
 

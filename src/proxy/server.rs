@@ -43,7 +43,7 @@ impl ProxyServer {
         let addr = listener.local_addr().map_err(|source| ProxyError::Bind { addr, source })?;
         let url = Url::parse(&format!("http://{addr}/"))
             .map_err(|err| ProxyError::Bind { addr, source: std::io::Error::other(err) })?;
-        let proxy = Arc::new(Proxy::new(config).map_err(|err| ProxyError::Client(err.to_string()))?);
+        let proxy = Arc::new(Proxy::new(config)?);
         let app = Router::new().fallback(handle).with_state(Arc::clone(&proxy));
         let (stop, stopped) = oneshot::channel::<()>();
         let serve = axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
@@ -60,6 +60,11 @@ impl ProxyServer {
     }
 
     /// `http://ADDR/`; a route's requests go to `http://ADDR/PREFIX/...`.
+    /// The shared store's state and counters, when budgets are shared through Redis.
+    pub fn shared(&self) -> Option<&crate::store::SharedHandle> {
+        self.proxy.shared.as_ref()
+    }
+
     pub fn url(&self) -> Url {
         self.url.clone()
     }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::{FailPolicy, RedisStore, RedisStoreOptions, SharedCounts, SharedGate, StoreError, StoreHealth};
-use crate::engine::{LimitKey, LimiterConfig};
+use crate::engine::{LimitKey, LimiterConfig, Registry};
 use crate::http::ClientBuilder;
 
 /// The prefix of every Redis key ratescope writes for shared budgets.
@@ -90,11 +90,18 @@ impl SharedSettings {
     /// gets a [`SharedGate`] and keeps only lanes and concurrency locally. Connects lazily, so
     /// a down Redis is the fail policy's business, not an error here. Needs a tokio runtime.
     pub fn attach(&self, builder: ClientBuilder) -> Result<(ClientBuilder, SharedHandle), StoreError> {
+        let (gates, handle) = self.share(builder.registry_handle())?;
+        let builder = gates.into_iter().fold(builder, |builder, (key, gate)| builder.shared_gate(key, gate));
+        Ok((builder.shared_handle(handle.clone()), handle))
+    }
+
+    /// Moves the budgets of every limiter key of `registry` into gates (returned by limiter
+    /// key), leaving lanes and concurrency in the registry. Needs a tokio runtime.
+    pub fn share(&self, registry: &Registry) -> Result<(Vec<(String, SharedGate)>, SharedHandle), StoreError> {
         self.validate()?;
         let store = RedisStore::connect_lazy(&self.url, SHARED_PREFIX, self.options)?;
         let health = StoreHealth::new();
-        let registry = Arc::clone(builder.registry_handle());
-        let mut builder = builder;
+        let mut gates = Vec::new();
         let mut keys = Vec::new();
         for (key, config) in registry.entries() {
             if config.budgets.is_empty() {
@@ -105,11 +112,10 @@ impl SharedSettings {
             registry
                 .set(key.clone(), local_part(&config))
                 .map_err(|err| StoreError::InvalidSettings(err.to_string()))?;
-            builder = builder.shared_gate(key.to_string(), gate);
+            gates.push((key.to_string(), gate));
             keys.push(shared_key);
         }
-        let handle = SharedHandle { health, keys, policy: self.policy, url: self.display_url() };
-        Ok((builder.shared_handle(handle.clone()), handle))
+        Ok((gates, SharedHandle { health, keys, policy: self.policy, url: self.display_url() }))
     }
 }
 

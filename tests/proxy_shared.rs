@@ -1,0 +1,86 @@
+//! Two proxy instances sharing one budget through a real Redis: together they forward exactly the budget.
+//!
+//! Real time (Redis keeps its own clock). Without a Redis server the test prints a NOTICE and
+//! passes, unless `RATESCOPE_REQUIRE_REDIS=1` makes it fail.
+
+mod redis_support;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ratescope::engine::{BudgetSpec, LimitKey, LimiterConfig, Registry};
+use ratescope::mock::{MockConfig, MockServer};
+use ratescope::proxy::{ProxyConfig, ProxyServer, Route, Shedding};
+use ratescope::store::SharedSettings;
+use redis_support::{redis_url, shared_server_up, skip_or_fail};
+
+const UPSTREAM: &str = r#"
+[[routes]]
+prefix = "/items"
+dialect = "none"
+"#;
+
+fn loopback() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 0))
+}
+
+/// A proxy of `/api` to `upstream` whose 10-a-minute window lives in Redis under `name`;
+/// a request the shared budget has not admitted within 1.5 s is shed with a 429.
+async fn sharing_proxy(upstream: &MockServer, name: &str) -> ProxyServer {
+    let registry = Registry::new();
+    let limits =
+        LimiterConfig::new().with_budget(BudgetSpec::sliding_window("minute", 10, Duration::from_secs(60)).unwrap());
+    registry.set(LimitKey::host(&upstream.addr().to_string()).unwrap(), limits).unwrap();
+    let config = ProxyConfig {
+        listen: loopback(),
+        registry: Arc::new(registry),
+        shedding: Shedding { max_queue_wait: Duration::from_millis(1500), max_queue_len: 1000 },
+        shared: Some(SharedSettings::new(redis_url(), name).unwrap()),
+        ..ProxyConfig::new(vec![Route::new("api", upstream.url().as_str()).unwrap()])
+    };
+    ProxyServer::start(config).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_proxies_sharing_one_budget_forward_exactly_the_budget_together() {
+    if !shared_server_up().await {
+        return skip_or_fail(&format!("no server answers at {}", redis_url()));
+    }
+    let upstream = MockServer::start(MockConfig::from_toml(UPSTREAM).unwrap(), loopback()).await.unwrap();
+    let name = format!("proxy-test-{:016x}", rand::random::<u64>());
+    let proxies = [sharing_proxy(&upstream, &name).await, sharing_proxy(&upstream, &name).await];
+
+    // 15 callers at each proxy (30 in all) against a shared budget of 10 a minute.
+    let caller = reqwest::Client::new();
+    let mut calls = tokio::task::JoinSet::new();
+    for proxy in &proxies {
+        for _ in 0..15 {
+            let (caller, url) = (caller.clone(), format!("{}api/items", proxy.url()));
+            calls.spawn(async move { caller.get(url).send().await.unwrap() });
+        }
+    }
+    let responses = calls.join_all().await;
+    let forwarded = responses.iter().filter(|response| response.status() == 200).count();
+    let shed: Vec<_> = responses.iter().filter(|response| response.status() == 429).collect();
+    assert_eq!(forwarded, 10, "the two proxies together forward exactly the shared budget");
+    assert_eq!(shed.len(), 20, "the rest are shed by the proxies, not sent");
+    assert!(shed.iter().all(|response| response.headers().contains_key("retry-after")));
+    assert_eq!(upstream.arrivals().len(), 10, "the upstream saw exactly the budget");
+    let admitted: u64 = proxies.iter().map(|proxy| proxy.shared().unwrap().health.counts().admitted).sum();
+    assert_eq!(admitted, 10);
+    assert!(
+        proxies.iter().all(|proxy| proxy.shared().unwrap().health.counts().admitted > 0),
+        "both proxies forwarded some: the budget is shared, not taken by one"
+    );
+
+    for proxy in proxies {
+        proxy.shutdown().await.unwrap();
+    }
+    let mut raw = redis::Client::open(redis_url()).unwrap().get_multiplexed_async_connection().await.unwrap();
+    let keys: Vec<String> =
+        redis::cmd("KEYS").arg(format!("{{ratescope:{name}/*")).query_async(&mut raw).await.unwrap();
+    if !keys.is_empty() {
+        let _: () = redis::cmd("DEL").arg(keys).query_async(&mut raw).await.unwrap();
+    }
+}
