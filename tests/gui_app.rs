@@ -249,3 +249,39 @@ fn the_proxy_tab_starts_a_proxy_from_the_profile_and_shows_its_traffic() {
     harness.get_by_label("Stop proxy").click();
     step_until(&mut harness, "the proxy to stop", |app| app.proxy.status == ProxyStatus::Stopped);
 }
+
+#[test]
+fn sharing_via_redis_is_one_toggle_and_the_indicator_shows_the_store() {
+    let url = std::env::var("RATESCOPE_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
+    let up = redis::Client::open(url.as_str())
+        .and_then(|client| client.get_connection_with_timeout(Duration::from_secs(2)))
+        .is_ok();
+    if !up {
+        assert!(
+            std::env::var("RATESCOPE_REQUIRE_REDIS").as_deref() != Ok("1"),
+            "Redis is required (RATESCOPE_REQUIRE_REDIS=1) but unreachable at {url}"
+        );
+        eprintln!("NOTICE: skipping the app's Redis test: no server at {url}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut harness = harness_for(dir.path());
+    ready(&mut harness);
+    harness.get_by_label("share budgets via Redis").click();
+    harness.run_steps(2);
+    assert!(harness.state().composer.shared.on);
+    let key = format!("gui-test-{:016x}", rand::random::<u64>());
+    harness.state_mut().composer.shared.url = url;
+    harness.state_mut().composer.shared.key = key.clone();
+    harness.state_mut().composer.count = 8;
+    harness.get_by_label("Fire").click();
+    step_until(&mut harness, "the shared burst to finish", |app| matches!(app.run, RunStatus::Done { .. }));
+    let summary = harness.state().summary().cloned().unwrap();
+    assert_eq!((summary.succeeded, summary.failed), (8, 0), "{summary}");
+    let shared = summary.shared.expect("the summary reports the shared store");
+    assert_eq!(shared.counts.admitted, summary.sent, "every attempt was decided in Redis: {shared:?}");
+    assert!(shared.keys.iter().all(|shared_key| shared_key.starts_with(&format!("{key}/"))), "{:?}", shared.keys);
+    harness.run_steps(2);
+    harness.get_by_label("connected");
+    harness.get_by_label_contains("shared (Redis)");
+}

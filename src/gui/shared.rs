@@ -88,7 +88,10 @@ fn indicator_ui(ui: &mut egui::Ui, report: Option<&SharedReport>) {
         }
         Some(report) => (egui::Color32::GRAY, report.state.clone()),
     };
-    let label = ui.label(egui::RichText::new(format!("● {text}")).color(color));
+    // A painted dot: the default fonts have no filled-circle glyph.
+    let (dot, _) = ui.allocate_exact_size(egui::vec2(10.0, 10.0), egui::Sense::hover());
+    ui.painter().circle_filled(dot.center(), 4.5, color);
+    let label = ui.label(egui::RichText::new(text).color(color));
     if let Some(report) = report {
         let c = report.counts;
         label.on_hover_text(format!(
