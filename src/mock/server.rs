@@ -240,6 +240,13 @@ impl Drop for MockServer {
     }
 }
 
+/// An API key as the log shows it: its first four characters, then `…` (keys are secrets,
+/// even in a demo server's log).
+fn masked_key(key: &str) -> String {
+    let shown: String = key.chars().take(4).collect();
+    if key.chars().count() > 4 { format!("{shown}…") } else { "…".to_owned() }
+}
+
 impl Shared {
     fn record(&self, arrival: Arrival) {
         tracing::info!(
@@ -247,7 +254,7 @@ impl Shared {
             "{:>9.3}s {} key={} -> {:?}",
             arrival.at.as_secs_f64(),
             arrival.path,
-            arrival.key.as_deref().unwrap_or("-"),
+            arrival.key.as_deref().map_or_else(|| "-".to_owned(), masked_key),
             arrival.outcome
         );
         let mut log = self.arrivals.lock();
@@ -478,4 +485,15 @@ fn chunks(
 /// Whether `ip` is one the mock server may bind (127.0.0.0/8, ::1, or ::ffff:127.x.y.z).
 pub fn is_loopback(ip: IpAddr) -> bool {
     ip.to_canonical().is_loopback()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_masked_in_the_log() {
+        assert_eq!(masked_key("sk-live-0123456789"), "sk-l…");
+        assert_eq!(masked_key("abc"), "…");
+    }
 }
