@@ -2,6 +2,8 @@
 //! burst through the real engine over loopback, fields validate as typed, Ctrl+S saves, Esc cancels.
 #![cfg(feature = "gui")]
 
+mod redis_support;
+
 use std::path::Path;
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
@@ -252,17 +254,14 @@ fn the_proxy_tab_starts_a_proxy_from_the_profile_and_shows_its_traffic() {
 
 #[test]
 fn sharing_via_redis_is_one_toggle_and_the_indicator_shows_the_store() {
-    let url = std::env::var("RATESCOPE_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
-    let up = redis::Client::open(url.as_str())
-        .and_then(|client| client.get_connection_with_timeout(Duration::from_secs(2)))
-        .is_ok();
+    let url = redis_support::redis_url();
+    let up = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(redis_support::shared_server_up());
     if !up {
-        assert!(
-            std::env::var("RATESCOPE_REQUIRE_REDIS").as_deref() != Ok("1"),
-            "Redis is required (RATESCOPE_REQUIRE_REDIS=1) but unreachable at {url}"
-        );
-        eprintln!("NOTICE: skipping the app's Redis test: no server at {url}");
-        return;
+        return redis_support::skip_or_fail(&format!("no server answers at {url}"));
     }
     let dir = tempfile::tempdir().unwrap();
     let mut harness = harness_for(dir.path());

@@ -77,10 +77,5 @@ async fn two_proxies_sharing_one_budget_forward_exactly_the_budget_together() {
     for proxy in proxies {
         proxy.shutdown().await.unwrap();
     }
-    let mut raw = redis::Client::open(redis_url()).unwrap().get_multiplexed_async_connection().await.unwrap();
-    let keys: Vec<String> =
-        redis::cmd("KEYS").arg(format!("{{ratescope:{name}/*")).query_async(&mut raw).await.unwrap();
-    if !keys.is_empty() {
-        let _: () = redis::cmd("DEL").arg(keys).query_async(&mut raw).await.unwrap();
-    }
+    redis_support::delete_keys(&format!("{{ratescope:{name}/*")).await;
 }

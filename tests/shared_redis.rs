@@ -128,11 +128,7 @@ async fn raw_connection() -> redis::aio::MultiplexedConnection {
 
 /// Deletes every Redis key of a shared key.
 async fn cleanup(key: &str) {
-    let mut raw = raw_connection().await;
-    let keys: Vec<String> = raw.keys(format!("{{{SHARED_PREFIX}:{key}}}*")).await.unwrap();
-    if !keys.is_empty() {
-        let _: () = raw.del(keys).await.unwrap();
-    }
+    redis_support::delete_keys(&format!("{{{SHARED_PREFIX}:{key}}}*")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

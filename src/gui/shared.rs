@@ -93,16 +93,11 @@ fn indicator_ui(ui: &mut egui::Ui, report: Option<&SharedReport>) {
     ui.painter().circle_filled(dot.center(), 4.5, color);
     let label = ui.label(egui::RichText::new(text).color(color));
     if let Some(report) = report {
-        let c = report.counts;
         label.on_hover_text(format!(
-            "{}\n{} admitted by Redis, {} denials waited out, {} round trips\n{} failures, {} let through open, {} paced locally",
+            "{}
+{}",
             report.keys.join(", "),
-            c.admitted,
-            c.denied,
-            c.round_trips,
-            c.unavailable,
-            c.failed_open,
-            c.local_fallback
+            report.counts
         ));
     }
 }

@@ -27,7 +27,7 @@ use super::headers::RateLimitInfo;
 use super::retry::{Decision, GiveUpReason, Outcome, RetryPolicy};
 use super::transport::Transport;
 use crate::engine::{AcquireError, LimitKey, Limiter, LimiterConfig, Priority, Registry, format_wait};
-use crate::store::{SharedGate, SharedHandle, StoreError, StoreState, local_part};
+use crate::store::{SharedGate, SharedHandle, StoreError, local_part};
 
 /// One request to send.
 #[derive(Debug, Clone)]
@@ -451,21 +451,18 @@ impl LimitedClient {
                         }
                     };
                     if let Some(gate) = inner.gates.get(limiter.key()) {
-                        let before = listening.then(|| gate.health().state());
-                        let admitted = gate.admit(spec.cost).await;
-                        if let Some(before) = before {
-                            let now = gate.health().state();
-                            if now != before && now != StoreState::Idle {
-                                emit(EventKind::StoreState { state: now });
+                        match gate.admit(spec.cost).await {
+                            Ok(admission) => {
+                                if let Some(state) = admission.state_change {
+                                    emit(EventKind::StoreState { state });
+                                }
+                                emit(EventKind::SharedAdmitted {
+                                    attempt,
+                                    via: admission.via,
+                                    waited: admission.waited,
+                                    remaining: admission.remaining,
+                                });
                             }
-                        }
-                        match admitted {
-                            Ok(admission) => emit(EventKind::SharedAdmitted {
-                                attempt,
-                                via: admission.via,
-                                waited: admission.waited,
-                                remaining: admission.remaining,
-                            }),
                             Err(err) => {
                                 emit(EventKind::Failed { error: err.to_string(), attempts: attempt - 1 });
                                 return Err(err.into());

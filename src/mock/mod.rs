@@ -12,7 +12,7 @@
 //! # async fn demo() -> Result<(), ratescope::mock::MockError> {
 //! use ratescope::mock::{MockConfig, MockServer};
 //!
-//! let server = MockServer::start(MockConfig::demo()?, "127.0.0.1:0".parse().unwrap()).await?;
+//! let server = MockServer::start(MockConfig::demo()?, std::net::SocketAddr::from(([127, 0, 0, 1], 0))).await?;
 //! println!("demo API on {}", server.url());
 //! server.shutdown().await
 //! # }

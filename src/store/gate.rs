@@ -152,6 +152,8 @@ pub struct SharedAdmission {
     pub waited: Duration,
     /// What the store said is left (after this request), when the store decided.
     pub remaining: Option<u64>,
+    /// The store's state when this request changed it (connected again, or degraded).
+    pub state_change: Option<StoreState>,
 }
 
 /// Counters of everything the gates of one store did; read them with [`StoreHealth::counts`].
@@ -169,6 +171,17 @@ pub struct SharedCounts {
     pub failed_open: u64,
     /// Requests paced by the local fallback.
     pub local_fallback: u64,
+}
+
+impl fmt::Display for SharedCounts {
+    /// `12 admitted by the store, 3 denials waited out, 15 round trips; 0 store failures, ...`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} admitted by the store, {} denials waited out, {} round trips; {} store failures, {} let through open, {} paced locally",
+            self.admitted, self.denied, self.round_trips, self.unavailable, self.failed_open, self.local_fallback
+        )
+    }
 }
 
 /// The state of one store as seen by all its gates, and their counters. Cheap to share.
@@ -221,17 +234,19 @@ impl StoreHealth {
         }
     }
 
-    fn answered(&self) {
+    /// Counts an answer; true when it changed the state (to connected).
+    fn answered(&self) -> bool {
         self.round_trips.fetch_add(1, Ordering::Relaxed);
         *self.last_failure.lock() = None;
         self.state.send_if_modified(|state| {
             let changed = *state != StoreState::Connected;
             *state = StoreState::Connected;
             changed
-        });
+        })
     }
 
-    fn failed(&self, error: &StoreError, policy: FailPolicy) {
+    /// Counts a failure; true when it changed the state (to degraded with `policy` acting).
+    fn failed(&self, error: &StoreError, policy: FailPolicy) -> bool {
         self.unavailable.fetch_add(1, Ordering::Relaxed);
         *self.last_failure.lock() = Some(Instant::now());
         let error = error.to_string();
@@ -242,7 +257,7 @@ impl StoreHealth {
                 *state = StoreState::Degraded { policy, error };
             }
             changed
-        });
+        })
     }
 }
 
@@ -258,12 +273,13 @@ struct GateInner {
     health: Arc<StoreHealth>,
     key: String,
     policy: FailPolicy,
-    budgets: RwLock<Budgets>,
+    /// Replaced whole on reconfiguration, so a decision takes a cheap snapshot (an `Arc`).
+    budgets: RwLock<Arc<Budgets>>,
     /// One asker per key at a time; the others wait here in order.
     turn: tokio::sync::Mutex<()>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct Budgets {
     shared: Vec<SharedSpec>,
     /// The in-process share used by a local fallback.
@@ -293,7 +309,7 @@ impl SharedGate {
                 health,
                 key,
                 policy,
-                budgets: RwLock::new(budgets),
+                budgets: RwLock::new(Arc::new(budgets)),
                 turn: tokio::sync::Mutex::new(()),
             }),
         })
@@ -319,16 +335,14 @@ impl SharedGate {
 
     /// Changes the budgets while requests wait; the next decision uses the new ones.
     pub fn reconfigure(&self, budgets: &[BudgetSpec]) -> Result<(), StoreError> {
-        let next = Budgets::new(&self.inner.key, budgets, self.inner.policy)?;
+        let mut next = Budgets::new(&self.inner.key, budgets, self.inner.policy)?;
         let mut current = self.inner.budgets.write();
-        match (&current.fallback, &next.fallback) {
-            // Keep the fallback's state (what it already admitted) across the change.
-            (Some(limiter), Some(fresh)) => {
-                limiter.reconfigure(fresh.config()).map_err(|err| StoreError::InvalidSettings(err.to_string()))?;
-                current.shared = next.shared;
-            }
-            _ => *current = next,
+        // Keep the fallback's state (what it already admitted) across the change.
+        if let (Some(limiter), Some(fresh)) = (&current.fallback, &next.fallback) {
+            limiter.reconfigure(fresh.config()).map_err(|err| StoreError::InvalidSettings(err.to_string()))?;
+            next.fallback = Some(limiter.clone());
         }
+        *current = Arc::new(next);
         Ok(())
     }
 
@@ -340,56 +354,58 @@ impl SharedGate {
     pub async fn admit(&self, cost: u64) -> Result<SharedAdmission, StoreError> {
         let inner = &*self.inner;
         let started = Instant::now();
-        let Budgets { shared, fallback } = inner.budgets.read().clone();
+        let budgets = Arc::clone(&inner.budgets.read());
+        let Budgets { shared, fallback } = &*budgets;
         if shared.is_empty() {
-            return Ok(SharedAdmission { via: AdmittedVia::Store, waited: Duration::ZERO, remaining: None });
+            let admission = SharedAdmission {
+                via: AdmittedVia::Store,
+                waited: Duration::ZERO,
+                remaining: None,
+                state_change: None,
+            };
+            return Ok(admission);
         }
-        for spec in &shared {
+        for spec in shared {
             spec.units(cost)?;
         }
         let _turn = inner.turn.lock().await;
+        let mut changed = false;
+        let admitted = |via, remaining, changed: bool| SharedAdmission {
+            via,
+            waited: started.elapsed(),
+            remaining,
+            state_change: changed.then(|| inner.health.state()),
+        };
         loop {
             let retry_at = inner.health.degraded_until(Instant::now());
             if retry_at.is_none() {
-                match inner.store.acquire_all(&inner.key, &shared, cost).await {
+                match inner.store.acquire_all(&inner.key, shared, cost).await {
                     Ok(decision) => {
-                        inner.health.answered();
+                        changed |= inner.health.answered();
                         if decision.allowed {
                             inner.health.admitted.fetch_add(1, Ordering::Relaxed);
-                            return Ok(SharedAdmission {
-                                via: AdmittedVia::Store,
-                                waited: started.elapsed(),
-                                remaining: Some(decision.remaining),
-                            });
+                            return Ok(admitted(AdmittedVia::Store, Some(decision.remaining), changed));
                         }
                         inner.health.denied.fetch_add(1, Ordering::Relaxed);
                         // Redis computed exactly when this cost fits: sleep that, then ask once more.
                         tokio::time::sleep(decision.retry_after.unwrap_or(Duration::from_micros(1))).await;
                         continue;
                     }
-                    Err(err) if err.is_unavailable() => inner.health.failed(&err, inner.policy),
+                    Err(err) if err.is_unavailable() => changed |= inner.health.failed(&err, inner.policy),
                     Err(err) => return Err(err),
                 }
             }
-            match (inner.policy, &fallback) {
+            match (inner.policy, fallback) {
                 (FailPolicy::Open, _) => {
                     inner.health.failed_open.fetch_add(1, Ordering::Relaxed);
-                    return Ok(SharedAdmission {
-                        via: AdmittedVia::FailOpen,
-                        waited: started.elapsed(),
-                        remaining: None,
-                    });
+                    return Ok(admitted(AdmittedVia::FailOpen, None, changed));
                 }
                 (FailPolicy::Local { .. }, Some(limiter)) => {
                     // The fallback holds budgets only, so its permit is released at once.
                     let permit = limiter.acquire(Priority::Normal, cost).await;
                     drop(permit.map_err(|err| StoreError::InvalidSettings(err.to_string()))?);
                     inner.health.local_fallback.fetch_add(1, Ordering::Relaxed);
-                    return Ok(SharedAdmission {
-                        via: AdmittedVia::LocalFallback,
-                        waited: started.elapsed(),
-                        remaining: None,
-                    });
+                    return Ok(admitted(AdmittedVia::LocalFallback, None, changed));
                 }
                 _ => {
                     // Fail-closed: wait for the next probe and ask again.

@@ -160,7 +160,6 @@ pub struct SharedReport {
 
 impl fmt::Display for SharedReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let c = &self.counts;
         writeln!(
             f,
             "shared:        {} in {} ({}; on failure {})",
@@ -169,11 +168,7 @@ impl fmt::Display for SharedReport {
             self.state,
             self.policy
         )?;
-        write!(
-            f,
-            "               {} admitted by the store, {} denials waited out, {} round trips; {} store failures, {} let through open, {} paced locally",
-            c.admitted, c.denied, c.round_trips, c.unavailable, c.failed_open, c.local_fallback
-        )
+        write!(f, "               {}", self.counts)
     }
 }
 

@@ -35,6 +35,16 @@ pub async fn shared_server_up() -> bool {
     redis::cmd("PING").query_async::<String>(&mut connection).await.is_ok()
 }
 
+/// Deletes every key of the shared server matching `pattern` (a test's own keys, at its end).
+pub async fn delete_keys(pattern: &str) {
+    let client = redis::Client::open(redis_url()).expect("the Redis URL the test already used");
+    let mut raw = client.get_multiplexed_async_connection().await.expect("a connection to the shared server");
+    let keys: Vec<String> = redis::cmd("KEYS").arg(pattern).query_async(&mut raw).await.expect("KEYS");
+    if !keys.is_empty() {
+        let _: () = redis::cmd("DEL").arg(keys).query_async(&mut raw).await.expect("DEL");
+    }
+}
+
 /// A redis-server of the test's own on a free loopback port, without persistence, that the
 /// test can stop and start again on the same port. Stopped when dropped.
 pub struct PrivateRedis {
