@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
+use governor::clock::MonotonicClock;
 use governor::{Quota, RateLimiter};
 use ratescope::engine::{BudgetSpec, Limiter, LimiterConfig, Priority, Rate};
 
@@ -57,6 +58,12 @@ fn uncontended(c: &mut Criterion) {
     let governor = RateLimiter::direct(Quota::per_second(NonZeroU32::MAX));
     group.bench_function("governor_check", |b| {
         b.iter(|| black_box(governor.check()));
+    });
+    // Governor on the clock ratescope reads (the OS monotonic clock under tokio's), so the two
+    // decisions are compared on equal time sources.
+    let on_monotonic = RateLimiter::direct_with_clock(Quota::per_second(NonZeroU32::MAX), MonotonicClock);
+    group.bench_function("governor_check_monotonic_clock", |b| {
+        b.iter(|| black_box(on_monotonic.check()));
     });
     group.finish();
 }

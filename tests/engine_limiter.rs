@@ -438,3 +438,54 @@ fn absurd_settings_are_refused_at_construction() {
         assert!(text.parse::<Rate>().is_err(), "{text} should be refused");
     }
 }
+
+/// A lone uncapped bucket admits without the lock while idle; these cover every hand-over
+/// between that path and the locked one.
+#[tokio::test(start_paused = true)]
+async fn lock_free_admissions_hand_over_to_pauses_caps_and_queues() {
+    let limiter = Limiter::new("api", bucket(3, "1/1s")).unwrap();
+    let held: Vec<_> = (0..3).map(|_| limiter.try_acquire(1).unwrap()).collect();
+    assert_eq!(limiter.in_flight(), 3, "lock-free permits are counted in flight");
+    assert!((limiter.snapshot().budgets[0].available).abs() < 1e-9, "the snapshot sees the spent tokens");
+    assert!(matches!(limiter.try_acquire(1), Err(TryAcquireError::WouldWait(Blocked::Budget { .. }))));
+
+    // A cap below what is in flight holds the next admission until permits come back.
+    limiter.reconfigure(bucket(3, "1/1s").with_concurrency(2)).unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(matches!(limiter.try_acquire(1), Err(TryAcquireError::WouldWait(Blocked::Concurrency { limit: 2 }))));
+    drop(held);
+    limiter.reconfigure(bucket(3, "1/1s")).unwrap();
+    let start = Instant::now();
+    drop(limiter.try_acquire(1).unwrap());
+
+    // A pause stops the lock-free path too, and it resumes once the pause is over.
+    limiter.pause_until(start + Duration::from_secs(2), "429");
+    assert!(matches!(limiter.try_acquire(1), Err(TryAcquireError::WouldWait(Blocked::Paused { .. }))));
+    let _permit = limiter.acquire(Priority::Normal, 1).await.unwrap();
+    assert_eq!(start.elapsed(), Duration::from_secs(2));
+    drop(limiter.try_acquire(1).unwrap());
+
+    // Empty bucket, a waiter for two tokens and one for one: a single returned token may not
+    // be taken by try_acquire past them.
+    drop(limiter.try_acquire(1).unwrap());
+    let waiters: Vec<_> = [2, 1]
+        .into_iter()
+        .map(|cost| {
+            let limiter = limiter.clone();
+            tokio::spawn(async move { limiter.acquire(Priority::Normal, cost).await.map(|_| Instant::now()) })
+        })
+        .collect();
+    until_queued(&limiter, 2).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!((limiter.snapshot().budgets[0].available - 1.0).abs() < 1e-9);
+    assert!(limiter.try_acquire(1).is_err(), "queued requests keep their turn");
+    let mut admitted = Vec::new();
+    for waiter in waiters {
+        admitted.push(waiter.await.unwrap().unwrap() - start);
+    }
+    assert_eq!(admitted, [Duration::from_secs(4), Duration::from_secs(5)]);
+    // Idle again: the next token (at 6 s) is taken without waiting in line.
+    tokio::time::sleep_until(start + Duration::from_secs(6)).await;
+    drop(limiter.try_acquire(1).unwrap());
+    assert!(limiter.try_acquire(1).is_err());
+}

@@ -7,6 +7,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use super::ConfigError;
+use super::fast::reduced_ticks;
 use super::rate::{MAX_AMOUNT, Rate, format_period};
 
 /// What kind of limit a budget enforces.
@@ -134,6 +135,14 @@ impl BudgetState {
         }
     }
 
+    /// The token bucket inside, if this is one.
+    pub(crate) fn bucket_mut(&mut self) -> Option<&mut TokenBucket> {
+        match self {
+            Self::Bucket(bucket) => Some(bucket),
+            Self::Window(_) => None,
+        }
+    }
+
     /// Units spent inside the current window (windows only).
     pub(crate) fn window_used(&mut self, now: u64) -> Option<u64> {
         match self {
@@ -172,6 +181,8 @@ pub(crate) fn duration_nanos(duration: Duration) -> u64 {
 ///
 /// One tick is `1 / amount` ns, so one token is exactly `per_ns` ticks and no
 /// rounding ever accumulates: `tat` is when the bucket would be full again.
+/// `amount` and `per_ns` are reduced by their common divisor, so ticks are the same
+/// unit as in `fast::FastBucket` and the two can hand the state to each other.
 #[derive(Debug)]
 pub(crate) struct TokenBucket {
     amount: u128,
@@ -183,8 +194,17 @@ pub(crate) struct TokenBucket {
 
 impl TokenBucket {
     fn new(capacity: u64, refill: Rate) -> Self {
-        let per_ns = refill.per().as_nanos();
-        Self { amount: u128::from(refill.amount()), per_ns, tolerance: u128::from(capacity) * per_ns, tat: 0 }
+        let (amount, per_ns) = reduced_ticks(refill.amount(), refill.per().as_nanos());
+        Self { amount, per_ns, tolerance: u128::from(capacity) * per_ns, tat: 0 }
+    }
+
+    /// The theoretical arrival time in ticks (what the lock-free path keeps in its atomic word).
+    pub(crate) fn tat(&self) -> u128 {
+        self.tat
+    }
+
+    pub(crate) fn set_tat(&mut self, tat: u128) {
+        self.tat = tat;
     }
 
     fn with_available(capacity: u64, refill: Rate, available: f64, now: u64) -> Self {

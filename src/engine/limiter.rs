@@ -11,25 +11,26 @@
 //! dropped before it was admitted.
 
 use std::future::Future;
+use std::ops::{Deref, DerefMut};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering, fence};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 use slab::Slab;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, Sleep};
 
 use super::budget::{BudgetState, duration_nanos};
 use super::config::LimiterConfig;
 use super::error::{AcquireError, ConfigError, TryAcquireError};
+use super::fast::{FastBucket, PARKED};
 use super::priority::{Lanes, Priority, Ticket};
 use super::snapshot::{Blocked, BudgetSnapshot, HeadSnapshot, PauseSnapshot, Snapshot};
 
 /// The concurrency "limit" used when a config has no cap.
-const UNCAPPED: usize = Semaphore::MAX_PERMITS;
+const UNCAPPED: usize = usize::MAX;
 
 /// A limiter for one key. Cheap to clone; clones share the same budgets and queue.
 #[derive(Debug, Clone)]
@@ -40,15 +41,20 @@ pub struct Limiter {
 #[derive(Debug)]
 struct Shared {
     key: String,
+    /// Time zero of every budget's nanosecond clock.
+    epoch: Instant,
     state: Mutex<State>,
-    semaphore: Arc<Semaphore>,
+    /// The lock-free path's constants, when the limiter was built as one uncapped token bucket.
+    fast: Option<FastBucket>,
+    /// That bucket's state while the limiter is idle, or `PARKED` while the lock owns it.
+    fast_word: AtomicU64,
+    /// Admitted and not yet finished, counting every permit however it was admitted.
     in_flight: AtomicUsize,
-    /// Permits to forget instead of returning, after the cap was lowered below what is in flight.
-    debt: AtomicUsize,
+    /// The concurrency cap (`UNCAPPED` without one); written under the lock. Without a cap a
+    /// returning permit can unblock nobody.
+    limit: AtomicUsize,
     /// Waiters in all lanes; lets a returning permit skip the lock when nobody waits.
     queued: AtomicUsize,
-    /// Whether a concurrency cap is set; without one a returning permit can unblock nobody.
-    capped: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -60,6 +66,8 @@ struct State {
     waiters: Slab<Waiter>,
     next_id: u64,
     pause: Option<(Instant, String)>,
+    /// Whether the config in force is the one `Shared::fast` was built for.
+    fast_config: bool,
 }
 
 #[derive(Debug)]
@@ -89,25 +97,30 @@ impl Limiter {
     /// A limiter from a config that passed `validate`.
     pub(crate) fn from_valid(key: String, config: LimiterConfig) -> Self {
         let budgets = config.budgets.iter().map(|spec| BudgetState::new(&spec.kind)).collect();
-        let permits = config.concurrency.unwrap_or(UNCAPPED);
+        let limit = config.concurrency.unwrap_or(UNCAPPED);
+        let fast = FastBucket::for_config(&config);
+        let epoch = Instant::now();
         let state = State {
-            epoch: Instant::now(),
+            epoch,
             config,
             budgets,
             lanes: Lanes::default(),
             waiters: Slab::new(),
             next_id: 0,
             pause: None,
+            fast_config: fast.is_some(),
         };
         Self {
             shared: Arc::new(Shared {
                 key,
+                epoch,
                 state: Mutex::new(state),
-                semaphore: Arc::new(Semaphore::new(permits)),
+                fast,
+                // A new bucket is full: its theoretical arrival time is the epoch.
+                fast_word: AtomicU64::new(if fast.is_some() { 0 } else { PARKED }),
                 in_flight: AtomicUsize::new(0),
-                debt: AtomicUsize::new(0),
+                limit: AtomicUsize::new(limit),
                 queued: AtomicUsize::new(0),
-                capped: AtomicBool::new(permits != UNCAPPED),
             }),
         }
     }
@@ -140,8 +153,11 @@ impl Limiter {
 
     /// Admits now or says why not; never waits. Fails while others are queued, to keep their order.
     pub fn try_acquire(&self, cost: u64) -> Result<Permit, TryAcquireError> {
+        if let Some(permit) = Shared::try_fast(&self.shared, cost) {
+            return Ok(permit);
+        }
         let now = Instant::now();
-        let mut state = self.shared.state.lock();
+        let mut state = self.shared.lock();
         state.check_cost(cost)?;
         if state.lanes.total() > 0 {
             let blocked = state.head_blocked(now, &self.shared).unwrap_or(Blocked::Ready);
@@ -164,7 +180,7 @@ impl Limiter {
     /// The server said "come back later": nothing of this key is admitted before `until`.
     /// A later pause extends an earlier one; an earlier one never shortens it.
     pub fn pause_until(&self, until: Instant, reason: impl Into<String>) {
-        let mut state = self.shared.state.lock();
+        let mut state = self.shared.lock();
         if state.pause.as_ref().is_none_or(|(current, _)| until > *current) {
             state.pause = Some((until, reason.into()));
         }
@@ -177,7 +193,7 @@ impl Limiter {
     pub fn reconfigure(&self, config: LimiterConfig) -> Result<(), ConfigError> {
         config.validate()?;
         let now = Instant::now();
-        let mut state = self.shared.state.lock();
+        let mut state = self.shared.lock();
         let now_ns = state.nanos(now);
         let State { config: current, budgets, .. } = &mut *state;
         let mut old: Vec<(String, BudgetState)> =
@@ -190,10 +206,10 @@ impl Limiter {
                 None => BudgetState::new(&spec.kind),
             })
             .collect();
-        let previous = state.config.concurrency.unwrap_or(UNCAPPED);
-        let next = config.concurrency.unwrap_or(UNCAPPED);
-        self.shared.capped.store(next != UNCAPPED, Ordering::SeqCst);
-        self.shared.resize_concurrency(previous, next);
+        // Permits in flight above a lowered cap simply hold the next admission back until
+        // enough of them finish.
+        self.shared.limit.store(config.concurrency.unwrap_or(UNCAPPED), Ordering::SeqCst);
+        state.fast_config = self.shared.fast.is_some() && FastBucket::for_config(&config) == self.shared.fast;
         state.config = config;
         state.wake_head(now);
         Ok(())
@@ -201,7 +217,7 @@ impl Limiter {
 
     /// The settings in force.
     pub fn config(&self) -> LimiterConfig {
-        self.shared.state.lock().config.clone()
+        self.shared.lock().config.clone()
     }
 
     /// Requests admitted and not yet finished.
@@ -212,7 +228,7 @@ impl Limiter {
     /// The limiter's state now: tokens, window usage, queues, pause, and what blocks the head.
     pub fn snapshot(&self) -> Snapshot {
         let now = Instant::now();
-        let mut state = self.shared.state.lock();
+        let mut state = self.shared.lock();
         let now_ns = state.nanos(now);
         let State { config, budgets, .. } = &mut *state;
         let budgets = config
@@ -252,33 +268,84 @@ impl Limiter {
 }
 
 impl Shared {
-    /// Moves the semaphore from `previous` to `next` slots; slots still in flight above the new
-    /// cap are recorded as debt and forgotten as they come back.
-    fn resize_concurrency(&self, previous: usize, next: usize) {
-        if next > previous {
-            let mut grow = next - previous;
-            let mut debt = self.debt.load(Ordering::Acquire);
-            while debt > 0 {
-                let paid = debt.min(grow);
-                match self.debt.compare_exchange(debt, debt - paid, Ordering::AcqRel, Ordering::Acquire) {
-                    Ok(_) => {
-                        grow -= paid;
-                        break;
-                    }
-                    Err(actual) => debt = actual,
-                }
-            }
-            self.semaphore.add_permits(grow);
-        } else if next < previous {
-            let shrink = previous - next;
-            let forgotten = self.semaphore.forget_permits(shrink);
-            self.debt.fetch_add(shrink - forgotten, Ordering::AcqRel);
+    /// Takes the lock; the bucket moves out of the lock-free word for as long as it is held.
+    fn lock(&self) -> Locked<'_> {
+        let mut guard = self.state.lock();
+        let word = self.fast_word.swap(PARKED, Ordering::AcqRel);
+        if word != PARKED
+            && let Some(bucket) = guard.budgets.first_mut().and_then(BudgetState::bucket_mut)
+        {
+            bucket.set_tat(u128::from(word));
         }
+        Locked { guard, shared: self }
     }
 
-    /// Takes one unit of debt if there is any.
-    fn take_debt(&self) -> bool {
-        self.debt.fetch_update(Ordering::AcqRel, Ordering::Acquire, |debt| debt.checked_sub(1)).is_ok()
+    /// Admission without the lock: a single uncapped bucket with nobody queued and no pause.
+    /// `None` means "take the locked path", which decides every other case.
+    fn try_fast(shared: &Arc<Self>, cost: u64) -> Option<Permit> {
+        let fast = shared.fast.as_ref()?;
+        if shared.fast_word.load(Ordering::Relaxed) == PARKED {
+            return None;
+        }
+        // Counted before the spend, so a cap set meanwhile already sees this request.
+        shared.in_flight.fetch_add(1, Ordering::SeqCst);
+        let now = duration_nanos(Instant::now().saturating_duration_since(shared.epoch));
+        if fast.try_spend(&shared.fast_word, cost, now) {
+            return Some(Permit { shared: Arc::clone(shared) });
+        }
+        shared.release_one();
+        None
+    }
+
+    /// A permit came back (or a lock-free attempt gave up its count): wakes the head if it may
+    /// have waited for this slot.
+    fn release_one(&self) {
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        // Only a returned slot under a cap can unblock a waiter. The cap is stored before any
+        // waiter can block on it, so a stale "uncapped" here never loses a wake-up.
+        if self.limit.load(Ordering::SeqCst) == UNCAPPED {
+            return;
+        }
+        fence(Ordering::SeqCst);
+        if self.queued.load(Ordering::SeqCst) > 0 {
+            self.lock().wake_head(Instant::now());
+        }
+    }
+}
+
+/// The locked state. On release it hands the bucket back to the lock-free word when the
+/// limiter is idle: the built-for config, nobody queued, no pause.
+struct Locked<'a> {
+    guard: MutexGuard<'a, State>,
+    shared: &'a Shared,
+}
+
+impl Deref for Locked<'_> {
+    type Target = State;
+
+    fn deref(&self) -> &State {
+        &self.guard
+    }
+}
+
+impl DerefMut for Locked<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        &mut self.guard
+    }
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        let state = &mut *self.guard;
+        if !state.fast_config || state.pause.is_some() || state.lanes.total() > 0 {
+            return;
+        }
+        if let Some(tat) = state.budgets.first_mut().and_then(BudgetState::bucket_mut).map(|bucket| bucket.tat())
+            && let Ok(word) = u64::try_from(tat)
+            && word != PARKED
+        {
+            self.shared.fast_word.store(word, Ordering::Release);
+        }
     }
 }
 
@@ -348,10 +415,11 @@ impl State {
         if let Err(err) = self.check_cost(cost) {
             return Readiness::Never(err);
         }
-        if let Some((until, reason)) = &self.pause
-            && *until > now
-        {
-            return Readiness::At(*until, Blocked::Paused { reason: reason.clone(), wait: *until - now });
+        if let Some((until, reason)) = &self.pause {
+            if *until > now {
+                return Readiness::At(*until, Blocked::Paused { reason: reason.clone(), wait: *until - now });
+            }
+            self.pause = None;
         }
         let now_ns = self.nanos(now);
         let mut latest: Option<(u64, usize)> = None;
@@ -368,7 +436,7 @@ impl State {
                 Blocked::Budget { name, wait: Duration::from_nanos(ready - now_ns) },
             );
         }
-        if shared.semaphore.available_permits() == 0 {
+        if shared.in_flight.load(Ordering::SeqCst) >= shared.limit.load(Ordering::SeqCst) {
             return Readiness::Concurrency;
         }
         Readiness::Now
@@ -380,10 +448,10 @@ impl State {
         for (spec, budget) in self.config.budgets.iter().zip(self.budgets.iter_mut()) {
             budget.consume(cost * spec.cost, now_ns);
         }
-        // Readiness saw a free slot under this lock, and only admission (under this lock) takes slots.
-        let slot = Arc::clone(&shared.semaphore).try_acquire_owned().ok();
-        shared.in_flight.fetch_add(1, Ordering::AcqRel);
-        Permit { shared: Arc::clone(shared), slot }
+        // Readiness saw a free slot under this lock. The lock-free path takes slots only while
+        // uncapped, and counts itself before it spends, so a cap never admits past itself.
+        shared.in_flight.fetch_add(1, Ordering::SeqCst);
+        Permit { shared: Arc::clone(shared) }
     }
 
     fn concurrency_blocked(&self) -> Blocked {
@@ -454,9 +522,14 @@ impl Future for Acquire {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
+        if this.ticket.is_none()
+            && let Some(permit) = Shared::try_fast(&this.shared, this.cost)
+        {
+            return Poll::Ready(Ok(permit));
+        }
         let shared = Arc::clone(&this.shared);
         let mut now = Instant::now();
-        let mut state = shared.state.lock();
+        let mut state = shared.lock();
         let ticket = match this.ticket {
             Some(ticket) => ticket,
             None => {
@@ -528,7 +601,7 @@ impl Future for Acquire {
 impl Drop for Acquire {
     fn drop(&mut self) {
         if let Some(ticket) = self.ticket.take() {
-            let mut state = self.shared.state.lock();
+            let mut state = self.shared.lock();
             state.dequeue(ticket, false, &self.shared);
             state.wake_head(Instant::now());
         }
@@ -541,7 +614,6 @@ impl Drop for Acquire {
 #[must_use = "dropping a permit at once ends the request it admitted"]
 pub struct Permit {
     shared: Arc<Shared>,
-    slot: Option<OwnedSemaphorePermit>,
 }
 
 impl Permit {
@@ -553,22 +625,6 @@ impl Permit {
 
 impl Drop for Permit {
     fn drop(&mut self) {
-        self.shared.in_flight.fetch_sub(1, Ordering::AcqRel);
-        if let Some(slot) = self.slot.take() {
-            if self.shared.take_debt() {
-                slot.forget();
-            } else {
-                drop(slot);
-            }
-        }
-        // Only a returned slot can unblock a waiter, and only when there is a cap. Set before
-        // any waiter can block on concurrency, so a stale `false` here never loses a wake-up.
-        if !self.shared.capped.load(Ordering::SeqCst) {
-            return;
-        }
-        fence(Ordering::SeqCst);
-        if self.shared.queued.load(Ordering::SeqCst) > 0 {
-            self.shared.state.lock().wake_head(Instant::now());
-        }
+        self.shared.release_one();
     }
 }

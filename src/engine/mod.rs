@@ -6,6 +6,7 @@
 mod budget;
 mod config;
 mod error;
+mod fast;
 mod limiter;
 mod priority;
 mod rate;
