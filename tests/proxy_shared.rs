@@ -68,11 +68,9 @@ async fn two_proxies_sharing_one_budget_forward_exactly_the_budget_together() {
     assert!(shed.iter().all(|response| response.headers().contains_key("retry-after")));
     assert_eq!(upstream.arrivals().len(), 10, "the upstream saw exactly the budget");
     let admitted: u64 = proxies.iter().map(|proxy| proxy.shared().unwrap().health.counts().admitted).sum();
+    // Each proxy alone would forward 10 of its 15: 10 in all means one budget served both.
+    // (How the 10 split between them is a race, so it is not asserted.)
     assert_eq!(admitted, 10);
-    assert!(
-        proxies.iter().all(|proxy| proxy.shared().unwrap().health.counts().admitted > 0),
-        "both proxies forwarded some: the budget is shared, not taken by one"
-    );
 
     for proxy in proxies {
         proxy.shutdown().await.unwrap();

@@ -24,8 +24,9 @@ use super::adaptive;
 use super::cache::{CacheConfig, CacheStats, CachedResponse, Lookup, ResponseCache};
 use super::events::{Event, EventKind, EventSink};
 use super::headers::RateLimitInfo;
+use super::http1::Http1Transport;
 use super::retry::{Decision, GiveUpReason, Outcome, RetryPolicy};
-use super::transport::Transport;
+use super::transport::{Transport, TransportError};
 use crate::engine::{AcquireError, LimitKey, Limiter, LimiterConfig, Priority, Registry, format_wait};
 use crate::store::{SharedGate, SharedHandle, StoreError, local_part};
 
@@ -151,6 +152,7 @@ pub struct ClientBuilder {
     pool_idle_timeout: Option<Duration>,
     seed: Option<u64>,
     transport: Option<Arc<dyn Transport>>,
+    http1_direct: bool,
 }
 
 impl Default for ClientBuilder {
@@ -171,6 +173,7 @@ impl Default for ClientBuilder {
             pool_idle_timeout: Some(Duration::from_secs(90)),
             seed: None,
             transport: None,
+            http1_direct: false,
         }
     }
 }
@@ -261,6 +264,14 @@ impl ClientBuilder {
         self
     }
 
+    /// Sends plain-`http://` requests over ratescope's own keep-alive HTTP/1.1 connections
+    /// ([`Http1Transport`]) instead of reqwest: the load-generator wire of raw bursts. Ignored
+    /// for a host an `http_proxy`/`all_proxy` setting would send through a proxy.
+    pub fn http1_direct(mut self, on: bool) -> Self {
+        self.http1_direct = on;
+        self
+    }
+
     pub fn build(self) -> Result<LimitedClient, ClientError> {
         for policy in std::iter::once(&self.retry).chain(self.key_retry.values()) {
             policy.validate().map_err(|err| ClientError::Build(err.to_string()))?;
@@ -295,6 +306,9 @@ impl ClientBuilder {
                 next_id: AtomicU64::new(0),
                 rng: Mutex::new(rng),
                 transport: self.transport,
+                http1: self
+                    .http1_direct
+                    .then(|| (Http1Transport::new(self.connect_timeout, self.request_timeout), proxy_configured())),
             }),
         })
     }
@@ -322,6 +336,15 @@ struct Inner {
     next_id: AtomicU64,
     rng: Mutex<StdRng>,
     transport: Option<Arc<dyn Transport>>,
+    /// The direct HTTP/1.1 wire, and whether a proxy is configured (then only loopback hosts use it).
+    http1: Option<(Http1Transport, bool)>,
+}
+
+/// Whether the environment asks for an HTTP proxy (reqwest would honour it).
+fn proxy_configured() -> bool {
+    ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"]
+        .iter()
+        .any(|name| std::env::var_os(name).is_some_and(|value| !value.is_empty()))
 }
 
 /// What one attempt on the wire produced.
@@ -620,6 +643,12 @@ impl LimitedClient {
         if let Some(transport) = &self.inner.transport {
             return exchange(transport.as_ref(), spec, headers).await;
         }
+        if let Some((wire, proxied)) = &self.inner.http1
+            && Http1Transport::serves(&spec.url)
+            && (!proxied || is_loopback(&spec.url))
+        {
+            return exchange(wire, spec, headers).await;
+        }
         let mut request = self.inner.http.request(spec.method.clone(), spec.url.clone()).headers(headers.clone());
         if let Some(body) = &spec.body {
             request = request.body(body.clone());
@@ -638,7 +667,16 @@ impl LimitedClient {
     }
 }
 
-/// One attempt through an in-process transport; no response is a connection error.
+fn is_loopback(url: &url::Url) -> bool {
+    match url.host() {
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        None => false,
+    }
+}
+
+/// One attempt through a transport other than reqwest.
 async fn exchange(transport: &dyn Transport, spec: &RequestSpec, headers: &HeaderMap) -> Attempt {
     let mut request = http::Request::new(spec.body.clone().unwrap_or_default());
     *request.method_mut() = spec.method.clone();
@@ -652,7 +690,8 @@ async fn exchange(transport: &dyn Transport, spec: &RequestSpec, headers: &Heade
             let (parts, body) = response.into_parts();
             Attempt::Response { status: parts.status, headers: parts.headers, body }
         }
-        Err(message) => Attempt::ConnectionError(message),
+        Err(TransportError::TimedOut) => Attempt::Timeout,
+        Err(TransportError::Failed(message)) => Attempt::ConnectionError(message),
     }
 }
 

@@ -4,11 +4,13 @@ pub mod cache;
 pub mod client;
 pub mod events;
 pub mod headers;
+pub mod http1;
 pub mod retry;
 pub mod transport;
 
 pub use client::{Adaptive, AttemptRecord, ClientBuilder, ClientError, LimitedClient, LimitedResponse, RequestSpec};
 pub use events::{Event, EventKind, EventSink};
 pub use headers::{RateLimitInfo, ServerBudget};
+pub use http1::Http1Transport;
 pub use retry::{Jitter, RetryPolicy};
-pub use transport::{Exchanged, Transport};
+pub use transport::{Exchanged, Transport, TransportError};

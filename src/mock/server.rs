@@ -219,7 +219,7 @@ impl MockService {
         let (parts, body) = response.into_parts();
         match axum::body::to_bytes(body, usize::MAX).await {
             Ok(body) => Ok(http::Response::from_parts(parts, body)),
-            Err(err) => Err(format!("the connection was closed without a response ({err})")),
+            Err(err) => Err(format!("the connection was closed without a response ({err})").into()),
         }
     }
 }

@@ -236,7 +236,9 @@ impl BurstSpec {
             .registry(Arc::new(registry))
             .retry(self.retry.clone())
             .adaptive(adaptive)
-            .events(events);
+            .events(events)
+            // Raw bursts are load generation: plain-http hosts get the lean HTTP/1.1 wire.
+            .http1_direct(self.limits.is_none());
         if let Some(shared) = &self.shared {
             builder = shared.attach(builder)?.0;
         }

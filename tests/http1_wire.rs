@@ -1,0 +1,131 @@
+//! The direct HTTP/1.1 wire (`Http1Transport`) against a real axum server on 127.0.0.1:
+//! keep-alive reuse, servers that close connections, errors, timeouts, and raw bursts over it.
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::ConnectInfo;
+use axum::http::{HeaderMap, Uri};
+use axum::routing::get;
+use bytes::Bytes;
+use parking_lot::Mutex;
+use ratescope::http::{Http1Transport, Transport, TransportError};
+use ratescope::run::{Burst, BurstSpec};
+use tokio::net::TcpListener;
+
+/// A server that records the peer port of every request (one port per connection).
+struct Echo {
+    address: SocketAddr,
+    peers: Arc<Mutex<Vec<u16>>>,
+}
+
+impl Echo {
+    async fn start() -> Self {
+        let peers = Arc::new(Mutex::new(Vec::new()));
+        let record = Arc::clone(&peers);
+        let app = Router::new()
+            .route(
+                "/echo",
+                get(move |ConnectInfo(peer): ConnectInfo<SocketAddr>, uri: Uri, headers: HeaderMap| {
+                    let record = Arc::clone(&record);
+                    async move {
+                        record.lock().push(peer.port());
+                        let host = headers.get("host").and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+                        ([("x-seen-host", host)], format!("{uri}"))
+                    }
+                }),
+            )
+            .route("/close", get(|| async { ([("connection", "close")], "bye") }))
+            .route("/never", get(std::future::pending::<&'static str>));
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await.unwrap();
+        });
+        Self { address, peers }
+    }
+
+    fn request(&self, path: &str) -> http::Request<Bytes> {
+        http::Request::get(format!("http://{}{path}", self.address)).body(Bytes::new()).unwrap()
+    }
+
+    fn connections(&self) -> usize {
+        self.peers.lock().iter().collect::<HashSet<_>>().len()
+    }
+}
+
+#[tokio::test]
+async fn sends_origin_form_with_host_and_reuses_one_connection() {
+    let server = Echo::start().await;
+    let wire = Http1Transport::new(None, None);
+    for _ in 0..50 {
+        let response = wire.exchange(server.request("/echo?page=2")).await.unwrap();
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.body(), &Bytes::from_static(b"/echo?page=2"));
+        assert_eq!(response.headers()["x-seen-host"], server.address.to_string());
+    }
+    assert_eq!(server.peers.lock().len(), 50);
+    assert_eq!(server.connections(), 1, "sequential requests share one keep-alive connection");
+}
+
+#[tokio::test]
+async fn concurrent_requests_open_a_connection_each_and_then_reuse_them() {
+    let server = Echo::start().await;
+    let wire = Http1Transport::new(None, None);
+    for _ in 0..5 {
+        let round: Vec<_> = (0..8).map(|_| tokio::spawn(wire.exchange(server.request("/echo")))).collect();
+        for request in round {
+            assert_eq!(request.await.unwrap().unwrap().status(), 200);
+        }
+    }
+    assert_eq!(server.peers.lock().len(), 40);
+    assert!(server.connections() <= 8, "at most one connection per request in flight: {}", server.connections());
+}
+
+#[tokio::test]
+async fn a_server_that_closes_gets_a_fresh_connection_per_request() {
+    let server = Echo::start().await;
+    let wire = Http1Transport::new(None, None);
+    for _ in 0..3 {
+        let response = wire.exchange(server.request("/close")).await.unwrap();
+        assert_eq!(response.body(), &Bytes::from_static(b"bye"));
+    }
+    // And a normal request after that still works.
+    assert_eq!(wire.exchange(server.request("/echo")).await.unwrap().status(), 200);
+}
+
+#[tokio::test]
+async fn refused_connections_and_bad_urls_are_clear_errors() {
+    let closed = TcpListener::bind("127.0.0.1:0").await.unwrap().local_addr().unwrap();
+    let wire = Http1Transport::new(None, None);
+    let request = http::Request::get(format!("http://{closed}/x")).body(Bytes::new()).unwrap();
+    let Err(TransportError::Failed(message)) = wire.exchange(request).await else { panic!("expected a failure") };
+    assert!(message.starts_with(&format!("connecting to {closed} failed")), "{message}");
+    let https = http::Request::get("https://example.com/").body(Bytes::new()).unwrap();
+    let Err(TransportError::Failed(message)) = wire.exchange(https).await else { panic!("expected a failure") };
+    assert!(message.contains("not a plain http:// URL"), "{message}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_response_that_never_comes_times_out_at_the_deadline() {
+    let server = Echo::start().await;
+    let wire = Http1Transport::new(None, Some(Duration::from_secs(5)));
+    let start = tokio::time::Instant::now();
+    assert_eq!(wire.exchange(server.request("/never")).await.unwrap_err(), TransportError::TimedOut);
+    assert_eq!(start.elapsed(), Duration::from_secs(5));
+}
+
+#[tokio::test]
+async fn raw_bursts_use_the_wire_and_count_every_response() {
+    let server = Echo::start().await;
+    let mut spec = BurstSpec::get(format!("http://{}/echo", server.address).parse().unwrap(), 200);
+    spec.raw_concurrency = Some(4);
+    let (summary, results) = Burst::start_with_own_client(spec).unwrap().finish().await;
+    assert_eq!(summary.succeeded, 200);
+    assert_eq!(summary.status_counts.get("200"), Some(&200));
+    assert!(results.iter().all(|result| result.attempts.len() == 1));
+    assert!(server.connections() <= 4, "four in flight need at most four connections: {}", server.connections());
+}
