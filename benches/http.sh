@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 requests=${1:-50000}
 concurrency=${2:-50}
-cargo build --release --quiet
+cargo build --release --no-default-features --quiet   # the CLI alone; the GUI is not measured here
 bin=target/release/ratescope
 port=18787
 work=$(mktemp -d)

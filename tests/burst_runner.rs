@@ -129,3 +129,54 @@ async fn arrivals_follow_the_pattern_and_the_csv_has_a_row_per_attempt() {
     assert!(lines.iter().any(|line| line.contains(",429,")));
     assert!(!text.contains("hunter2"), "query strings never reach the CSV");
 }
+
+/// A demo API whose `/slow` answers after 100 ms and has no limits.
+async fn slow_server() -> ratescope::mock::MockServer {
+    let config = ratescope::mock::MockConfig::from_toml(
+        "[[routes]]\nprefix = \"/slow\"\ndialect = \"none\"\nlatency = { fixed = \"100ms\" }\n",
+    )
+    .unwrap();
+    ratescope::mock::MockServer::start(config, std::net::SocketAddr::from(([127, 0, 0, 1], 0))).await.unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_raw_capped_burst_keeps_the_cap_sends_in_order_and_cancels_what_is_in_flight() {
+    let server = slow_server().await;
+    let spec = BurstSpec { raw_concurrency: Some(3), ..BurstSpec::get(server.url().join("slow").unwrap(), 30) };
+    let burst = start(spec);
+    // Three at a time, 100 ms each: at 450 ms, 12 have ended and 3 are in flight.
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    let progress = burst.progress();
+    assert_eq!((progress.launched, progress.done), (15, 12));
+    burst.cancel();
+    let (summary, results) = burst.finish().await;
+    assert_eq!((summary.succeeded, summary.cancelled), (12, 18), "3 in flight and 15 never launched");
+    assert_eq!(results.len(), 15, "requests never launched have no record");
+    assert!(results.iter().enumerate().all(|(position, result)| result.index == position));
+    assert!(results[12..].iter().all(|result| result.outcome == RequestOutcome::Cancelled));
+    // Sent in index order, three at a time: request i leaves at (i / 3) * 100 ms.
+    for result in &results[..12] {
+        let sent = result.attempts[0].sent_at - result.burst_start;
+        assert_eq!(sent.as_millis() / 100, (result.index / 3) as u128, "request {}", result.index);
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(server.arrivals().len(), 15, "nothing was sent after the cancellation");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_raw_capped_burst_spreads_its_schedule_over_the_workers() {
+    let server = slow_server().await;
+    // 20 arriving 10 per second with 2 workers: each request leaves at its own arrival time.
+    let spec = BurstSpec {
+        raw_concurrency: Some(2),
+        arrival: ArrivalPattern::FixedRate("10/1s".parse().unwrap()),
+        ..BurstSpec::get(server.url().join("slow").unwrap(), 20)
+    };
+    let started = Instant::now();
+    let (summary, results) = start(spec).finish().await;
+    assert_eq!(summary.succeeded, 20);
+    for result in &results {
+        let sent = result.attempts[0].sent_at - started;
+        assert_eq!(sent.as_millis() / 100, result.index as u128, "request {} left at {sent:?}", result.index);
+    }
+}

@@ -129,3 +129,33 @@ async fn raw_bursts_use_the_wire_and_count_every_response() {
     assert!(results.iter().all(|result| result.attempts.len() == 1));
     assert!(server.connections() <= 4, "four in flight need at most four connections: {}", server.connections());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raw_bursts_on_a_multi_threaded_runtime_send_from_load_threads_with_their_own_connections() {
+    let server = Echo::start().await;
+    let mut spec = BurstSpec::get(format!("http://{}/echo", server.address).parse().unwrap(), 400);
+    spec.raw_concurrency = Some(6);
+    let (summary, results) = Burst::start_with_own_client(spec).unwrap().finish().await;
+    assert_eq!(summary.succeeded, 400);
+    assert!(
+        results.iter().enumerate().all(|(position, result)| result.index == position),
+        "one record per request, in order"
+    );
+    assert!(server.connections() <= 6, "six in flight need at most six connections: {}", server.connections());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_a_raw_burst_on_load_threads_ends_what_is_in_flight() {
+    let server = Echo::start().await;
+    let mut spec = BurstSpec::get(format!("http://{}/never", server.address).parse().unwrap(), 50);
+    spec.raw_concurrency = Some(4);
+    let burst = Burst::start_with_own_client(spec).unwrap();
+    while burst.progress().launched < 4 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    burst.cancel();
+    let (summary, results) = burst.finish().await;
+    assert_eq!(results.len(), 4, "only the four in flight were launched");
+    assert!(results.iter().all(|result| result.outcome == ratescope::run::RequestOutcome::Cancelled));
+    assert_eq!((summary.succeeded, summary.cancelled), (0, 50));
+}

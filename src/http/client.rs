@@ -6,6 +6,7 @@
 //! header interpretation → adaptive limits → on 429/503 the whole key pauses → the retry
 //! policy decides: done, retry after a delay (the slot is released while waiting), or give up.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,7 +27,7 @@ use super::events::{Event, EventKind, EventSink};
 use super::headers::RateLimitInfo;
 use super::http1::Http1Transport;
 use super::retry::{Decision, GiveUpReason, Outcome, RetryPolicy};
-use super::transport::{Transport, TransportError};
+use super::transport::{Exchanged, Transport, TransportError};
 use crate::engine::{AcquireError, LimitKey, Limiter, LimiterConfig, Priority, Registry, format_wait};
 use crate::store::{SharedGate, SharedHandle, StoreError, local_part};
 
@@ -421,7 +422,12 @@ impl LimitedClient {
         let inner = &*self.inner;
         let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
-        let host = spec.url.host_str().ok_or_else(|| ClientError::NoHost(spec.url.clone()))?.to_ascii_lowercase();
+        let host = spec.url.host_str().ok_or_else(|| ClientError::NoHost(spec.url.clone()))?;
+        // `url` lowercases the hosts of http(s) URLs already; other schemes may keep capitals.
+        let host: Cow<'_, str> = match host.bytes().any(|byte| byte.is_ascii_uppercase()) {
+            true => Cow::Owned(host.to_ascii_lowercase()),
+            false => Cow::Borrowed(host),
+        };
         let limiter = inner.registry.limiter_for(&host, spec.url.port_or_known_default(), spec.url.path());
         let key = limiter.as_ref().map(|limiter| limiter.key().to_owned());
         let listening = inner.events.is_enabled();
@@ -437,12 +443,12 @@ impl LimitedClient {
         };
         let retry = key.as_ref().and_then(|key| inner.key_retry.get(key)).unwrap_or(&inner.retry);
         let mut headers = inner.default_headers.clone();
-        let authority = match spec.url.port() {
-            Some(port) => format!("{host}:{port}"),
-            None => host.clone(),
-        };
-        if let Some(extra) = inner.host_headers.get(&authority).or_else(|| inner.host_headers.get(&host)) {
-            headers.extend(extra.clone());
+        if !inner.host_headers.is_empty() {
+            let with_port = spec.url.port().map(|port| format!("{host}:{port}"));
+            let extra = with_port.and_then(|authority| inner.host_headers.get(&authority));
+            if let Some(extra) = extra.or_else(|| inner.host_headers.get(host.as_ref())) {
+                headers.extend(extra.clone());
+            }
         }
         headers.extend(spec.headers.clone());
         if let (Some(cache), Some(uri)) = (&inner.cache, &uri) {
@@ -450,7 +456,9 @@ impl LimitedClient {
                 Lookup::Fresh(cached) => {
                     emit(EventKind::CacheHit { revalidated: false });
                     emit(EventKind::Finished { status: cached.status.as_u16(), attempts: 0, total: started.elapsed() });
-                    return Ok(cached_response(cached, 0, Duration::ZERO, Duration::ZERO, started));
+                    let rate_limit =
+                        RateLimitInfo::parse(Some(cached.status.as_u16()), &cached.headers, None, SystemTime::now());
+                    return Ok(cached_response(cached, rate_limit, 0, Duration::ZERO, Duration::ZERO, started));
                 }
                 Lookup::Revalidate(with_validators) => headers = with_validators,
                 Lookup::Miss => {}
@@ -587,15 +595,14 @@ impl LimitedClient {
                         attempts: attempt,
                         total: started.elapsed(),
                     });
-                    let mut response = cached_response(served, attempt, queue_wait, service_time, started);
-                    response.rate_limit = info;
+                    let mut response = cached_response(served, info, attempt, queue_wait, service_time, started);
                     response.from_cache = revalidated;
                     return Ok(response);
                 }
                 Decision::GiveUp(GiveUpReason::NotRetryable) if response.is_none() => {
                     let message = outcome_text(&outcome);
                     emit(EventKind::Failed { error: message.clone(), attempts: attempt });
-                    return Err(ClientError::Transport { host, message, attempts: attempt });
+                    return Err(ClientError::Transport { host: host.into_owned(), message, attempts: attempt });
                 }
                 Decision::GiveUp(reason) => {
                     let last_status = response.map(|(status, ..)| status.as_u16());
@@ -641,13 +648,19 @@ impl LimitedClient {
 
     async fn send_once(&self, spec: &RequestSpec, headers: &HeaderMap) -> Attempt {
         if let Some(transport) = &self.inner.transport {
-            return exchange(transport.as_ref(), spec, headers).await;
+            return match wire_request(spec, headers) {
+                Ok(request) => attempt_of(transport.exchange(request).await),
+                Err(message) => Attempt::ConnectionError(message),
+            };
         }
         if let Some((wire, proxied)) = &self.inner.http1
             && Http1Transport::serves(&spec.url)
             && (!proxied || is_loopback(&spec.url))
         {
-            return exchange(wire, spec, headers).await;
+            return match wire_request(spec, headers) {
+                Ok(request) => attempt_of(wire.exchange_within_deadline(request).await),
+                Err(message) => Attempt::ConnectionError(message),
+            };
         }
         let mut request = self.inner.http.request(spec.method.clone(), spec.url.clone()).headers(headers.clone());
         if let Some(body) = &spec.body {
@@ -676,16 +689,21 @@ fn is_loopback(url: &url::Url) -> bool {
     }
 }
 
-/// One attempt through a transport other than reqwest.
-async fn exchange(transport: &dyn Transport, spec: &RequestSpec, headers: &HeaderMap) -> Attempt {
+/// The request of one attempt for a transport other than reqwest, or why it cannot be sent.
+fn wire_request(spec: &RequestSpec, headers: &HeaderMap) -> Result<http::Request<Bytes>, String> {
     let mut request = http::Request::new(spec.body.clone().unwrap_or_default());
     *request.method_mut() = spec.method.clone();
     *request.headers_mut() = headers.clone();
     match spec.url.as_str().parse() {
         Ok(uri) => *request.uri_mut() = uri,
-        Err(err) => return Attempt::ConnectionError(format!("'{}' is not a URI: {err}", spec.url)),
+        Err(err) => return Err(format!("'{}' is not a URI: {err}", spec.url)),
     }
-    match transport.exchange(request).await {
+    Ok(request)
+}
+
+/// What a transport's exchange means for the attempt.
+fn attempt_of(exchanged: Exchanged) -> Attempt {
+    match exchanged {
         Ok(response) => {
             let (parts, body) = response.into_parts();
             Attempt::Response { status: parts.status, headers: parts.headers, body }
@@ -771,12 +789,12 @@ pub(crate) fn pause_on_throttle(
 
 fn cached_response(
     cached: CachedResponse,
+    rate_limit: RateLimitInfo,
     attempts: u32,
     queue_wait: Duration,
     service_time: Duration,
     started: Instant,
 ) -> LimitedResponse {
-    let rate_limit = RateLimitInfo::parse(Some(cached.status.as_u16()), &cached.headers, None, SystemTime::now());
     LimitedResponse {
         status: cached.status,
         headers: cached.headers,

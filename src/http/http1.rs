@@ -28,10 +28,28 @@ pub struct Http1Transport {
     request_timeout: Option<Duration>,
 }
 
-/// Idle connections by `host:port`, most recently used last.
+/// Idle connections by owner and `host:port`, most recently used last.
 #[derive(Debug, Default)]
 struct Pool {
-    idle: Mutex<HashMap<Authority, Vec<Sender>>>,
+    idle: Mutex<HashMap<(Owner, Authority), Vec<Sender>>>,
+}
+
+/// Which runtime drives a connection: a connection is a task of the runtime that opened it
+/// and dies with it, so a single-threaded runtime (one per load thread, see `run::runner`)
+/// keeps its connections to itself. Multi-threaded runtimes share theirs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Owner {
+    Shared,
+    Thread(std::thread::ThreadId),
+}
+
+impl Owner {
+    fn current() -> Self {
+        match tokio::runtime::Handle::try_current().map(|runtime| runtime.runtime_flavor()) {
+            Ok(tokio::runtime::RuntimeFlavor::CurrentThread) => Owner::Thread(std::thread::current().id()),
+            _ => Owner::Shared,
+        }
+    }
 }
 
 impl Http1Transport {
@@ -45,7 +63,18 @@ impl Http1Transport {
         url.scheme() == "http" && url.host_str().is_some()
     }
 
-    async fn send(self, request: http::Request<Bytes>) -> Exchanged {
+    /// One exchange under the request deadline: the same as [`Transport::exchange`], without
+    /// boxing the future (the client's hot path awaits this directly).
+    pub async fn exchange_within_deadline(&self, request: http::Request<Bytes>) -> Exchanged {
+        match self.request_timeout {
+            Some(limit) => {
+                tokio::time::timeout(limit, self.send(request)).await.unwrap_or(Err(TransportError::TimedOut))
+            }
+            None => self.send(request).await,
+        }
+    }
+
+    async fn send(&self, request: http::Request<Bytes>) -> Exchanged {
         let (mut parts, body) = request.into_parts();
         if parts.uri.scheme() != Some(&Scheme::HTTP) {
             return Err(TransportError::Failed(format!("'{}' is not a plain http:// URL", parts.uri)));
@@ -64,8 +93,9 @@ impl Http1Transport {
         let mut request = http::Request::from_parts(parts, Full::new(body));
         // A pooled connection the server closed meanwhile hands the request back unsent:
         // send it once more on a fresh connection.
+        let key = (Owner::current(), authority);
         for fresh in [false, true] {
-            let (mut sender, reused) = self.checkout(&authority, fresh).await?;
+            let (mut sender, reused) = self.checkout(&key, fresh).await?;
             match sender.try_send_request(request).await {
                 Ok(response) => {
                     let (parts, body) = response.into_parts();
@@ -74,7 +104,7 @@ impl Http1Transport {
                         .await
                         .map_err(|err| TransportError::Failed(format!("reading the response body failed: {err}")))?
                         .to_bytes();
-                    self.checkin(authority, sender);
+                    self.checkin(key, sender);
                     return Ok(http::Response::from_parts(parts, body));
                 }
                 Err(mut err) => match err.take_message() {
@@ -83,15 +113,16 @@ impl Http1Transport {
                 },
             }
         }
-        Err(TransportError::Failed(format!("{authority} closed every connection before the request was sent")))
+        Err(TransportError::Failed(format!("{} closed every connection before the request was sent", key.1)))
     }
 
     /// An idle connection to `authority` that is ready for a request (and whether it was
     /// reused), or a new one.
-    async fn checkout(&self, authority: &Authority, fresh: bool) -> Result<(Sender, bool), TransportError> {
+    async fn checkout(&self, key: &(Owner, Authority), fresh: bool) -> Result<(Sender, bool), TransportError> {
+        let authority = &key.1;
         if !fresh {
             loop {
-                let Some(mut sender) = self.pool.idle.lock().get_mut(authority).and_then(Vec::pop) else { break };
+                let Some(mut sender) = self.pool.idle.lock().get_mut(key).and_then(Vec::pop) else { break };
                 if sender.ready().await.is_ok() {
                     return Ok((sender, true));
                 }
@@ -117,25 +148,26 @@ impl Http1Transport {
         Ok((sender, false))
     }
 
-    fn checkin(&self, authority: Authority, sender: Sender) {
-        if !sender.is_closed() {
-            self.pool.idle.lock().entry(authority).or_default().push(sender);
+    fn checkin(&self, key: (Owner, Authority), sender: Sender) {
+        if sender.is_closed() {
+            return;
         }
+        let mut idle = self.pool.idle.lock();
+        if !idle.contains_key(&key) {
+            // A new owner or host: forget the connections of runtimes that have ended.
+            idle.retain(|_, senders| {
+                senders.retain(|sender| !sender.is_closed());
+                !senders.is_empty()
+            });
+        }
+        idle.entry(key).or_default().push(sender);
     }
 }
 
 impl Transport for Http1Transport {
     fn exchange(&self, request: http::Request<Bytes>) -> BoxFuture<'static, Exchanged> {
         let this = self.clone();
-        let deadline = self.request_timeout;
-        Box::pin(async move {
-            match deadline {
-                Some(limit) => {
-                    tokio::time::timeout(limit, this.send(request)).await.unwrap_or(Err(TransportError::TimedOut))
-                }
-                None => this.send(request).await,
-            }
-        })
+        Box::pin(async move { this.exchange_within_deadline(request).await })
     }
 }
 

@@ -38,8 +38,8 @@ pub fn write_csv(out: impl Write, results: &[RequestResult]) -> Result<(), csv::
             writer.write_record([
                 result.index.to_string(),
                 attempt.attempt.to_string(),
-                result.method.clone(),
-                result.path.clone(),
+                result.method.to_string(),
+                result.path.to_string(),
                 result.priority.to_string(),
                 ms(attempt.sent_at.saturating_duration_since(result.burst_start)),
                 attempt.status.map(|s| s.to_string()).unwrap_or_default(),

@@ -2,16 +2,19 @@
 //! their arrival schedule, can be cancelled mid-way, and collects one result per request.
 
 use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use futures_util::FutureExt;
+use parking_lot::Mutex;
 use rand::SeedableRng;
 use rand::distr::{Distribution, weighted::WeightedIndex};
 use rand::rngs::StdRng;
-use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use super::schedule::arrival_offsets;
 use super::spec::{BurstSpec, SpecError};
@@ -34,9 +37,9 @@ pub enum RequestOutcome {
 #[derive(Debug, Clone)]
 pub struct RequestResult {
     pub index: usize,
-    pub method: String,
-    /// Path only: the query string may hold secrets.
-    pub path: String,
+    pub method: http::Method,
+    /// Path only: the query string may hold secrets. Shared by every request to the endpoint.
+    pub path: Arc<str>,
     pub priority: Priority,
     pub burst_start: Instant,
     /// When it arrived (was handed to the client).
@@ -82,8 +85,7 @@ pub struct Burst {
     planned: usize,
     client: LimitedClient,
     counters: Arc<Counters>,
-    cancelled: Arc<AtomicBool>,
-    cancel: Arc<Notify>,
+    cancel: CancellationToken,
     driver: tokio::task::JoinHandle<(Vec<RequestResult>, Instant, Instant)>,
     limiter: String,
 }
@@ -94,17 +96,10 @@ impl Burst {
         spec.validate()?;
         let planned = spec.planned_requests();
         let counters = Arc::new(Counters::default());
-        let cancelled = Arc::new(AtomicBool::new(false));
-        let cancel = Arc::new(Notify::new());
+        let cancel = CancellationToken::new();
         let limiter = spec.limits.as_ref().map_or_else(|| "none".to_owned(), |limits| limits.describe());
-        let driver = tokio::spawn(drive(
-            spec,
-            client.clone(),
-            Arc::clone(&counters),
-            Arc::clone(&cancelled),
-            Arc::clone(&cancel),
-        ));
-        Ok(Self { planned, client, counters, cancelled, cancel, driver, limiter })
+        let driver = tokio::spawn(drive(spec, client.clone(), Arc::clone(&counters), cancel.clone()));
+        Ok(Self { planned, client, counters, cancel, driver, limiter })
     }
 
     /// Builds the client from the spec itself and starts.
@@ -140,8 +135,7 @@ impl Burst {
 
     /// Stops launching; queued requests are dropped from their queues and in-flight ones aborted.
     pub fn cancel(&self) {
-        self.cancelled.store(true, Ordering::SeqCst);
-        self.cancel.notify_one();
+        self.cancel.cancel();
     }
 
     /// Whether every request has ended.
@@ -161,142 +155,300 @@ impl Burst {
     }
 }
 
+/// What every request of a burst shares: the spec, the start, and each request's arrival
+/// offset and endpoint (drawn up front, so the order of sending does not change them).
+struct Plan {
+    spec: BurstSpec,
+    start: Instant,
+    offsets: Vec<Duration>,
+    endpoints: Vec<usize>,
+    /// Each endpoint's path, for the records.
+    paths: Vec<Arc<str>>,
+}
+
+impl Plan {
+    fn new(spec: BurstSpec, start: Instant) -> Self {
+        let offsets = arrival_offsets(spec.arrival, spec.planned_requests());
+        let weights: Vec<u32> = spec.endpoints.iter().map(|endpoint| endpoint.weight).collect();
+        let mut rng = StdRng::seed_from_u64(0x5eed);
+        let endpoints = match WeightedIndex::new(&weights) {
+            Ok(chooser) => offsets.iter().map(|_| chooser.sample(&mut rng)).collect(),
+            Err(_) => vec![0; offsets.len()],
+        };
+        let paths = spec.endpoints.iter().map(|endpoint| Arc::from(endpoint.url.path())).collect();
+        Self { spec, start, offsets, endpoints, paths }
+    }
+
+    fn len(&self) -> usize {
+        self.offsets.len()
+    }
+
+    /// The request at `index`, or `None` if the spec has no endpoint for it.
+    fn request(&self, index: usize) -> Option<(RequestSpec, Priority)> {
+        let endpoint = self.spec.endpoints.get(*self.endpoints.get(index)?)?;
+        let priority = self.spec.priorities.lane(index);
+        let mut request = RequestSpec::new(self.spec.method.clone(), endpoint.url.clone()).with_priority(priority);
+        request.headers.clone_from(&self.spec.headers);
+        Some((request, priority))
+    }
+
+    /// Waits for `index`'s arrival time; `false` if the burst was cancelled first.
+    async fn arrival(&self, index: usize, cancel: &CancellationToken) -> bool {
+        if cancel.is_cancelled() {
+            return false;
+        }
+        let offset = self.offsets.get(index).copied().unwrap_or_default();
+        let due = self.start + offset;
+        if offset.is_zero() || due <= Instant::now() {
+            return true;
+        }
+        tokio::select! {
+            biased;
+            () = cancel.cancelled() => false,
+            () = tokio::time::sleep_until(due) => true,
+        }
+    }
+
+    /// Sends request `index` and records how it ended.
+    async fn perform(
+        &self,
+        client: &LimitedClient,
+        index: usize,
+        request: RequestSpec,
+        arrived: Instant,
+    ) -> RequestResult {
+        let mut attempts = Vec::new();
+        let sent = client.send_recorded(request, &mut attempts).await;
+        let (outcome, from_cache) = match sent {
+            Ok(response) if response.status.as_u16() < 400 => {
+                (RequestOutcome::Succeeded { status: response.status.as_u16() }, response.from_cache)
+            }
+            Ok(response) => (
+                RequestOutcome::Failed {
+                    status: Some(response.status.as_u16()),
+                    error: format!("final status {}", response.status),
+                },
+                response.from_cache,
+            ),
+            Err(err) => (failure(&err), false),
+        };
+        RequestResult { attempts, from_cache, ..self.unfinished(index, arrived, outcome) }
+    }
+
+    /// The record of request `index` that ended with `outcome` and no attempt on record
+    /// (cancelled, or its task panicked).
+    fn unfinished(&self, index: usize, arrived: Instant, outcome: RequestOutcome) -> RequestResult {
+        let path = self.endpoints.get(index).and_then(|endpoint| self.paths.get(*endpoint));
+        RequestResult {
+            index,
+            method: self.spec.method.clone(),
+            path: path.map_or_else(|| Arc::from(""), Arc::clone),
+            priority: self.spec.priorities.lane(index),
+            burst_start: self.start,
+            arrived,
+            total: arrived.elapsed(),
+            attempts: Vec::new(),
+            from_cache: false,
+            outcome,
+        }
+    }
+}
+
+impl Counters {
+    fn finished(&self, result: &RequestResult) {
+        self.done.fetch_add(1, Ordering::Relaxed);
+        if matches!(result.outcome, RequestOutcome::Failed { .. }) {
+            self.failed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+fn panicked() -> RequestOutcome {
+    RequestOutcome::Failed { status: None, error: "the request task panicked".to_owned() }
+}
+
 async fn drive(
     spec: BurstSpec,
     client: LimitedClient,
     counters: Arc<Counters>,
-    cancelled: Arc<AtomicBool>,
-    cancel: Arc<Notify>,
+    cancel: CancellationToken,
 ) -> (Vec<RequestResult>, Instant, Instant) {
-    let start = Instant::now();
-    let offsets = arrival_offsets(spec.arrival, spec.planned_requests());
-    let raw_slots = match (&spec.limits, spec.raw_concurrency) {
-        (None, Some(limit)) => Some(Arc::new(Semaphore::new(limit))),
-        _ => None,
+    let plan = Arc::new(Plan::new(spec, Instant::now()));
+    let mut results = match (&plan.spec.limits, plan.spec.raw_concurrency) {
+        (None, Some(cap)) => drive_workers(&plan, &client, &counters, &cancel, cap).await,
+        _ => drive_tasks(&plan, &client, &counters, &cancel).await,
     };
-    let weights: Vec<u32> = spec.endpoints.iter().map(|endpoint| endpoint.weight).collect();
-    let chooser = WeightedIndex::new(&weights).ok();
-    let mut rng = StdRng::seed_from_u64(0x5eed);
+    let end = Instant::now();
+    if !results.is_sorted_by_key(|result| result.index) {
+        results.sort_by_key(|result| result.index);
+    }
+    (results, plan.start, end)
+}
+
+/// Raw sending with a cap works like a load generator: `cap` workers each send the next
+/// request when their last one has ended, so no task is spawned per request. On a
+/// multi-threaded runtime the workers are spread over one single-threaded runtime per core,
+/// each with its own connections, so a request and its connection never change threads.
+async fn drive_workers(
+    plan: &Arc<Plan>,
+    client: &LimitedClient,
+    counters: &Arc<Counters>,
+    cancel: &CancellationToken,
+    cap: usize,
+) -> Vec<RequestResult> {
+    let workers = Workers {
+        plan: Arc::clone(plan),
+        client: client.clone(),
+        counters: Arc::clone(counters),
+        cancel: cancel.clone(),
+        next: Arc::new(AtomicUsize::new(0)),
+        // One slot per request, filled by whichever worker sends it: no lists to grow, merge
+        // or sort afterwards (a burst may hold millions).
+        slots: Arc::new(Mutex::new(std::iter::repeat_with(|| None).take(plan.len()).collect())),
+    };
+    let count = cap.min(plan.len());
+    let runtimes = load_runtimes(count);
+    if runtimes.is_empty() {
+        workers.clone().run(count).await;
+    } else {
+        let threads = runtimes.len();
+        let mut running = Vec::with_capacity(threads);
+        for (thread, runtime) in runtimes.into_iter().enumerate() {
+            let share = count / threads + usize::from(thread < count % threads);
+            let workers = workers.clone();
+            running.push(tokio::task::spawn_blocking(move || runtime.block_on(workers.run(share))));
+        }
+        for thread in running {
+            // A worker catches its requests' panics; a thread that failed anyway leaves its
+            // requests without a record, as a panicking task would.
+            if let Err(err) = thread.await {
+                tracing::error!("a load thread failed: {err}");
+            }
+        }
+    }
+    let slots = std::mem::take(&mut *workers.slots.lock());
+    slots.into_iter().flatten().collect()
+}
+
+/// One single-threaded runtime per core when called on a multi-threaded runtime (none on a
+/// single-threaded one, such as a test's paused clock, or when they cannot be built).
+fn load_runtimes(workers: usize) -> Vec<tokio::runtime::Runtime> {
+    let flavor = tokio::runtime::Handle::try_current().map(|runtime| runtime.runtime_flavor());
+    if !matches!(flavor, Ok(tokio::runtime::RuntimeFlavor::MultiThread)) {
+        return Vec::new();
+    }
+    let cores = std::thread::available_parallelism().map_or(1, usize::from).min(workers);
+    let built: Result<Vec<_>, _> =
+        (0..cores).map(|_| tokio::runtime::Builder::new_current_thread().enable_all().build()).collect();
+    built.unwrap_or_else(|err| {
+        tracing::warn!("sending from the shared runtime: load threads could not start: {err}");
+        Vec::new()
+    })
+}
+
+/// What the workers of a raw capped burst share.
+#[derive(Clone)]
+struct Workers {
+    plan: Arc<Plan>,
+    client: LimitedClient,
+    counters: Arc<Counters>,
+    cancel: CancellationToken,
+    /// The next request index to send.
+    next: Arc<AtomicUsize>,
+    slots: Arc<Mutex<Vec<Option<RequestResult>>>>,
+}
+
+impl Workers {
+    /// Runs `count` workers on the current runtime until the plan is sent or cancelled.
+    async fn run(self, count: usize) {
+        let mut running = JoinSet::new();
+        for _ in 0..count {
+            running.spawn(self.clone().work());
+        }
+        while running.join_next().await.is_some() {}
+    }
+
+    async fn work(self) {
+        let Self { plan, client, counters, cancel, next, slots } = self;
+        let mut cancelled = std::pin::pin!(cancel.cancelled());
+        loop {
+            let index = next.fetch_add(1, Ordering::Relaxed);
+            if index >= plan.len() || !plan.arrival(index, &cancel).await {
+                break;
+            }
+            let Some((request, _)) = plan.request(index) else { continue };
+            counters.launched.fetch_add(1, Ordering::Relaxed);
+            let arrived = Instant::now();
+            let sending = AssertUnwindSafe(plan.perform(&client, index, request, arrived)).catch_unwind();
+            let result = tokio::select! {
+                biased;
+                sent = sending => sent.unwrap_or_else(|_| plan.unfinished(index, arrived, panicked())),
+                () = &mut cancelled => plan.unfinished(index, arrived, RequestOutcome::Cancelled),
+            };
+            counters.finished(&result);
+            if let Some(slot) = slots.lock().get_mut(index) {
+                *slot = Some(result);
+            }
+        }
+    }
+}
+
+/// One task per request, each launched at its arrival time: limited bursts (every request
+/// waits in the limiter, so its queue is real) and raw bursts without a cap.
+async fn drive_tasks(
+    plan: &Arc<Plan>,
+    client: &LimitedClient,
+    counters: &Counters,
+    cancel: &CancellationToken,
+) -> Vec<RequestResult> {
     let mut tasks = JoinSet::new();
-    let mut meta: HashMap<tokio::task::Id, (usize, Priority, String, Instant)> = HashMap::new();
-    let mut results = Vec::with_capacity(offsets.len());
-    let collect = |joined: Result<(tokio::task::Id, RequestResult), tokio::task::JoinError>,
-                   meta: &mut HashMap<tokio::task::Id, (usize, Priority, String, Instant)>,
-                   results: &mut Vec<RequestResult>| {
+    // Who each task is, for the record of a task that panicked or was aborted.
+    let mut launched: HashMap<tokio::task::Id, (usize, Instant)> = HashMap::new();
+    let mut results = Vec::with_capacity(plan.len());
+    let mut collect = |joined: Result<(tokio::task::Id, RequestResult), tokio::task::JoinError>,
+                       launched: &mut HashMap<tokio::task::Id, (usize, Instant)>| {
         let result = match joined {
             Ok((id, result)) => {
-                meta.remove(&id);
+                launched.remove(&id);
                 result
             }
             Err(err) => {
-                let Some((index, priority, path, arrived)) = meta.remove(&err.id()) else { return };
-                RequestResult {
-                    index,
-                    method: spec.method.to_string(),
-                    path,
-                    priority,
-                    burst_start: start,
-                    arrived,
-                    total: arrived.elapsed(),
-                    attempts: Vec::new(),
-                    from_cache: false,
-                    outcome: if err.is_cancelled() {
-                        RequestOutcome::Cancelled
-                    } else {
-                        RequestOutcome::Failed { status: None, error: "the request task panicked".to_owned() }
-                    },
-                }
+                let Some((index, arrived)) = launched.remove(&err.id()) else { return };
+                let outcome = if err.is_cancelled() { RequestOutcome::Cancelled } else { panicked() };
+                plan.unfinished(index, arrived, outcome)
             }
         };
-        counters.done.fetch_add(1, Ordering::Relaxed);
-        if matches!(result.outcome, RequestOutcome::Failed { .. }) {
-            counters.failed.fetch_add(1, Ordering::Relaxed);
-        }
+        counters.finished(&result);
         results.push(result);
     };
-    for (index, offset) in offsets.into_iter().enumerate() {
-        let due = start + offset;
-        tokio::select! {
-            biased;
-            () = cancel.notified() => break,
-            () = tokio::time::sleep_until(due) => {}
-        }
-        if cancelled.load(Ordering::SeqCst) {
+    for index in 0..plan.len() {
+        if !plan.arrival(index, cancel).await {
             break;
         }
-        // Raw sending with a cap works like a load generator: a request starts when a slot
-        // is free, so at most `cap` tasks exist at once (not one parked task per request).
-        let slot = match &raw_slots {
-            Some(slots) => tokio::select! {
-                biased;
-                () = cancel.notified() => break,
-                slot = Arc::clone(slots).acquire_owned() => slot.ok(),
-            },
-            None => None,
-        };
         while let Some(joined) = tasks.try_join_next_with_id() {
-            collect(joined, &mut meta, &mut results);
+            collect(joined, &mut launched);
         }
-        let endpoint = chooser.as_ref().map_or(0, |chooser| chooser.sample(&mut rng));
-        let Some(endpoint) = spec.endpoints.get(endpoint) else { continue };
-        let priority = spec.priorities.lane(index);
-        let mut request = RequestSpec::new(spec.method.clone(), endpoint.url.clone()).with_priority(priority);
-        request.headers = spec.headers.clone();
-        let path = endpoint.url.path().to_owned();
-        let (client, method) = (client.clone(), spec.method.to_string());
+        let Some((request, _)) = plan.request(index) else { continue };
+        let (plan, client) = (Arc::clone(plan), client.clone());
         let arrived = Instant::now();
-        let handle = tasks.spawn({
-            let path = path.clone();
-            async move {
-                let _slot = slot;
-                let mut attempts = Vec::new();
-                let sent = client.send_recorded(request, &mut attempts).await;
-                let (outcome, from_cache) = match sent {
-                    Ok(response) if response.status.as_u16() < 400 => {
-                        (RequestOutcome::Succeeded { status: response.status.as_u16() }, response.from_cache)
-                    }
-                    Ok(response) => (
-                        RequestOutcome::Failed {
-                            status: Some(response.status.as_u16()),
-                            error: format!("final status {}", response.status),
-                        },
-                        response.from_cache,
-                    ),
-                    Err(err) => (failure(&err), false),
-                };
-                RequestResult {
-                    index,
-                    method,
-                    path,
-                    priority,
-                    burst_start: start,
-                    arrived,
-                    total: arrived.elapsed(),
-                    attempts,
-                    from_cache,
-                    outcome,
-                }
-            }
-        });
-        meta.insert(handle.id(), (index, priority, path, arrived));
+        let handle = tasks.spawn(async move { plan.perform(&client, index, request, arrived).await });
+        launched.insert(handle.id(), (index, arrived));
         counters.launched.fetch_add(1, Ordering::Relaxed);
     }
     loop {
-        if cancelled.load(Ordering::SeqCst) {
+        if cancel.is_cancelled() {
             tasks.abort_all();
         }
         tokio::select! {
             biased;
-            () = cancel.notified(), if !cancelled.load(Ordering::SeqCst) => {}
+            () = cancel.cancelled(), if !cancel.is_cancelled() => {}
             joined = tasks.join_next_with_id() => match joined {
-                Some(joined) => collect(joined, &mut meta, &mut results),
+                Some(joined) => collect(joined, &mut launched),
                 None => break,
             },
         }
     }
-    let end = Instant::now();
-    results.sort_by_key(|result| result.index);
-    (results, start, end)
+    results
 }
 
 fn failure(err: &ClientError) -> RequestOutcome {

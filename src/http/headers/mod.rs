@@ -106,6 +106,16 @@ impl RateLimitInfo {
         let any_limit_header = headers.keys().any(|name| name.as_str().contains("limit"));
         let shopify_cost = body.is_some_and(|body| body.windows(14).any(|window| window == b"throttleStatus"));
         let wants_body = shopify_cost || status.is_some_and(|status| status >= 400);
+        if !(any_limit_header || wants_body || headers.contains_key(http::header::RETRY_AFTER)) {
+            // A success that says nothing about limits: the common case, with nothing to read.
+            return RateLimitInfo {
+                status,
+                budgets: Vec::new(),
+                retry_after: None,
+                throttled: false,
+                warnings: Vec::new(),
+            };
+        }
         let mut ctx = Ctx::new(status, headers, body.filter(|_| wants_body), now);
         if any_limit_header || shopify_cost {
             ietf::parse(&mut ctx);
