@@ -2,11 +2,13 @@
 # HTTP benchmarks of `ratescope burst` against the demo API (see BENCHMARKS.md):
 #   1. raw throughput with --no-limit beside oha, same request count and concurrency;
 #   2. pacing accuracy: 1,000 requests/s for 30 s through the limiter.
-# Usage: benches/http.sh [REQUESTS] [CONCURRENCY]   (needs `cargo install oha` for part 1)
+# Usage: benches/http.sh [REQUESTS] [CONCURRENCY] [ROUNDS]   (needs `cargo install oha` for part 1)
+# A shared 2-core VM is noisy: each tool runs ROUNDS times, alternating, and medians are compared.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 requests=${1:-50000}
 concurrency=${2:-50}
+rounds=${3:-5}
 cargo build --release --no-default-features --quiet   # the CLI alone; the GUI is not measured here
 bin=target/release/ratescope
 port=18787
@@ -18,15 +20,29 @@ trap 'kill $mock 2>/dev/null; rm -rf "$work"' EXIT
 for _ in $(seq 50); do curl -sf "http://127.0.0.1:$port/open" >/dev/null 2>&1 && break; sleep 0.1; done
 url="http://127.0.0.1:$port/open"
 
-echo "== raw throughput: $requests requests, $concurrency in flight, $url"
-"$bin" burst "$url" -n "$requests" -c "$concurrency" --no-limit --retries 0 --json >"$work/raw.json"
-python3 -c "import json,sys; s=json.load(open('$work/raw.json')); print(f\"ratescope: {s['achieved_rps']:.0f} req/s  p50 {s['service_ms']['p50']:.2f} ms  p99 {s['service_ms']['p99']:.2f} ms  ok {s['succeeded']}\")"
-if command -v oha >/dev/null; then
-    oha -n "$requests" -c "$concurrency" --no-tui --output-format json "$url" >"$work/oha.json"
-    python3 -c "import json; s=json.load(open('$work/oha.json'))['summary']; print(f\"oha:       {s['requestsPerSec']:.0f} req/s  ok {s['successRate']*100:.1f}%\")"
-else
-    echo "oha is not installed: cargo install oha"
+echo "== raw throughput: $requests requests, $concurrency in flight, $url, $rounds rounds (ratescope and oha alternate)"
+if ! command -v oha >/dev/null; then
+    echo "oha is not installed (cargo install oha): ratescope alone"
 fi
+for round in $(seq "$rounds"); do
+    "$bin" burst "$url" -n "$requests" -c "$concurrency" --no-limit --retries 0 --json >"$work/raw.json"
+    python3 -c "import json; s=json.load(open('$work/raw.json')); assert s['succeeded'] == $requests, s; print(s['achieved_rps'])" >>"$work/ratescope.rps"
+    if command -v oha >/dev/null; then
+        oha -n "$requests" -c "$concurrency" --no-tui --output-format json "$url" >"$work/oha.json"
+        python3 -c "import json; print(json.load(open('$work/oha.json'))['summary']['requestsPerSec'])" >>"$work/oha.rps"
+    fi
+done
+python3 - "$work" <<'PY'
+import os, statistics, sys
+def rates(name):
+    path = os.path.join(sys.argv[1], name + ".rps")
+    return [float(line) for line in open(path)] if os.path.exists(path) else []
+ours, oha = rates("ratescope"), rates("oha")
+print(f"ratescope: median {statistics.median(ours):.0f} req/s  rounds {[round(r) for r in ours]}")
+if oha:
+    print(f"oha:       median {statistics.median(oha):.0f} req/s  rounds {[round(r) for r in oha]}")
+    print(f"ratescope / oha: {statistics.median(ours) / statistics.median(oha):.2f} (medians)")
+PY
 
 echo "== pacing accuracy: 1000/s for 30 s through the limiter"
 "$bin" burst "$url" -n 30000 --rate 1000/1s --burst 10 -c 200 --json --csv "$work/paced.csv" >"$work/paced.json"

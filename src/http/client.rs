@@ -482,7 +482,8 @@ impl LimitedClient {
                         }
                     };
                     if let Some(gate) = inner.gates.get(limiter.key()) {
-                        match gate.admit(spec.cost).await {
+                        // Boxed: a store round trip is a large future most requests never make.
+                        match Box::pin(gate.admit(spec.cost)).await {
                             Ok(admission) => {
                                 if let Some(state) = admission.state_change {
                                     emit(EventKind::StoreState { state });

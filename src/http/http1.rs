@@ -128,6 +128,12 @@ impl Http1Transport {
                 }
             }
         }
+        // Boxed: connecting is rare and its future large, and every exchange would carry it.
+        Box::pin(self.connect(authority)).await.map(|sender| (sender, false))
+    }
+
+    /// A new connection to `authority`, its connection task spawned on the current runtime.
+    async fn connect(&self, authority: &Authority) -> Result<Sender, TransportError> {
         let address =
             (authority.host().trim_start_matches('[').trim_end_matches(']'), authority.port_u16().unwrap_or(80));
         let connect = TcpStream::connect(address);
@@ -145,7 +151,7 @@ impl Http1Transport {
                 tracing::debug!("connection closed: {err}");
             }
         });
-        Ok((sender, false))
+        Ok(sender)
     }
 
     fn checkin(&self, key: (Owner, Authority), sender: Sender) {
