@@ -420,7 +420,9 @@ impl LimitedClient {
         log: &mut Vec<AttemptRecord>,
     ) -> Result<LimitedResponse, ClientError> {
         let inner = &*self.inner;
-        let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let listening = inner.events.is_enabled();
+        // Ids only name events; without a listener the shared counter is left alone.
+        let id = if listening { inner.next_id.fetch_add(1, Ordering::Relaxed) } else { 0 };
         let started = Instant::now();
         let host = spec.url.host_str().ok_or_else(|| ClientError::NoHost(spec.url.clone()))?;
         // `url` lowercases the hosts of http(s) URLs already; other schemes may keep capitals.
@@ -430,7 +432,6 @@ impl LimitedClient {
         };
         let limiter = inner.registry.limiter_for(&host, spec.url.port_or_known_default(), spec.url.path());
         let key = limiter.as_ref().map(|limiter| limiter.key().to_owned());
-        let listening = inner.events.is_enabled();
         let emit = |kind: EventKind| {
             if listening {
                 inner.events.emit(Event { request_id: id, key: key.clone(), at: Instant::now(), kind });
@@ -537,10 +538,7 @@ impl LimitedClient {
                 Attempt::Timeout => (Some(Outcome::Timeout), None),
             };
             let outcome = status_outcome.unwrap_or(Outcome::ConnectionError { message: &error_message });
-            let decision = {
-                let mut rng = inner.rng.lock();
-                retry.decide(attempt, &outcome, &spec.method, previous_delay, &mut *rng)
-            };
+            let decision = retry.decide(attempt, &outcome, &spec.method, previous_delay, &mut SharedRng(&inner.rng));
             log.push(AttemptRecord {
                 attempt,
                 sent_at,
@@ -681,6 +679,24 @@ impl LimitedClient {
     }
 }
 
+/// The client's seeded generator, locked only when a decision draws from it (a backoff's
+/// jitter), not for every response.
+struct SharedRng<'a>(&'a Mutex<StdRng>);
+
+impl rand::RngCore for SharedRng<'_> {
+    fn next_u32(&mut self) -> u32 {
+        self.0.lock().next_u32()
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        self.0.lock().next_u64()
+    }
+
+    fn fill_bytes(&mut self, destination: &mut [u8]) {
+        self.0.lock().fill_bytes(destination);
+    }
+}
+
 fn is_loopback(url: &url::Url) -> bool {
     match url.host() {
         Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
@@ -738,7 +754,7 @@ impl ResponseHead<'_> {
         listening: bool,
         emit: &impl Fn(EventKind),
     ) -> RateLimitInfo {
-        let info = RateLimitInfo::parse(Some(self.status.as_u16()), self.headers, self.body, SystemTime::now());
+        let info = RateLimitInfo::parse_at(Some(self.status.as_u16()), self.headers, self.body, SystemTime::now);
         if listening {
             emit(EventKind::Response {
                 attempt,

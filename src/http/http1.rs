@@ -2,7 +2,6 @@
 //! keep-alive connections per host, nothing else (no proxy, no redirects, no TLS). Raw bursts
 //! use it, so ratescope measures an unthrottled server at load-generator speed.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,11 +27,14 @@ pub struct Http1Transport {
     request_timeout: Option<Duration>,
 }
 
-/// Idle connections by owner and `host:port`, most recently used last.
+/// Idle connections by owner and `host:port`, most recently used last. A list, not a hash
+/// map: it holds a handful of keys, and comparing them is cheaper than hashing one.
 #[derive(Debug, Default)]
 struct Pool {
-    idle: Mutex<HashMap<(Owner, Authority), Vec<Sender>>>,
+    idle: Mutex<Vec<(PoolKey, Vec<Sender>)>>,
 }
+
+type PoolKey = (Owner, Authority);
 
 /// Which runtime drives a connection: a connection is a task of the runtime that opened it
 /// and dies with it, so a single-threaded runtime (one per load thread, see `run::runner`)
@@ -118,11 +120,13 @@ impl Http1Transport {
 
     /// An idle connection to `authority` that is ready for a request (and whether it was
     /// reused), or a new one.
-    async fn checkout(&self, key: &(Owner, Authority), fresh: bool) -> Result<(Sender, bool), TransportError> {
+    async fn checkout(&self, key: &PoolKey, fresh: bool) -> Result<(Sender, bool), TransportError> {
         let authority = &key.1;
         if !fresh {
             loop {
-                let Some(mut sender) = self.pool.idle.lock().get_mut(key).and_then(Vec::pop) else { break };
+                let popped =
+                    self.pool.idle.lock().iter_mut().find(|(held, _)| held == key).and_then(|(_, idle)| idle.pop());
+                let Some(mut sender) = popped else { break };
                 if sender.ready().await.is_ok() {
                     return Ok((sender, true));
                 }
@@ -154,19 +158,21 @@ impl Http1Transport {
         Ok(sender)
     }
 
-    fn checkin(&self, key: (Owner, Authority), sender: Sender) {
+    fn checkin(&self, key: PoolKey, sender: Sender) {
         if sender.is_closed() {
             return;
         }
         let mut idle = self.pool.idle.lock();
-        if !idle.contains_key(&key) {
-            // A new owner or host: forget the connections of runtimes that have ended.
-            idle.retain(|_, senders| {
-                senders.retain(|sender| !sender.is_closed());
-                !senders.is_empty()
-            });
+        if let Some((_, senders)) = idle.iter_mut().find(|(held, _)| *held == key) {
+            senders.push(sender);
+            return;
         }
-        idle.entry(key).or_default().push(sender);
+        // A new owner or host: forget the connections of runtimes that have ended.
+        idle.retain_mut(|(_, senders)| {
+            senders.retain(|sender| !sender.is_closed());
+            !senders.is_empty()
+        });
+        idle.push((key, vec![sender]));
     }
 }
 

@@ -3,12 +3,11 @@
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use futures_util::FutureExt;
-use parking_lot::Mutex;
 use rand::SeedableRng;
 use rand::distr::{Distribution, weighted::WeightedIndex};
 use rand::rngs::StdRng;
@@ -72,11 +71,20 @@ pub struct BurstProgress {
     pub failed: usize,
 }
 
+/// One shard of a burst's live counters. Each load thread counts in a shard of its own
+/// (aligned apart, so threads never contend for a cache line); progress adds them up.
 #[derive(Debug, Default)]
+#[repr(align(128))]
 struct Counters {
     launched: AtomicUsize,
     done: AtomicUsize,
     failed: AtomicUsize,
+}
+
+/// Shard 0 for the driver's own runtime, one per possible load thread after it.
+fn counter_shards() -> Arc<[Counters]> {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    std::iter::repeat_with(Counters::default).take(cores + 1).collect()
 }
 
 /// A burst in progress.
@@ -84,7 +92,7 @@ struct Counters {
 pub struct Burst {
     planned: usize,
     client: LimitedClient,
-    counters: Arc<Counters>,
+    counters: Arc<[Counters]>,
     cancel: CancellationToken,
     driver: tokio::task::JoinHandle<(Vec<RequestResult>, Instant, Instant)>,
     limiter: String,
@@ -95,7 +103,7 @@ impl Burst {
     pub fn start(spec: BurstSpec, client: LimitedClient) -> Result<Self, SpecError> {
         spec.validate()?;
         let planned = spec.planned_requests();
-        let counters = Arc::new(Counters::default());
+        let counters = counter_shards();
         let cancel = CancellationToken::new();
         let limiter = spec.limits.as_ref().map_or_else(|| "none".to_owned(), |limits| limits.describe());
         let driver = tokio::spawn(drive(spec, client.clone(), Arc::clone(&counters), cancel.clone()));
@@ -110,11 +118,14 @@ impl Burst {
 
     /// Counters so far.
     pub fn progress(&self) -> BurstProgress {
+        let total = |count: fn(&Counters) -> &AtomicUsize| -> usize {
+            self.counters.iter().map(|shard| count(shard).load(Ordering::Relaxed)).sum()
+        };
         BurstProgress {
             planned: self.planned,
-            launched: self.counters.launched.load(Ordering::Relaxed),
-            done: self.counters.done.load(Ordering::Relaxed),
-            failed: self.counters.failed.load(Ordering::Relaxed),
+            launched: total(|shard| &shard.launched),
+            done: total(|shard| &shard.done),
+            failed: total(|shard| &shard.failed),
         }
     }
 
@@ -270,13 +281,13 @@ fn panicked() -> RequestOutcome {
 async fn drive(
     spec: BurstSpec,
     client: LimitedClient,
-    counters: Arc<Counters>,
+    counters: Arc<[Counters]>,
     cancel: CancellationToken,
 ) -> (Vec<RequestResult>, Instant, Instant) {
     let plan = Arc::new(Plan::new(spec, Instant::now()));
     let mut results = match (&plan.spec.limits, plan.spec.raw_concurrency) {
         (None, Some(cap)) => drive_workers(&plan, &client, &counters, &cancel, cap).await,
-        _ => drive_tasks(&plan, &client, &counters, &cancel).await,
+        _ => drive_tasks(&plan, &client, &counters[0], &cancel).await,
     };
     let end = Instant::now();
     if !results.is_sorted_by_key(|result| result.index) {
@@ -292,7 +303,7 @@ async fn drive(
 async fn drive_workers(
     plan: &Arc<Plan>,
     client: &LimitedClient,
-    counters: &Arc<Counters>,
+    counters: &Arc<[Counters]>,
     cancel: &CancellationToken,
     cap: usize,
 ) -> Vec<RequestResult> {
@@ -300,11 +311,12 @@ async fn drive_workers(
         plan: Arc::clone(plan),
         client: client.clone(),
         counters: Arc::clone(counters),
+        shard: 0,
         cancel: cancel.clone(),
         next: Arc::new(AtomicUsize::new(0)),
         // One slot per request, filled by whichever worker sends it: no lists to grow, merge
-        // or sort afterwards (a burst may hold millions).
-        slots: Arc::new(Mutex::new(std::iter::repeat_with(|| None).take(plan.len()).collect())),
+        // or sort afterwards, and no lock (a burst may hold millions).
+        slots: Arc::new(std::iter::repeat_with(OnceLock::new).take(plan.len()).collect()),
     };
     let count = cap.min(plan.len());
     let runtimes = load_runtimes(count);
@@ -315,7 +327,7 @@ async fn drive_workers(
         let mut running = Vec::with_capacity(threads);
         for (thread, runtime) in runtimes.into_iter().enumerate() {
             let share = count / threads + usize::from(thread < count % threads);
-            let workers = workers.clone();
+            let workers = Workers { shard: (thread + 1) % counters.len(), ..workers.clone() };
             running.push(tokio::task::spawn_blocking(move || runtime.block_on(workers.run(share))));
         }
         for thread in running {
@@ -326,8 +338,11 @@ async fn drive_workers(
             }
         }
     }
-    let slots = std::mem::take(&mut *workers.slots.lock());
-    slots.into_iter().flatten().collect()
+    match Arc::try_unwrap(workers.slots) {
+        Ok(slots) => slots.into_iter().filter_map(OnceLock::into_inner).collect(),
+        // Every worker has ended, so nobody else holds the slots; copy them out if that changes.
+        Err(slots) => slots.iter().filter_map(|slot| slot.get().cloned()).collect(),
+    }
 }
 
 /// One single-threaded runtime per core when called on a multi-threaded runtime (none on a
@@ -351,16 +366,20 @@ fn load_runtimes(workers: usize) -> Vec<tokio::runtime::Runtime> {
 struct Workers {
     plan: Arc<Plan>,
     client: LimitedClient,
-    counters: Arc<Counters>,
+    counters: Arc<[Counters]>,
+    /// This runtime's counter shard.
+    shard: usize,
     cancel: CancellationToken,
     /// The next request index to send.
     next: Arc<AtomicUsize>,
-    slots: Arc<Mutex<Vec<Option<RequestResult>>>>,
+    slots: Arc<Vec<OnceLock<RequestResult>>>,
 }
 
 impl Workers {
     /// Runs `count` workers on the current runtime until the plan is sent or cancelled.
-    async fn run(self, count: usize) {
+    async fn run(mut self, count: usize) {
+        // A child token per runtime: its checks lock a mutex no other thread touches.
+        self.cancel = self.cancel.child_token();
         let mut running = JoinSet::new();
         for _ in 0..count {
             running.spawn(self.clone().work());
@@ -369,7 +388,8 @@ impl Workers {
     }
 
     async fn work(self) {
-        let Self { plan, client, counters, cancel, next, slots } = self;
+        let Self { plan, client, counters, shard, cancel, next, slots } = self;
+        let Some(counters) = counters.get(shard) else { return };
         let mut cancelled = std::pin::pin!(cancel.cancelled());
         loop {
             let index = next.fetch_add(1, Ordering::Relaxed);
@@ -386,8 +406,9 @@ impl Workers {
                 () = &mut cancelled => plan.unfinished(index, arrived, RequestOutcome::Cancelled),
             };
             counters.finished(&result);
-            if let Some(slot) = slots.lock().get_mut(index) {
-                *slot = Some(result);
+            if let Some(slot) = slots.get(index) {
+                // Each index is taken by one worker only, so the slot is empty.
+                let _ = slot.set(result);
             }
         }
     }

@@ -101,6 +101,16 @@ impl RateLimitInfo {
     /// Interprets a response. `now` is the client's wall clock; absolute resets
     /// are measured against the response's `Date` header when it has one.
     pub fn parse(status: Option<u16>, headers: &HeaderMap, body: Option<&[u8]>, now: SystemTime) -> RateLimitInfo {
+        Self::parse_at(status, headers, body, || now)
+    }
+
+    /// [`parse`](Self::parse) reading the clock only if the response has something to measure against it.
+    pub(crate) fn parse_at(
+        status: Option<u16>,
+        headers: &HeaderMap,
+        body: Option<&[u8]>,
+        now: impl FnOnce() -> SystemTime,
+    ) -> RateLimitInfo {
         // Every dialect's headers have "limit" in their name; most responses have none of them,
         // and a body is only read for retry hints on errors or for Shopify's query cost.
         let any_limit_header = headers.keys().any(|name| name.as_str().contains("limit"));
@@ -116,7 +126,7 @@ impl RateLimitInfo {
                 warnings: Vec::new(),
             };
         }
-        let mut ctx = Ctx::new(status, headers, body.filter(|_| wants_body), now);
+        let mut ctx = Ctx::new(status, headers, body.filter(|_| wants_body), now());
         if any_limit_header || shopify_cost {
             ietf::parse(&mut ctx);
             xratelimit::parse(&mut ctx);
