@@ -1,7 +1,9 @@
 //! A burst: what to send (`BurstSpec`), when (`schedule`), running it through the limited
-//! client (`runner`), and what happened (`summary`, `export`).
+//! client (`runner`; capped raw bursts as a load generator in `load`), and what happened
+//! (`summary`, `export`).
 
 mod export;
+mod load;
 mod runner;
 mod schedule;
 mod spec;

@@ -2,12 +2,10 @@
 //! their arrival schedule, can be cancelled mid-way, and collects one result per request.
 
 use std::collections::HashMap;
-use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use futures_util::FutureExt;
 use rand::SeedableRng;
 use rand::distr::{Distribution, weighted::WeightedIndex};
 use rand::rngs::StdRng;
@@ -75,7 +73,7 @@ pub struct BurstProgress {
 /// (aligned apart, so threads never contend for a cache line); progress adds them up.
 #[derive(Debug, Default)]
 #[repr(align(128))]
-struct Counters {
+pub(super) struct Counters {
     launched: AtomicUsize,
     done: AtomicUsize,
     failed: AtomicUsize,
@@ -168,7 +166,7 @@ impl Burst {
 
 /// What every request of a burst shares: the spec, the start, and each request's arrival
 /// offset and endpoint (drawn up front, so the order of sending does not change them).
-struct Plan {
+pub(super) struct Plan {
     spec: BurstSpec,
     start: Instant,
     offsets: Vec<Duration>,
@@ -190,12 +188,12 @@ impl Plan {
         Self { spec, start, offsets, endpoints, paths }
     }
 
-    fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.offsets.len()
     }
 
     /// The request at `index`, or `None` if the spec has no endpoint for it.
-    fn request(&self, index: usize) -> Option<(RequestSpec, Priority)> {
+    pub(super) fn request(&self, index: usize) -> Option<(RequestSpec, Priority)> {
         let endpoint = self.spec.endpoints.get(*self.endpoints.get(index)?)?;
         let priority = self.spec.priorities.lane(index);
         let mut request = RequestSpec::new(self.spec.method.clone(), endpoint.url.clone()).with_priority(priority);
@@ -204,7 +202,7 @@ impl Plan {
     }
 
     /// Waits for `index`'s arrival time; `false` if the burst was cancelled first.
-    async fn arrival(&self, index: usize, cancel: &CancellationToken) -> bool {
+    pub(super) async fn arrival(&self, index: usize, cancel: &CancellationToken) -> bool {
         if cancel.is_cancelled() {
             return false;
         }
@@ -221,7 +219,7 @@ impl Plan {
     }
 
     /// Sends request `index` and records how it ended.
-    async fn perform(
+    pub(super) async fn perform(
         &self,
         client: &LimitedClient,
         index: usize,
@@ -248,7 +246,7 @@ impl Plan {
 
     /// The record of request `index` that ended with `outcome` and no attempt on record
     /// (cancelled, or its task panicked).
-    fn unfinished(&self, index: usize, arrived: Instant, outcome: RequestOutcome) -> RequestResult {
+    pub(super) fn unfinished(&self, index: usize, arrived: Instant, outcome: RequestOutcome) -> RequestResult {
         let path = self.endpoints.get(index).and_then(|endpoint| self.paths.get(*endpoint));
         RequestResult {
             index,
@@ -266,7 +264,11 @@ impl Plan {
 }
 
 impl Counters {
-    fn finished(&self, result: &RequestResult) {
+    pub(super) fn launched(&self) {
+        self.launched.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(super) fn finished(&self, result: &RequestResult) {
         self.done.fetch_add(1, Ordering::Relaxed);
         if matches!(result.outcome, RequestOutcome::Failed { .. }) {
             self.failed.fetch_add(1, Ordering::Relaxed);
@@ -274,7 +276,7 @@ impl Counters {
     }
 }
 
-fn panicked() -> RequestOutcome {
+pub(super) fn panicked() -> RequestOutcome {
     RequestOutcome::Failed { status: None, error: "the request task panicked".to_owned() }
 }
 
@@ -286,7 +288,7 @@ async fn drive(
 ) -> (Vec<RequestResult>, Instant, Instant) {
     let plan = Arc::new(Plan::new(spec, Instant::now()));
     let mut results = match (&plan.spec.limits, plan.spec.raw_concurrency) {
-        (None, Some(cap)) => drive_workers(&plan, &client, &counters, &cancel, cap).await,
+        (None, Some(cap)) => super::load::drive_workers(&plan, &client, &counters, &cancel, cap).await,
         _ => drive_tasks(&plan, &client, &counters[0], &cancel).await,
     };
     let end = Instant::now();
@@ -294,124 +296,6 @@ async fn drive(
         results.sort_by_key(|result| result.index);
     }
     (results, plan.start, end)
-}
-
-/// Raw sending with a cap works like a load generator: `cap` workers each send the next
-/// request when their last one has ended, so no task is spawned per request. On a
-/// multi-threaded runtime the workers are spread over one single-threaded runtime per core,
-/// each with its own connections, so a request and its connection never change threads.
-async fn drive_workers(
-    plan: &Arc<Plan>,
-    client: &LimitedClient,
-    counters: &Arc<[Counters]>,
-    cancel: &CancellationToken,
-    cap: usize,
-) -> Vec<RequestResult> {
-    let workers = Workers {
-        plan: Arc::clone(plan),
-        client: client.clone(),
-        counters: Arc::clone(counters),
-        shard: 0,
-        cancel: cancel.clone(),
-        next: Arc::new(AtomicUsize::new(0)),
-        // One slot per request, filled by whichever worker sends it: no lists to grow, merge
-        // or sort afterwards, and no lock (a burst may hold millions).
-        slots: Arc::new(std::iter::repeat_with(OnceLock::new).take(plan.len()).collect()),
-    };
-    let count = cap.min(plan.len());
-    let runtimes = load_runtimes(count);
-    if runtimes.is_empty() {
-        workers.clone().run(count).await;
-    } else {
-        let threads = runtimes.len();
-        let mut running = Vec::with_capacity(threads);
-        for (thread, runtime) in runtimes.into_iter().enumerate() {
-            let share = count / threads + usize::from(thread < count % threads);
-            let workers = Workers { shard: (thread + 1) % counters.len(), ..workers.clone() };
-            running.push(tokio::task::spawn_blocking(move || runtime.block_on(workers.run(share))));
-        }
-        for thread in running {
-            // A worker catches its requests' panics; a thread that failed anyway leaves its
-            // requests without a record, as a panicking task would.
-            if let Err(err) = thread.await {
-                tracing::error!("a load thread failed: {err}");
-            }
-        }
-    }
-    match Arc::try_unwrap(workers.slots) {
-        Ok(slots) => slots.into_iter().filter_map(OnceLock::into_inner).collect(),
-        // Every worker has ended, so nobody else holds the slots; copy them out if that changes.
-        Err(slots) => slots.iter().filter_map(|slot| slot.get().cloned()).collect(),
-    }
-}
-
-/// One single-threaded runtime per core when called on a multi-threaded runtime (none on a
-/// single-threaded one, such as a test's paused clock, or when they cannot be built).
-fn load_runtimes(workers: usize) -> Vec<tokio::runtime::Runtime> {
-    let flavor = tokio::runtime::Handle::try_current().map(|runtime| runtime.runtime_flavor());
-    if !matches!(flavor, Ok(tokio::runtime::RuntimeFlavor::MultiThread)) {
-        return Vec::new();
-    }
-    let cores = std::thread::available_parallelism().map_or(1, usize::from).min(workers);
-    let built: Result<Vec<_>, _> =
-        (0..cores).map(|_| tokio::runtime::Builder::new_current_thread().enable_all().build()).collect();
-    built.unwrap_or_else(|err| {
-        tracing::warn!("sending from the shared runtime: load threads could not start: {err}");
-        Vec::new()
-    })
-}
-
-/// What the workers of a raw capped burst share.
-#[derive(Clone)]
-struct Workers {
-    plan: Arc<Plan>,
-    client: LimitedClient,
-    counters: Arc<[Counters]>,
-    /// This runtime's counter shard.
-    shard: usize,
-    cancel: CancellationToken,
-    /// The next request index to send.
-    next: Arc<AtomicUsize>,
-    slots: Arc<Vec<OnceLock<RequestResult>>>,
-}
-
-impl Workers {
-    /// Runs `count` workers on the current runtime until the plan is sent or cancelled.
-    async fn run(mut self, count: usize) {
-        // A child token per runtime: its checks lock a mutex no other thread touches.
-        self.cancel = self.cancel.child_token();
-        let mut running = JoinSet::new();
-        for _ in 0..count {
-            running.spawn(self.clone().work());
-        }
-        while running.join_next().await.is_some() {}
-    }
-
-    async fn work(self) {
-        let Self { plan, client, counters, shard, cancel, next, slots } = self;
-        let Some(counters) = counters.get(shard) else { return };
-        let mut cancelled = std::pin::pin!(cancel.cancelled());
-        loop {
-            let index = next.fetch_add(1, Ordering::Relaxed);
-            if index >= plan.len() || !plan.arrival(index, &cancel).await {
-                break;
-            }
-            let Some((request, _)) = plan.request(index) else { continue };
-            counters.launched.fetch_add(1, Ordering::Relaxed);
-            let arrived = Instant::now();
-            let sending = AssertUnwindSafe(plan.perform(&client, index, request, arrived)).catch_unwind();
-            let result = tokio::select! {
-                biased;
-                sent = sending => sent.unwrap_or_else(|_| plan.unfinished(index, arrived, panicked())),
-                () = &mut cancelled => plan.unfinished(index, arrived, RequestOutcome::Cancelled),
-            };
-            counters.finished(&result);
-            if let Some(slot) = slots.get(index) {
-                // Each index is taken by one worker only, so the slot is empty.
-                let _ = slot.set(result);
-            }
-        }
-    }
 }
 
 /// One task per request, each launched at its arrival time: limited bursts (every request
@@ -454,7 +338,7 @@ async fn drive_tasks(
         let arrived = Instant::now();
         let handle = tasks.spawn(async move { plan.perform(&client, index, request, arrived).await });
         launched.insert(handle.id(), (index, arrived));
-        counters.launched.fetch_add(1, Ordering::Relaxed);
+        counters.launched();
     }
     loop {
         if cancel.is_cancelled() {

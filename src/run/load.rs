@@ -1,0 +1,132 @@
+//! Raw bursts with a concurrency cap, driven like a load generator: a fixed set of workers
+//! on one single-threaded runtime per core, sharing no hot cache line.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use futures_util::FutureExt;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::runner::{Counters, Plan, RequestOutcome, RequestResult, panicked};
+use crate::http::LimitedClient;
+
+/// Raw sending with a cap works like a load generator: `cap` workers each send the next
+/// request when their last one has ended, so no task is spawned per request. On a
+/// multi-threaded runtime the workers are spread over one single-threaded runtime per core,
+/// each with its own connections, so a request and its connection never change threads.
+pub(super) async fn drive_workers(
+    plan: &Arc<Plan>,
+    client: &LimitedClient,
+    counters: &Arc<[Counters]>,
+    cancel: &CancellationToken,
+    cap: usize,
+) -> Vec<RequestResult> {
+    let workers = Workers {
+        plan: Arc::clone(plan),
+        client: client.clone(),
+        counters: Arc::clone(counters),
+        shard: 0,
+        cancel: cancel.clone(),
+        next: Arc::new(AtomicUsize::new(0)),
+        // One slot per request, filled by whichever worker sends it: no lists to grow, merge
+        // or sort afterwards, and no lock (a burst may hold millions).
+        slots: Arc::new(std::iter::repeat_with(OnceLock::new).take(plan.len()).collect()),
+    };
+    let count = cap.min(plan.len());
+    let runtimes = load_runtimes(count);
+    if runtimes.is_empty() {
+        workers.clone().run(count).await;
+    } else {
+        let threads = runtimes.len();
+        let mut running = Vec::with_capacity(threads);
+        for (thread, runtime) in runtimes.into_iter().enumerate() {
+            let share = count / threads + usize::from(thread < count % threads);
+            let workers = Workers { shard: (thread + 1) % counters.len(), ..workers.clone() };
+            running.push(tokio::task::spawn_blocking(move || runtime.block_on(workers.run(share))));
+        }
+        for thread in running {
+            // A worker catches its requests' panics; a thread that failed anyway leaves its
+            // requests without a record, as a panicking task would.
+            if let Err(err) = thread.await {
+                tracing::error!("a load thread failed: {err}");
+            }
+        }
+    }
+    match Arc::try_unwrap(workers.slots) {
+        Ok(slots) => slots.into_iter().filter_map(OnceLock::into_inner).collect(),
+        // Every worker has ended, so nobody else holds the slots; copy them out if that changes.
+        Err(slots) => slots.iter().filter_map(|slot| slot.get().cloned()).collect(),
+    }
+}
+
+/// One single-threaded runtime per core when called on a multi-threaded runtime (none on a
+/// single-threaded one, such as a test's paused clock, or when they cannot be built).
+fn load_runtimes(workers: usize) -> Vec<tokio::runtime::Runtime> {
+    let flavor = tokio::runtime::Handle::try_current().map(|runtime| runtime.runtime_flavor());
+    if !matches!(flavor, Ok(tokio::runtime::RuntimeFlavor::MultiThread)) {
+        return Vec::new();
+    }
+    let cores = std::thread::available_parallelism().map_or(1, usize::from).min(workers);
+    let built: Result<Vec<_>, _> =
+        (0..cores).map(|_| tokio::runtime::Builder::new_current_thread().enable_all().build()).collect();
+    built.unwrap_or_else(|err| {
+        tracing::warn!("sending from the shared runtime: load threads could not start: {err}");
+        Vec::new()
+    })
+}
+
+/// What the workers of a raw capped burst share.
+#[derive(Clone)]
+struct Workers {
+    plan: Arc<Plan>,
+    client: LimitedClient,
+    counters: Arc<[Counters]>,
+    /// This runtime's counter shard.
+    shard: usize,
+    cancel: CancellationToken,
+    /// The next request index to send.
+    next: Arc<AtomicUsize>,
+    slots: Arc<Vec<OnceLock<RequestResult>>>,
+}
+
+impl Workers {
+    /// Runs `count` workers on the current runtime until the plan is sent or cancelled.
+    async fn run(mut self, count: usize) {
+        // A child token per runtime: its checks lock a mutex no other thread touches.
+        self.cancel = self.cancel.child_token();
+        let mut running = JoinSet::new();
+        for _ in 0..count {
+            running.spawn(self.clone().work());
+        }
+        while running.join_next().await.is_some() {}
+    }
+
+    async fn work(self) {
+        let Self { plan, client, counters, shard, cancel, next, slots } = self;
+        let Some(counters) = counters.get(shard) else { return };
+        let mut cancelled = std::pin::pin!(cancel.cancelled());
+        loop {
+            let index = next.fetch_add(1, Ordering::Relaxed);
+            if index >= plan.len() || !plan.arrival(index, &cancel).await {
+                break;
+            }
+            let Some((request, _)) = plan.request(index) else { continue };
+            counters.launched();
+            let arrived = Instant::now();
+            let sending = AssertUnwindSafe(plan.perform(&client, index, request, arrived)).catch_unwind();
+            let result = tokio::select! {
+                biased;
+                sent = sending => sent.unwrap_or_else(|_| plan.unfinished(index, arrived, panicked())),
+                () = &mut cancelled => plan.unfinished(index, arrived, RequestOutcome::Cancelled),
+            };
+            counters.finished(&result);
+            if let Some(slot) = slots.get(index) {
+                // Each index is taken by one worker only, so the slot is empty.
+                let _ = slot.set(result);
+            }
+        }
+    }
+}
