@@ -116,7 +116,9 @@ impl Workers {
             let Some((request, _)) = plan.request(index) else { continue };
             counters.launched();
             let arrived = Instant::now();
-            let sending = AssertUnwindSafe(plan.perform(&client, index, request, arrived)).catch_unwind();
+            // Boxed, so a worker waiting for a later arrival holds a small future (a paced raw
+            // burst may have thousands of workers waiting).
+            let sending = AssertUnwindSafe(Box::pin(plan.perform(&client, index, request, arrived))).catch_unwind();
             let result = tokio::select! {
                 biased;
                 sent = sending => sent.unwrap_or_else(|_| plan.unfinished(index, arrived, panicked())),
