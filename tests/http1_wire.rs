@@ -52,6 +52,13 @@ impl Echo {
         http::Request::get(format!("http://{}{path}", self.address)).body(Bytes::new()).unwrap()
     }
 
+    /// A raw burst of `requests` to `path` with at most `cap` in flight.
+    fn raw_burst(&self, path: &str, requests: usize, cap: usize) -> BurstSpec {
+        let mut spec = BurstSpec::get(format!("http://{}{path}", self.address).parse().unwrap(), requests);
+        spec.raw_concurrency = Some(cap);
+        spec
+    }
+
     fn connections(&self) -> usize {
         self.peers.lock().iter().collect::<HashSet<_>>().len()
     }
@@ -121,8 +128,7 @@ async fn a_response_that_never_comes_times_out_at_the_deadline() {
 #[tokio::test]
 async fn raw_bursts_use_the_wire_and_count_every_response() {
     let server = Echo::start().await;
-    let mut spec = BurstSpec::get(format!("http://{}/echo", server.address).parse().unwrap(), 200);
-    spec.raw_concurrency = Some(4);
+    let spec = server.raw_burst("/echo", 200, 4);
     let (summary, results) = Burst::start_with_own_client(spec).unwrap().finish().await;
     assert_eq!(summary.succeeded, 200);
     assert_eq!(summary.status_counts.get("200"), Some(&200));
@@ -133,8 +139,7 @@ async fn raw_bursts_use_the_wire_and_count_every_response() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn raw_bursts_on_a_multi_threaded_runtime_send_from_load_threads_with_their_own_connections() {
     let server = Echo::start().await;
-    let mut spec = BurstSpec::get(format!("http://{}/echo", server.address).parse().unwrap(), 400);
-    spec.raw_concurrency = Some(6);
+    let spec = server.raw_burst("/echo", 400, 6);
     let (summary, results) = Burst::start_with_own_client(spec).unwrap().finish().await;
     assert_eq!(summary.succeeded, 400);
     assert!(
@@ -147,8 +152,7 @@ async fn raw_bursts_on_a_multi_threaded_runtime_send_from_load_threads_with_thei
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_a_raw_burst_on_load_threads_ends_what_is_in_flight() {
     let server = Echo::start().await;
-    let mut spec = BurstSpec::get(format!("http://{}/never", server.address).parse().unwrap(), 50);
-    spec.raw_concurrency = Some(4);
+    let spec = server.raw_burst("/never", 50, 4);
     let burst = Burst::start_with_own_client(spec).unwrap();
     while burst.progress().launched < 4 {
         tokio::time::sleep(Duration::from_millis(1)).await;

@@ -7,7 +7,6 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use super::ConfigError;
-use super::fast::reduced_ticks;
 use super::rate::{MAX_AMOUNT, Rate, format_period};
 
 /// What kind of limit a budget enforces.
@@ -177,6 +176,21 @@ pub(crate) fn duration_nanos(duration: Duration) -> u64 {
     u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
 }
 
+/// A rate of `amount` per `per_ns` nanoseconds as (ticks per ns, ticks per token), reduced by
+/// their greatest common divisor so tick counts stay small. One tick is `1 / ticks_per_ns` ns.
+pub(crate) fn reduced_ticks(amount: u64, per_ns: u128) -> (u128, u128) {
+    let amount = u128::from(amount);
+    let divisor = gcd(amount, per_ns).max(1);
+    (amount / divisor, per_ns / divisor)
+}
+
+fn gcd(mut a: u128, mut b: u128) -> u128 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
 /// A token bucket kept as a GCRA "theoretical arrival time" in scaled ticks.
 ///
 /// One tick is `1 / amount` ns, so one token is exactly `per_ns` ticks and no
@@ -307,6 +321,13 @@ mod tests {
     fn bucket(capacity: u64, rate: &str) -> BudgetState {
         let rate = rate.parse().unwrap();
         BudgetState::new(&BudgetKind::TokenBucket { capacity, refill: rate })
+    }
+
+    #[test]
+    fn ticks_are_reduced_exactly() {
+        assert_eq!(reduced_ticks(1000, 1_000_000_000), (1, 1_000_000));
+        assert_eq!(reduced_ticks(3, 1_000_000_000), (3, 1_000_000_000));
+        assert_eq!(reduced_ticks(5000, 3_600_000_000_000), (1, 720_000_000));
     }
 
     #[test]

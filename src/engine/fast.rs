@@ -9,7 +9,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::budget::BudgetKind;
+use super::budget::{BudgetKind, reduced_ticks};
 use super::config::LimiterConfig;
 
 /// The word's value while the locked state owns the bucket.
@@ -70,21 +70,6 @@ impl FastBucket {
     }
 }
 
-/// A rate of `amount` per `per_ns` nanoseconds as (ticks per ns, ticks per token), reduced by
-/// their greatest common divisor so tick counts stay small. One tick is `1 / ticks_per_ns` ns.
-pub(crate) fn reduced_ticks(amount: u64, per_ns: u128) -> (u128, u128) {
-    let amount = u128::from(amount);
-    let divisor = gcd(amount, per_ns).max(1);
-    (amount / divisor, per_ns / divisor)
-}
-
-fn gcd(mut a: u128, mut b: u128) -> u128 {
-    while b != 0 {
-        (a, b) = (b, a % b);
-    }
-    a
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -95,13 +80,6 @@ mod tests {
     fn bucket_config(capacity: u64, amount: u64, per: Duration) -> LimiterConfig {
         LimiterConfig::new()
             .with_budget(BudgetSpec::token_bucket("b", capacity, Rate::new(amount, per).unwrap()).unwrap())
-    }
-
-    #[test]
-    fn ticks_are_reduced_exactly() {
-        assert_eq!(reduced_ticks(1000, 1_000_000_000), (1, 1_000_000));
-        assert_eq!(reduced_ticks(3, 1_000_000_000), (3, 1_000_000_000));
-        assert_eq!(reduced_ticks(5000, 3_600_000_000_000), (1, 720_000_000));
     }
 
     #[test]

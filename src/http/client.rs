@@ -426,9 +426,10 @@ impl LimitedClient {
         let started = Instant::now();
         let host = spec.url.host_str().ok_or_else(|| ClientError::NoHost(spec.url.clone()))?;
         // `url` lowercases the hosts of http(s) URLs already; other schemes may keep capitals.
-        let host: Cow<'_, str> = match host.bytes().any(|byte| byte.is_ascii_uppercase()) {
-            true => Cow::Owned(host.to_ascii_lowercase()),
-            false => Cow::Borrowed(host),
+        let host: Cow<'_, str> = if host.bytes().any(|byte| byte.is_ascii_uppercase()) {
+            host.to_ascii_lowercase().into()
+        } else {
+            host.into()
         };
         let limiter = inner.registry.limiter_for(&host, spec.url.port_or_known_default(), spec.url.path());
         let key = limiter.as_ref().map(|limiter| limiter.key().to_owned());
@@ -645,19 +646,21 @@ impl LimitedClient {
         }
     }
 
-    async fn send_once(&self, spec: &RequestSpec, headers: &HeaderMap) -> Attempt {
+    /// The wire other than reqwest that carries a request to `url`, if any: the in-process
+    /// transport when one is set, else the direct HTTP/1.1 wire for a plain-http host (a
+    /// loopback one only, when a proxy is configured).
+    fn wire_for(&self, url: &url::Url) -> Option<Wire<'_>> {
         if let Some(transport) = &self.inner.transport {
-            return match wire_request(spec, headers) {
-                Ok(request) => attempt_of(transport.exchange(request).await),
-                Err(message) => Attempt::ConnectionError(message),
-            };
+            return Some(Wire::InProcess(transport.as_ref()));
         }
-        if let Some((wire, proxied)) = &self.inner.http1
-            && Http1Transport::serves(&spec.url)
-            && (!proxied || is_loopback(&spec.url))
-        {
+        let (wire, proxied) = self.inner.http1.as_ref()?;
+        (Http1Transport::serves(url) && (!proxied || is_loopback(url))).then_some(Wire::Http1(wire))
+    }
+
+    async fn send_once(&self, spec: &RequestSpec, headers: &HeaderMap) -> Attempt {
+        if let Some(wire) = self.wire_for(&spec.url) {
             return match wire_request(spec, headers) {
-                Ok(request) => attempt_of(wire.exchange_within_deadline(request).await),
+                Ok(request) => attempt_of(wire.exchange(request).await),
                 Err(message) => Attempt::ConnectionError(message),
             };
         }
@@ -675,6 +678,22 @@ impl LimitedClient {
         match response.bytes().await {
             Ok(body) => Attempt::Response { status, headers, body },
             Err(err) => classify(&err),
+        }
+    }
+}
+
+/// A wire other than reqwest.
+enum Wire<'a> {
+    InProcess(&'a dyn Transport),
+    /// Awaited directly, without the boxed future of [`Transport::exchange`].
+    Http1(&'a Http1Transport),
+}
+
+impl Wire<'_> {
+    async fn exchange(self, request: http::Request<Bytes>) -> Exchanged {
+        match self {
+            Wire::InProcess(transport) => transport.exchange(request).await,
+            Wire::Http1(wire) => wire.exchange_within_deadline(request).await,
         }
     }
 }

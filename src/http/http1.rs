@@ -37,9 +37,9 @@ struct Pool {
 type PoolKey = (Owner, Authority);
 
 /// Which runtime drives a connection: a connection is a task of the runtime that opened it
-/// and dies with it, so a single-threaded runtime (one per load thread, see `run::runner`)
+/// and dies with it, so a single-threaded runtime (one per load thread, see `run::load`)
 /// keeps its connections to itself. Multi-threaded runtimes share theirs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Owner {
     Shared,
     Thread(std::thread::ThreadId),

@@ -113,7 +113,7 @@ impl Workers {
             if index >= plan.len() || !plan.arrival(index, &cancel).await {
                 break;
             }
-            let Some((request, _)) = plan.request(index) else { continue };
+            let Some(request) = plan.request(index) else { continue };
             counters.launched();
             let arrived = Instant::now();
             // Boxed, so a worker waiting for a later arrival holds a small future (a paced raw

@@ -193,12 +193,12 @@ impl Plan {
     }
 
     /// The request at `index`, or `None` if the spec has no endpoint for it.
-    pub(super) fn request(&self, index: usize) -> Option<(RequestSpec, Priority)> {
+    pub(super) fn request(&self, index: usize) -> Option<RequestSpec> {
         let endpoint = self.spec.endpoints.get(*self.endpoints.get(index)?)?;
         let priority = self.spec.priorities.lane(index);
         let mut request = RequestSpec::new(self.spec.method.clone(), endpoint.url.clone()).with_priority(priority);
         request.headers.clone_from(&self.spec.headers);
-        Some((request, priority))
+        Some(request)
     }
 
     /// Waits for `index`'s arrival time; `false` if the burst was cancelled first.
@@ -333,7 +333,7 @@ async fn drive_tasks(
         while let Some(joined) = tasks.try_join_next_with_id() {
             collect(joined, &mut launched);
         }
-        let Some((request, _)) = plan.request(index) else { continue };
+        let Some(request) = plan.request(index) else { continue };
         let (plan, client) = (Arc::clone(plan), client.clone());
         let arrived = Instant::now();
         let handle = tasks.spawn(async move { plan.perform(&client, index, request, arrived).await });
