@@ -4,8 +4,9 @@
 //! handed to `egui_plot`, so a long run costs the same per frame as a short one.
 
 use egui::{Color32, Id, RichText, Ui, Vec2b};
-use egui_plot::{Bar, BarChart, Legend, Line, LineStyle, Plot, PlotPoints, PlotUi, Points};
+use egui_plot::{Bar, BarChart, Legend, Line, LineStyle, Plot, PlotPoints, PlotUi, Points, uniform_grid_spacer};
 
+use super::value_axis::{GRID_SPACING_MIN, value_axis_label, value_axis_steps};
 use crate::telemetry::{OutcomeRates, Series, Telemetry};
 
 /// Colour of successful (2xx/3xx) outcomes.
@@ -223,7 +224,13 @@ fn chart_ui(
         .allow_zoom([true, false])
         .allow_scroll(false)
         .y_axis_min_width(Y_AXIS_WIDTH)
+        .grid_spacing(GRID_SPACING_MIN..=300.0)
+        .y_grid_spacer(uniform_grid_spacer(value_axis_steps))
+        .y_axis_formatter(value_axis_label)
+        // Every series is a count, a level or a duration: never below zero, and an empty
+        // chart spans 0–1 instead of egui_plot's default around zero.
         .include_y(0.0)
+        .include_y(1.0)
         .include_x(frame.extent.earliest)
         .include_x(frame.extent.newest);
     plot = if bottom { plot.x_axis_label("seconds since the burst started") } else { plot.show_axes([false, true]) };

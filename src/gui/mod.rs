@@ -18,6 +18,7 @@ mod shared;
 pub mod simulator;
 pub mod summary;
 mod toasts;
+mod value_axis;
 
 pub use app::{App, AppOptions, DemoStatus, RunStatus, Tab};
 pub use backend::{Backend, Command, FireRequest, Update};
