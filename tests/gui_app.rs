@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
+use ratescope::gui::charts::{EMPTY_TEXT, PROXY_EMPTY_TEXT};
 use ratescope::gui::{App, AppOptions, ArrivalChoice, DemoStatus, ProxyStatus, RunStatus, Tab};
 
 thread_local! {
@@ -228,6 +229,8 @@ fn the_proxy_tab_starts_a_proxy_from_the_profile_and_shows_its_traffic() {
     harness.get_by_label("Proxy").click();
     harness.run_steps(2);
     assert_eq!(harness.state().tab, Tab::Proxy);
+    harness.get_by_label(PROXY_EMPTY_TEXT);
+    assert!(harness.query_by_label(EMPTY_TEXT).is_none(), "the Proxy tab does not ask for a burst");
     harness.state_mut().proxy.port = "0".into();
     harness.get_by_label("Start proxy").click();
     step_until(&mut harness, "the proxy to start", |app| matches!(app.proxy.status, ProxyStatus::Running { .. }));

@@ -8,7 +8,7 @@ use tokio::sync::mpsc;
 use url::Url;
 
 use super::backend::{Backend, Command, Update};
-use super::charts::{ChartView, charts_ui};
+use super::charts::{ChartView, EMPTY_TEXT, PROXY_EMPTY_TEXT, charts_ui_in};
 use super::composer::Composer;
 use super::discover::{Discover, DiscoverAction};
 use super::editor::{Editor, EditorAction};
@@ -319,13 +319,15 @@ impl App {
         });
         egui::Panel::bottom("log").default_size(230.0).resizable(true).show(ui, |ui| self.lower_ui(ui));
         egui::CentralPanel::default().show(ui, |ui| {
-            if self.tab == Tab::Proxy {
+            let empty_text = if self.tab == Tab::Proxy {
                 self.proxy_tab_ui(ui);
+                PROXY_EMPTY_TEXT
             } else {
                 self.composer_ui(ui);
-            }
+                EMPTY_TEXT
+            };
             ui.separator();
-            charts_ui(ui, &self.telemetry, &mut self.chart_view);
+            charts_ui_in(ui, &self.telemetry, &mut self.chart_view, egui::Id::NULL, empty_text);
         });
     }
 

@@ -27,8 +27,10 @@ const MIN_SPAN_S: f64 = 1.0;
 const EDGE_FRACTION: f64 = 0.1;
 /// The choices of the window-length combo box; an infinite window shows the whole run.
 const WINDOWS: [(f64, &str); 4] = [(10.0, "10 s"), (60.0, "1 min"), (300.0, "5 min"), (f64::INFINITY, "all")];
-/// The message shown until the first data point arrives.
+/// The message shown until the first data point of a burst arrives.
 pub const EMPTY_TEXT: &str = "Fire a burst to see live charts";
+/// The message shown on the Proxy tab until the first proxied request arrives.
+pub const PROXY_EMPTY_TEXT: &str = "Start the proxy and send requests through it to see live charts";
 
 /// How the charts are scrolled and zoomed; kept by the caller between frames.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -127,12 +129,13 @@ impl Frame<'_> {
 
 /// The live charts: a toolbar (follow, window length, reset zoom) and five plots sharing one time axis.
 pub fn charts_ui(ui: &mut Ui, telemetry: &Telemetry, view: &mut ChartView) {
-    charts_ui_in(ui, telemetry, view, Id::NULL);
+    charts_ui_in(ui, telemetry, view, Id::NULL, EMPTY_TEXT);
 }
 
-/// [`charts_ui`] for one of several stacks on screen (the simulator's sides): `stack` keeps
-/// its plots' ids and linked time axis apart from the others'.
-pub fn charts_ui_in(ui: &mut Ui, telemetry: &Telemetry, view: &mut ChartView, stack: Id) {
+/// [`charts_ui`] for one of several stacks on screen (the simulator's sides) or another
+/// source of traffic: `stack` keeps its plots' ids and linked time axis apart from the
+/// others', and `empty_text` says how to get data into it.
+pub fn charts_ui_in(ui: &mut Ui, telemetry: &Telemetry, view: &mut ChartView, stack: Id, empty_text: &str) {
     let mut reset = false;
     ui.horizontal(|ui| {
         ui.checkbox(&mut view.follow, "follow")
@@ -165,7 +168,7 @@ pub fn charts_ui_in(ui: &mut Ui, telemetry: &Telemetry, view: &mut ChartView, st
         [OutcomeRates::OK, OutcomeRates::THROTTLED, OutcomeRates::ERROR].map(|kind| telemetry.outcomes.series(kind));
     let Some(extent) = data_extent(telemetry, &outcomes) else {
         ui.centered_and_justified(|ui| {
-            ui.label(RichText::new(EMPTY_TEXT).weak().size(16.0));
+            ui.label(RichText::new(empty_text).weak().size(16.0));
         });
         return;
     };

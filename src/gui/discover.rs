@@ -59,9 +59,16 @@ impl Discover {
     pub fn window_ui(&mut self, ctx: &egui::Context) -> DiscoverAction {
         let mut action = DiscoverAction::None;
         let mut open = self.open;
-        egui::Window::new("Discover the limits").open(&mut open).default_width(520.0).show(ctx, |ui| {
-            action = self.contents_ui(ui);
-        });
+        // Opens over the charts, a little below the toolbars, instead of over the menu bar.
+        let top_center = ctx.content_rect().center_top() + egui::vec2(0.0, 120.0);
+        egui::Window::new("Discover the limits")
+            .open(&mut open)
+            .default_width(520.0)
+            .pivot(egui::Align2::CENTER_TOP)
+            .default_pos(top_center)
+            .show(ctx, |ui| {
+                action = self.contents_ui(ui);
+            });
         self.open = open;
         action
     }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use egui::{RichText, Ui};
 
-use super::charts::{ChartView, charts_ui_in};
+use super::charts::{ChartView, EMPTY_TEXT, charts_ui_in};
 use crate::engine::{LimiterConfig, Rate};
 use crate::http::RetryPolicy;
 use crate::mock::MockConfig;
@@ -196,5 +196,5 @@ fn side_ui(ui: &mut Ui, label: &str, result: &SideResult, view: &mut ChartView) 
     egui::CollapsingHeader::new("summary").id_salt("summary").show(ui, |ui| {
         ui.label(RichText::new(summary.to_string()).monospace());
     });
-    charts_ui_in(ui, &result.telemetry, view, ui.scope_id().with(("simulated side", label)));
+    charts_ui_in(ui, &result.telemetry, view, ui.scope_id().with(("simulated side", label)), EMPTY_TEXT);
 }
