@@ -42,7 +42,11 @@ fn harness_for(dir: &Path) -> Harness<'static, App> {
 }
 
 fn harness(app: App) -> Harness<'static, App> {
-    Harness::builder().with_size(egui::vec2(1400.0, 900.0)).build_ui_state(|ui, app: &mut App| app.frame_ui(ui), app)
+    harness_sized(app, egui::vec2(1400.0, 900.0))
+}
+
+fn harness_sized(app: App, size: egui::Vec2) -> Harness<'static, App> {
+    Harness::builder().with_size(size).build_ui_state(|ui, app: &mut App| app.frame_ui(ui), app)
 }
 
 /// Waits for the background's next repaint request (at most a short while), without sleeping.
@@ -88,6 +92,30 @@ fn a_newcomer_fires_a_burst_at_the_demo_api_with_one_click() {
     assert!(!harness.state().telemetry.tokens.is_empty(), "token charts were sampled");
     harness.get_by_label("Summary");
     harness.get_by_label("Export CSV…");
+}
+
+#[test]
+fn a_narrow_window_keeps_the_toolbars_inside_it_and_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let width = 1024.0;
+    let mut harness = harness_sized(app(dir.path()), egui::vec2(width, 640.0));
+    ready(&mut harness);
+    harness.run_steps(2);
+    for label in ["Import…", "Fire", "Discover…", "share budgets via Redis"] {
+        let rect = harness.get_by_label(label).rect();
+        assert!(rect.right() <= width, "'{label}' ends at {} in a {width}-point window", rect.right());
+    }
+    // The lane-share sliders wrap to the next row with their labels instead of running off the edge.
+    let sliders: Vec<egui::Rect> =
+        harness.get_all_by_role(egui::accesskit::Role::Slider).map(|slider| slider.rect()).collect();
+    assert!(sliders.len() >= 2, "the composer's two lane-share sliders");
+    for rect in sliders {
+        assert!(rect.right() <= width, "a slider ends at {} in a {width}-point window", rect.right());
+    }
+    // The demo API's status is shortened rather than drawn over the profile buttons.
+    let status = harness.get_by_label_contains("demo API running at").rect();
+    let import = harness.get_by_label("Import…").rect();
+    assert!(status.left() >= import.right(), "status {status:?} overlaps Import… {import:?}");
 }
 
 #[test]

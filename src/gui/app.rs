@@ -408,11 +408,12 @@ impl App {
                     ui.label("starting the demo API…");
                 }
                 DemoStatus::Running { url, routes } => {
-                    ui.label(
-                        egui::RichText::new(format!("demo API running at {url}"))
-                            .color(egui::Color32::from_rgb(80, 180, 90)),
-                    )
-                    .on_hover_text(format!("The embedded rate-limited API, on loopback only.\nRoutes: {routes}"));
+                    // Truncated rather than drawn over the profile buttons when the window is narrow.
+                    let status = egui::RichText::new(format!("demo API running at {url}"))
+                        .color(egui::Color32::from_rgb(80, 180, 90));
+                    ui.add(egui::Label::new(status).truncate()).on_hover_text(format!(
+                        "demo API running at {url}\nThe embedded rate-limited API, on loopback only.\nRoutes: {routes}"
+                    ));
                 }
                 DemoStatus::Failed(err) => {
                     ui.label(egui::RichText::new("demo API down").color(egui::Color32::RED)).on_hover_text(err);

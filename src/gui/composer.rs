@@ -1,8 +1,6 @@
 //! The burst composer: endpoints, method, count, arrival pattern, priority mix, limiter on/off,
 //! Fire and Cancel; and turning it into what the background runs.
 
-use std::time::Duration;
-
 use http::{HeaderMap, Method};
 use url::Url;
 
@@ -233,12 +231,8 @@ impl Composer {
                 }
             }
             ui.separator();
-            ui.label("high");
-            ui.add(egui::Slider::new(&mut self.high, 0.0..=1.0).show_value(false))
-                .on_hover_text("share of the high lane");
-            ui.label("low");
-            ui.add(egui::Slider::new(&mut self.low, 0.0..=1.0).show_value(false))
-                .on_hover_text("share of the low lane");
+            lane_share_ui(ui, "high", &mut self.high).on_hover_text("share of the high lane");
+            lane_share_ui(ui, "low", &mut self.low).on_hover_text("share of the low lane");
             if self.high + self.low > 1.0 {
                 self.low = 1.0 - self.high;
             }
@@ -264,9 +258,23 @@ impl Composer {
         if let Err(err) = self.arrival() {
             ui.label(egui::RichText::new(err).color(egui::Color32::from_rgb(230, 80, 70)).small());
         }
-        let _ = Duration::ZERO;
         pressed
     }
+}
+
+/// A labelled share slider that wraps to the next row as one piece. (A bare `Slider` lays
+/// itself out in a nested row that the wrapping toolbar cannot move, so at the end of a
+/// narrow row it was drawn past the window's edge, apart from its label.)
+fn lane_share_ui(ui: &mut egui::Ui, label: &str, share: &mut f64) -> egui::Response {
+    let font = egui::TextStyle::Body.resolve(ui.style());
+    let label_width = ui.painter().layout_no_wrap(label.to_owned(), font, egui::Color32::PLACEHOLDER).size().x;
+    let spacing = ui.spacing();
+    let size = egui::vec2(label_width + spacing.item_spacing.x + spacing.slider_width, spacing.interact_size.y);
+    ui.allocate_ui_with_layout(size, egui::Layout::left_to_right(egui::Align::Center), |ui| {
+        ui.label(label);
+        ui.add(egui::Slider::new(share, 0.0..=1.0).show_value(false))
+    })
+    .inner
 }
 
 #[cfg(test)]
