@@ -133,7 +133,7 @@ impl SimulatorTab {
             ui.add(egui::DragValue::new(&mut self.count).range(1..=1_000_000).speed(5.0))
                 .accessible_name("simulated request count");
             ui.label("arrival rate");
-            ui.add(egui::TextEdit::singleline(&mut self.arrival_rate).desired_width(70.0).hint_text("all at once"))
+            ui.add(egui::TextEdit::singleline(&mut self.arrival_rate).desired_width(90.0).hint_text("all at once"))
                 .accessible_name("simulated arrival rate")
                 .on_hover_text("e.g. 10/1s; empty: every request at once");
             ui.label("retries");
