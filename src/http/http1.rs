@@ -15,6 +15,7 @@ use hyper_util::rt::TokioIo;
 use parking_lot::Mutex;
 use tokio::net::TcpStream;
 
+use super::client::error_chain;
 use super::transport::{Exchanged, Transport, TransportError};
 
 type Sender = SendRequest<Full<Bytes>>;
@@ -111,7 +112,7 @@ impl Http1Transport {
                 }
                 Err(mut err) => match err.take_message() {
                     Some(unsent) if reused => request = unsent,
-                    _ => return Err(TransportError::Failed(describe(err.error()))),
+                    _ => return Err(TransportError::Failed(error_chain(err.error()))),
                 },
             }
         }
@@ -181,16 +182,4 @@ impl Transport for Http1Transport {
         let this = self.clone();
         Box::pin(async move { this.exchange_within_deadline(request).await })
     }
-}
-
-/// hyper's error with its causes, e.g. "connection closed before message completed".
-fn describe(err: &hyper::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = std::error::Error::source(err);
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
