@@ -239,7 +239,10 @@ async fn adaptive_mode_gives_an_unconfigured_host_the_servers_limits() {
         assert_eq!(client.get(server.url("/limited")).await.unwrap().status, 200);
     }
     assert_eq!(server.count_status(429), 0, "learned from the first response, paused at remaining 0");
-    let limiter = client.registry().limiter_for("127.0.0.1", None, "/limited").expect("a limiter was created");
+    let port = Some(server.addr.port());
+    let limiter = client.registry().limiter_for("127.0.0.1", port, "/limited").expect("a limiter was created");
+    assert_eq!(limiter.key(), format!("127.0.0.1:{}", server.addr.port()), "keyed on the port the URL names");
+    assert!(client.registry().limiter_for("127.0.0.1", None, "/limited").is_none(), "not every port of the host");
     assert_eq!(limiter.config().describe(), "window 3/10s");
 }
 

@@ -26,6 +26,7 @@ use super::budget::{BudgetState, duration_nanos};
 use super::config::LimiterConfig;
 use super::error::{AcquireError, ConfigError, TryAcquireError};
 use super::fast::{FastBucket, PARKED};
+use super::gate::{AdmissionGate, GateReadiness};
 use super::priority::{Lanes, Priority, Ticket};
 use super::snapshot::{Blocked, BudgetSnapshot, HeadSnapshot, PauseSnapshot, Snapshot};
 
@@ -66,7 +67,9 @@ struct State {
     waiters: Slab<Waiter>,
     next_id: u64,
     pause: Option<(Instant, String)>,
-    /// Whether the config in force is the one `Shared::fast` was built for.
+    /// A check beside the budgets (the server's mirrored budget); disables the lock-free path.
+    gate: Option<Box<dyn AdmissionGate>>,
+    /// Whether the config in force is the one `Shared::fast` was built for (and no gate is set).
     fast_config: bool,
 }
 
@@ -84,6 +87,8 @@ enum Readiness {
     Now,
     At(Instant, Blocked),
     Concurrency,
+    /// The gate waits for news (a response); it wakes the head when it has some.
+    Gate(Blocked),
     Never(AcquireError),
 }
 
@@ -108,6 +113,7 @@ impl Limiter {
             waiters: Slab::new(),
             next_id: 0,
             pause: None,
+            gate: None,
             fast_config: fast.is_some(),
         };
         Self {
@@ -165,7 +171,7 @@ impl Limiter {
         }
         match state.readiness(cost, now, &self.shared) {
             Readiness::Now => Ok(state.admit(cost, now, &self.shared)),
-            Readiness::At(_, blocked) => Err(TryAcquireError::WouldWait(blocked)),
+            Readiness::At(_, blocked) | Readiness::Gate(blocked) => Err(TryAcquireError::WouldWait(blocked)),
             Readiness::Concurrency => Err(TryAcquireError::WouldWait(state.concurrency_blocked())),
             Readiness::Never(err) => Err(err.into()),
         }
@@ -209,10 +215,38 @@ impl Limiter {
         // Permits in flight above a lowered cap simply hold the next admission back until
         // enough of them finish.
         self.shared.limit.store(config.concurrency.unwrap_or(UNCAPPED), Ordering::SeqCst);
-        state.fast_config = self.shared.fast.is_some() && FastBucket::for_config(&config) == self.shared.fast;
+        state.fast_config =
+            state.gate.is_none() && self.shared.fast.is_some() && FastBucket::for_config(&config) == self.shared.fast;
         state.config = config;
         state.wake_head(now);
         Ok(())
+    }
+
+    /// Installs `make()` as this limiter's admission gate, unless it has one already; from now
+    /// on every request also needs the gate's word. Returns whether a gate was installed.
+    pub fn install_gate(&self, make: impl FnOnce() -> Box<dyn AdmissionGate>) -> bool {
+        let mut state = self.shared.lock();
+        if state.gate.is_some() {
+            return false;
+        }
+        state.gate = Some(make());
+        state.fast_config = false;
+        state.wake_head(Instant::now());
+        true
+    }
+
+    /// Whether an admission gate is installed.
+    pub fn has_gate(&self) -> bool {
+        self.shared.lock().gate.is_some()
+    }
+
+    /// Runs `update` on the gate under the limiter's lock, then lets the head re-evaluate.
+    /// `None` when no gate is installed.
+    pub fn update_gate<R>(&self, update: impl FnOnce(&mut dyn AdmissionGate) -> R) -> Option<R> {
+        let mut state = self.shared.lock();
+        let result = update(state.gate.as_deref_mut()?);
+        state.wake_head(Instant::now());
+        Some(result)
     }
 
     /// The settings in force.
@@ -284,6 +318,7 @@ impl Shared {
     /// `None` means "take the locked path", which decides every other case.
     fn try_fast(shared: &Arc<Self>, cost: u64) -> Option<Permit> {
         let fast = shared.fast.as_ref()?;
+        // Parked also while a gate is installed: the lock is never handed back then.
         if shared.fast_word.load(Ordering::Relaxed) == PARKED {
             return None;
         }
@@ -291,7 +326,7 @@ impl Shared {
         shared.in_flight.fetch_add(1, Ordering::SeqCst);
         let now = duration_nanos(Instant::now().saturating_duration_since(shared.epoch));
         if fast.try_spend(&shared.fast_word, cost, now) {
-            return Some(Permit { shared: Arc::clone(shared) });
+            return Some(Permit { shared: Arc::clone(shared), ticket: None });
         }
         shared.release_one();
         None
@@ -421,6 +456,16 @@ impl State {
             }
             self.pause = None;
         }
+        if let Some(gate) = self.gate.as_mut() {
+            match gate.readiness(now) {
+                GateReadiness::Ready => {}
+                GateReadiness::At { at, reason } if at > now => {
+                    return Readiness::At(at, Blocked::Server { reason, wait: Some(at - now) });
+                }
+                GateReadiness::At { .. } => {}
+                GateReadiness::Wait { reason } => return Readiness::Gate(Blocked::Server { reason, wait: None }),
+            }
+        }
         let now_ns = self.nanos(now);
         let mut latest: Option<(u64, usize)> = None;
         for (index, (spec, budget)) in self.config.budgets.iter().zip(self.budgets.iter_mut()).enumerate() {
@@ -451,7 +496,8 @@ impl State {
         // Readiness saw a free slot under this lock. The lock-free path takes slots only while
         // uncapped, and counts itself before it spends, so a cap never admits past itself.
         shared.in_flight.fetch_add(1, Ordering::SeqCst);
-        Permit { shared: Arc::clone(shared) }
+        let ticket = self.gate.as_mut().map(|gate| gate.admit(now));
+        Permit { shared: Arc::clone(shared), ticket }
     }
 
     fn concurrency_blocked(&self) -> Blocked {
@@ -464,7 +510,7 @@ impl State {
         let cost = self.waiters.get(ticket.0)?.cost;
         Some(match self.readiness(cost, now, shared) {
             Readiness::Now | Readiness::Never(_) => Blocked::Ready,
-            Readiness::At(_, blocked) => blocked,
+            Readiness::At(_, blocked) | Readiness::Gate(blocked) => blocked,
             Readiness::Concurrency => self.concurrency_blocked(),
         })
     }
@@ -537,7 +583,7 @@ impl Future for Acquire {
                     match state.readiness(this.cost, now, &shared) {
                         Readiness::Now => return Poll::Ready(Ok(state.admit(this.cost, now, &shared))),
                         Readiness::Never(err) => return Poll::Ready(Err(err)),
-                        Readiness::At(..) | Readiness::Concurrency => {}
+                        Readiness::At(..) | Readiness::Concurrency | Readiness::Gate(_) => {}
                     }
                 } else if let Err(err) = state.check_cost(this.cost) {
                     return Poll::Ready(Err(err));
@@ -575,7 +621,7 @@ impl Future for Acquire {
                     state.wake_head(now);
                     return Poll::Ready(Err(err));
                 }
-                Readiness::Concurrency => {
+                Readiness::Concurrency | Readiness::Gate(_) => {
                     this.sleep = None;
                     return Poll::Pending;
                 }
@@ -614,6 +660,8 @@ impl Drop for Acquire {
 #[must_use = "dropping a permit at once ends the request it admitted"]
 pub struct Permit {
     shared: Arc<Shared>,
+    /// The admission gate's ticket for this request, when the limiter has a gate.
+    ticket: Option<u64>,
 }
 
 impl Permit {
@@ -621,10 +669,22 @@ impl Permit {
     pub fn key(&self) -> &str {
         &self.shared.key
     }
+
+    /// The admission gate's ticket (its admission order), when the limiter has a gate.
+    pub fn ticket(&self) -> Option<u64> {
+        self.ticket
+    }
 }
 
 impl Drop for Permit {
     fn drop(&mut self) {
+        if let Some(ticket) = self.ticket {
+            let mut state = self.shared.lock();
+            if let Some(gate) = state.gate.as_mut() {
+                gate.release(ticket);
+            }
+            state.wake_head(Instant::now());
+        }
         self.shared.release_one();
     }
 }

@@ -76,6 +76,9 @@ pub enum Blocked {
     Concurrency { limit: usize },
     /// The key is paused (the server said to come back later).
     Paused { reason: String, wait: Duration },
+    /// The server's own budget, as the client mirrors it, has no room: for `wait` when the
+    /// restore instant is known, else until a response says more.
+    Server { reason: String, wait: Option<Duration> },
 }
 
 impl fmt::Display for Blocked {
@@ -85,6 +88,10 @@ impl fmt::Display for Blocked {
             Self::Budget { name, wait } => write!(f, "blocked by '{name}' for {}", format_wait(*wait)),
             Self::Concurrency { limit } => write!(f, "blocked by concurrency: all {limit} slots in flight"),
             Self::Paused { reason, wait } => write!(f, "paused for {} ({reason})", format_wait(*wait)),
+            Self::Server { reason, wait: Some(wait) } => {
+                write!(f, "held by the server for {} ({reason})", format_wait(*wait))
+            }
+            Self::Server { reason, wait: None } => write!(f, "held by the server ({reason})"),
         }
     }
 }

@@ -208,6 +208,7 @@ mod tests {
             window: window.map(Duration::from_secs),
             unit: unit.into(),
             source: "test".into(),
+            reset_precision: Duration::ZERO,
         };
         let mut info =
             RateLimitInfo { status: Some(200), budgets: vec![], retry_after: None, throttled: false, warnings: vec![] };

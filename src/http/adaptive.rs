@@ -1,45 +1,155 @@
-//! Adaptive mode: the server's published budgets tighten a key's limiter, never loosen it.
+//! Adaptive mode: a key follows the server's own word about its limits.
 //!
-//! Rules: a budget with nothing remaining pauses the key until its reset; a budget
-//! counting requests with a known limit and window becomes an exact sliding window
-//! named `server:<name>`, added beside the configured budgets (so the tighter of the
-//! two always governs). Budgets in other units (tokens, points) only ever pause.
+//! Each adaptive key's limiter gets a [`ServerMirror`] as its admission gate (scouting,
+//! the server's remaining as a live allowance, restore at the reset; see `mirror`). Beside
+//! it, what the server publishes tightens the key's configured limits, never loosens them:
+//!
+//! - a request budget with a published window becomes an exact sliding window named
+//!   `server:<name>` beside the configured budgets (so the tighter always governs); one whose
+//!   window was measured from its resets gets the same, a window plus the longest exchange
+//!   long (the server may count a request that much after its admission);
+//! - a budget in other units (tokens, points) with nothing remaining pauses the key until
+//!   its reset (the mirror counts requests only);
+//! - with no published budget, the pace learned from refusals becomes a token bucket
+//!   `server:paced` of one request.
 
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::headers::RateLimitInfo;
-use crate::engine::{BudgetKind, BudgetSpec, Limiter, LimiterConfig, format_wait};
+use super::mirror::{Learned, MirroredBudget, Phase, Report, ServerMirror};
+use crate::engine::{BudgetSpec, Limiter, LimiterConfig, Rate, format_wait};
 
 /// Prefix of budgets learned from the server.
 pub const SERVER_BUDGET_PREFIX: &str = "server:";
 
+/// Name of the token bucket that paces a key whose server publishes no budget.
+pub const PACED_BUDGET: &str = "server:paced";
+
+/// The least margin a measured window gets beyond its length (timer resolution and latency).
+const MIN_MARGIN: Duration = Duration::from_millis(5);
+
 /// The longest pause adaptive mode applies from a reported reset (guards against absurd resets).
 pub const MAX_ADAPTIVE_PAUSE: Duration = Duration::from_secs(24 * 3600);
 
-/// The config a key should have after seeing `info`, if it differs from `current`.
-pub fn learned_config(current: &LimiterConfig, info: &RateLimitInfo) -> Option<LimiterConfig> {
+/// Makes `limiter` follow the server: installs its mirror once. Cheap after the first call.
+pub fn watch(limiter: &Limiter) -> bool {
+    limiter.install_gate(|| Box::new(ServerMirror::new()))
+}
+
+/// What the mirror of `limiter` holds now, if it has one.
+pub fn mirrored(limiter: &Limiter, now: Instant) -> Option<(Phase, Vec<MirroredBudget>)> {
+    limiter
+        .update_gate(|gate| {
+            let mirror = gate.as_any_mut().downcast_mut::<ServerMirror>()?;
+            Some((mirror.phase(), mirror.budgets(now)))
+        })
+        .flatten()
+}
+
+/// Takes in one answer to a request admitted with `ticket` (its permit's) on an adaptive key:
+/// the mirror reconciles it, learned windows and paces reach the limiter's config, and a
+/// spent budget in other units pauses the key. Returns one line per thing learned.
+pub fn observe(
+    limiter: &Limiter,
+    ticket: Option<u64>,
+    status: u16,
+    info: &RateLimitInfo,
+    received_at: Instant,
+) -> Vec<String> {
+    let learned = ticket
+        .and_then(|ticket| {
+            limiter.update_gate(|gate| {
+                let mirror = gate.as_any_mut().downcast_mut::<ServerMirror>()?;
+                Some(mirror.observe(Report { ticket, status, info, received_at }))
+            })
+        })
+        .flatten()
+        .unwrap_or_default();
+    let mut notes = Vec::new();
+    let mut pace = None;
+    let mut measured = Vec::new();
+    for item in learned {
+        match item {
+            Learned::Scouted(text) => notes.push(text),
+            Learned::Window { name, limit, window, published: false, margin } => {
+                notes.push(format!("window of '{name}' measured from its resets: {limit} per {}", format_wait(window)));
+                let margin = margin.max(MIN_MARGIN).min(window / 10);
+                if let Ok(spec) =
+                    BudgetSpec::sliding_window(format!("{SERVER_BUDGET_PREFIX}{name}"), limit, window + margin)
+                {
+                    measured.push(spec);
+                }
+            }
+            Learned::Window { .. } => {}
+            Learned::Slack(slack) => {
+                notes.push(format!(
+                    "the server restored later than its reset said: waiting {} longer",
+                    format_wait(slack)
+                ));
+            }
+            Learned::Pace(rate) => pace = Some(rate),
+        }
+    }
+    if let Some((pause, reason)) = exhausted_until(info, ticket.is_some()) {
+        limiter.pause_until(received_at + pause, reason.clone());
+        notes.push(reason);
+    }
+    if let Some(config) = learned_config(&limiter.config(), info, pace, measured) {
+        let learned: Vec<String> = config
+            .budgets
+            .iter()
+            .filter(|spec| spec.name.starts_with(SERVER_BUDGET_PREFIX))
+            .map(BudgetSpec::describe)
+            .collect();
+        if limiter.reconfigure(config).is_ok() {
+            notes.push(format!("limits learned from the server: {}", learned.join(", ")));
+        }
+    }
+    notes
+}
+
+/// The config a key should have after seeing `info` (and a learned `pace`, and windows the
+/// mirror `measured`), if it differs from `current`.
+pub fn learned_config(
+    current: &LimiterConfig,
+    info: &RateLimitInfo,
+    pace: Option<f64>,
+    measured: Vec<BudgetSpec>,
+) -> Option<LimiterConfig> {
     let mut next = current.clone();
+    let mut put = |spec: BudgetSpec| match next.budgets.iter_mut().find(|existing| existing.name == spec.name) {
+        Some(existing) => *existing = spec,
+        None => next.budgets.push(spec),
+    };
+    measured.into_iter().for_each(&mut put);
     for budget in &info.budgets {
         let (Some(limit), Some(window)) = (budget.limit, budget.window) else { continue };
         if budget.unit != "requests" || limit < 1.0 || window.is_zero() {
             continue;
         }
         let name = format!("{SERVER_BUDGET_PREFIX}{}", budget.name);
-        let Ok(spec) = BudgetSpec::sliding_window(&name, limit.floor() as u64, window) else { continue };
-        match next.budgets.iter_mut().find(|existing| existing.name == name) {
-            Some(existing) => *existing = spec,
-            None => next.budgets.push(spec),
+        if let Ok(spec) = BudgetSpec::sliding_window(&name, limit.floor() as u64, window) {
+            put(spec);
         }
+    }
+    if let Some(pace) = pace
+        && let Ok(rate) = Rate::from_f64((pace * 1000.0).round().max(1.0) / 1000.0, Duration::from_secs(1))
+        && let Ok(spec) = BudgetSpec::token_bucket(PACED_BUDGET, 1, rate)
+    {
+        put(spec);
     }
     (next != *current && next.validate().is_ok()).then_some(next)
 }
 
-/// When the key must pause: the latest reset of an exhausted budget, and why.
-pub fn exhausted_until(info: &RateLimitInfo) -> Option<(Duration, String)> {
+/// When the key must pause for a spent budget, and why: the latest reset of an exhausted
+/// budget. With a mirror (`mirrored`), budgets counting requests are the mirror's and only
+/// other units pause.
+pub fn exhausted_until(info: &RateLimitInfo, mirrored: bool) -> Option<(Duration, String)> {
     info.budgets
         .iter()
+        .filter(|budget| !(mirrored && budget.unit == "requests"))
         .filter(|budget| budget.remaining.is_some_and(|remaining| remaining < 1.0))
         .filter_map(|budget| Some((budget.reset_after?.min(MAX_ADAPTIVE_PAUSE), budget)))
         .filter(|(reset, _)| !reset.is_zero())
@@ -49,34 +159,12 @@ pub fn exhausted_until(info: &RateLimitInfo) -> Option<(Duration, String)> {
         })
 }
 
-/// Applies `info` to `limiter`; returns what it did, for events and logs.
-pub fn apply(limiter: &Limiter, info: &RateLimitInfo, now: Instant) -> Vec<String> {
-    let mut actions = Vec::new();
-    if let Some((pause, reason)) = exhausted_until(info) {
-        limiter.pause_until(now + pause, reason.clone());
-        actions.push(reason);
-    }
-    if let Some(config) = learned_config(&limiter.config(), info) {
-        let learned: Vec<String> = config
-            .budgets
-            .iter()
-            .filter(|spec| spec.name.starts_with(SERVER_BUDGET_PREFIX))
-            .filter(|spec| matches!(spec.kind, BudgetKind::SlidingWindow { .. }))
-            .map(BudgetSpec::describe)
-            .collect();
-        if limiter.reconfigure(config).is_ok() {
-            actions.push(format!("limits learned from the server: {}", learned.join(", ")));
-        }
-    }
-    actions
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::http::headers::ServerBudget;
 
-    fn info(limit: f64, remaining: f64, reset: u64, window: Option<u64>) -> RateLimitInfo {
+    fn info(limit: f64, remaining: f64, reset: u64, window: Option<u64>, unit: &str) -> RateLimitInfo {
         RateLimitInfo {
             status: Some(200),
             budgets: vec![ServerBudget {
@@ -85,8 +173,9 @@ mod tests {
                 remaining: Some(remaining),
                 reset_after: Some(Duration::from_secs(reset)),
                 window: window.map(Duration::from_secs),
-                unit: "requests".into(),
+                unit: unit.into(),
                 source: "ietf-draft".into(),
+                reset_precision: Duration::from_secs(1),
             }],
             retry_after: None,
             throttled: false,
@@ -98,20 +187,35 @@ mod tests {
     fn a_published_policy_becomes_a_sliding_window_beside_configured_budgets() {
         let configured =
             LimiterConfig::new().with_budget(BudgetSpec::token_bucket("rate", 10, "10/1s".parse().unwrap()).unwrap());
-        let learned = learned_config(&configured, &info(100.0, 50.0, 30, Some(60))).unwrap();
+        let learned = learned_config(&configured, &info(100.0, 50.0, 30, Some(60), "requests"), None, vec![]).unwrap();
         assert_eq!(learned.budgets.len(), 2);
         assert_eq!(learned.budgets[1].describe(), "window 100/1m");
         assert_eq!(learned.budgets[1].name, "server:minute");
-        assert!(learned_config(&learned, &info(100.0, 10.0, 5, Some(60))).is_none(), "nothing new to learn");
-        assert!(learned_config(&configured, &info(100.0, 50.0, 30, None)).is_none(), "no window, no budget");
+        let again = info(100.0, 10.0, 5, Some(60), "requests");
+        assert!(learned_config(&learned, &again, None, vec![]).is_none(), "nothing new to learn");
+        let no_window = info(100.0, 50.0, 30, None, "requests");
+        assert!(learned_config(&configured, &no_window, None, vec![]).is_none(), "no window, no budget");
     }
 
     #[test]
-    fn an_exhausted_budget_pauses_until_its_reset() {
-        let (pause, reason) = exhausted_until(&info(100.0, 0.0, 12, Some(60))).unwrap();
+    fn a_learned_pace_becomes_a_one_request_bucket() {
+        let nothing = RateLimitInfo::parse(Some(200), &Default::default(), None, std::time::SystemTime::now());
+        let learned = learned_config(&LimiterConfig::new(), &nothing, Some(2.5), vec![]).unwrap();
+        assert_eq!(learned.budgets[0].name, PACED_BUDGET);
+        assert_eq!(learned.budgets[0].describe(), "bucket 1 @ 25/10s");
+    }
+
+    #[test]
+    fn an_exhausted_budget_pauses_until_its_reset_unless_the_mirror_counts_it() {
+        let (pause, reason) = exhausted_until(&info(100.0, 0.0, 12, Some(60), "requests"), false).unwrap();
         assert_eq!(pause, Duration::from_secs(12));
         assert_eq!(reason, "server budget 'minute' exhausted, resets in 12.0s");
-        assert!(exhausted_until(&info(100.0, 3.0, 12, Some(60))).is_none());
-        assert_eq!(exhausted_until(&info(1.0, 0.0, 10_000_000, None)).unwrap().0, MAX_ADAPTIVE_PAUSE);
+        assert!(exhausted_until(&info(100.0, 3.0, 12, Some(60), "requests"), false).is_none());
+        assert!(exhausted_until(&info(100.0, 0.0, 12, Some(60), "requests"), true).is_none(), "the mirror holds it");
+        assert!(exhausted_until(&info(100.0, 0.0, 12, Some(60), "tokens"), true).is_some(), "tokens still pause");
+        assert_eq!(
+            exhausted_until(&info(1.0, 0.0, 10_000_000, None, "requests"), false).unwrap().0,
+            MAX_ADAPTIVE_PAUSE
+        );
     }
 }

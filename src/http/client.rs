@@ -28,7 +28,7 @@ use super::headers::RateLimitInfo;
 use super::http1::Http1Transport;
 use super::retry::{Decision, GiveUpReason, Outcome, RetryPolicy};
 use super::transport::{Exchanged, Transport, TransportError};
-use crate::engine::{AcquireError, LimitKey, Limiter, LimiterConfig, Priority, Registry, format_wait};
+use crate::engine::{AcquireError, LimitKey, Limiter, LimiterConfig, Permit, Priority, Registry, format_wait};
 use crate::store::{SharedGate, SharedHandle, StoreError, local_part};
 
 /// One request to send.
@@ -431,8 +431,13 @@ impl LimitedClient {
         } else {
             host.into()
         };
-        let limiter = inner.registry.limiter_for(&host, spec.url.port_or_known_default(), spec.url.path());
+        let limiter = self.limiter_for(&host, &spec.url);
         let key = limiter.as_ref().map(|limiter| limiter.key().to_owned());
+        let adaptive = limiter.as_ref().filter(|limiter| self.adaptive_for(limiter.key()));
+        if let Some(limiter) = adaptive {
+            // Before the first admission, so the first request of a key goes alone as its scout.
+            adaptive::watch(limiter);
+        }
         let emit = |kind: EventKind| {
             if listening {
                 inner.events.emit(Event { request_id: id, key: key.clone(), at: Instant::now(), kind });
@@ -522,12 +527,11 @@ impl LimitedClient {
                 Attempt::Response { status, headers: response_headers, body } => {
                     let head = ResponseHead { status, headers: &response_headers, body: Some(body.as_ref()) };
                     let info = head.interpret(attempt, service_time, listening, &emit);
-                    if let Some(limiter) = &limiter
-                        && self.adaptive_for(limiter.key())
-                    {
-                        adaptive::apply(limiter, &info, Instant::now());
-                    } else if limiter.is_none() && matches!(inner.adaptive, Adaptive::All) {
-                        self.learn_unlimited_host(&host, spec.url.path(), &info);
+                    if let Some(limiter) = adaptive {
+                        let ticket = permit.as_ref().and_then(Permit::ticket);
+                        for note in adaptive::observe(limiter, ticket, status.as_u16(), &info, Instant::now()) {
+                            emit(EventKind::Adaptive { note });
+                        }
                     }
                     let outcome = Outcome::Status { status: status.as_u16(), retry_after: info.retry_after };
                     (Some(outcome), Some((status, response_headers, body, info)))
@@ -631,19 +635,21 @@ impl LimitedClient {
         }
     }
 
-    /// Adaptive mode on a host with no configured limits: the server's word becomes its limit.
-    fn learn_unlimited_host(&self, host: &str, path: &str, info: &RateLimitInfo) {
-        let learned = adaptive::learned_config(&Default::default(), info).is_some();
-        if !learned && adaptive::exhausted_until(info).is_none() {
-            return;
+    /// The limiter of a request to `url` (on `host`, lower case). In adaptive mode for every
+    /// host, a host with no limits gets an empty entry (keyed `host:port` when the URL names a
+    /// port) on its first request: the server's word becomes its limit.
+    fn limiter_for(&self, host: &str, url: &Url) -> Option<Limiter> {
+        let registry = &self.inner.registry;
+        let found = registry.limiter_for(host, url.port_or_known_default(), url.path());
+        if found.is_some() || !matches!(self.inner.adaptive, Adaptive::All) {
+            return found;
         }
-        let Ok(key) = LimitKey::host(host) else { return };
-        if self.inner.registry.set(key, Default::default()).is_err() {
-            return;
-        }
-        if let Some(limiter) = self.inner.registry.limiter_for(host, None, path) {
-            adaptive::apply(&limiter, info, Instant::now());
-        }
+        let key = match url.port() {
+            Some(port) => LimitKey::host(&format!("{host}:{port}")),
+            None => LimitKey::host(host),
+        };
+        registry.set(key.ok()?, LimiterConfig::default()).ok()?;
+        registry.limiter_for(host, url.port_or_known_default(), url.path())
     }
 
     /// The wire other than reqwest that carries a request to `url`, if any: the in-process

@@ -45,6 +45,8 @@ pub enum EventKind {
     RetryScheduled { attempt: u32, delay: Duration, reason: RetryReason, cause: String },
     /// The key was paused: nothing of it is sent for `pause`.
     KeyPaused { pause: Duration, reason: String },
+    /// Adaptive mode learned something about the server's limits (scouting, a window, a pace).
+    Adaptive { note: String },
     /// Served from the response cache without touching the limiter (`revalidated`: after a 304).
     CacheHit { revalidated: bool },
     /// The request ended with a response (any status).

@@ -5,6 +5,7 @@ pub mod client;
 pub mod events;
 pub mod headers;
 pub mod http1;
+pub mod mirror;
 pub mod retry;
 pub mod transport;
 

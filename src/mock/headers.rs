@@ -78,7 +78,7 @@ pub fn write_headers(
     retry_after: bool,
     now: SystemTime,
 ) {
-    // One whole second for both Date and epoch resets, so they agree exactly.
+    // Date is the floor of now, as every server writes it.
     let epoch_secs = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let date = UNIX_EPOCH + Duration::from_secs(epoch_secs);
     insert(headers, DATE, httpdate::fmt_http_date(date));
@@ -100,7 +100,9 @@ pub fn write_headers(
                 insert(headers, name("x-ratelimit-limit"), policy.limit.to_string());
                 insert(headers, name("x-ratelimit-remaining"), policy.remaining.to_string());
                 insert(headers, name("x-ratelimit-used"), used.to_string());
-                let reset = epoch_secs.saturating_add(ceil_secs(policy.reset));
+                // The instant of the reset rounded up, as real servers write it (never early).
+                let since_epoch = now.duration_since(UNIX_EPOCH).unwrap_or_default();
+                let reset = ceil_secs(since_epoch.saturating_add(policy.reset));
                 insert(headers, name("x-ratelimit-reset"), reset.to_string());
                 insert(headers, name("x-ratelimit-resource"), "core".to_owned());
             }
@@ -234,7 +236,8 @@ mod tests {
     #[test]
     fn github_reset_is_an_epoch_that_reads_back_against_date() {
         let headers = refused(Dialect::Github, now());
-        assert_eq!(headers["x-ratelimit-reset"], "1700000001");
+        // The reset instant rounded up: never before the true reset.
+        assert_eq!(headers["x-ratelimit-reset"], "1700000002");
         assert_eq!(headers["x-ratelimit-used"], "5");
         // A client whose clock is 10 minutes off still reads the right reset, thanks to Date.
         let skewed = now() + Duration::from_secs(600);
@@ -243,7 +246,8 @@ mod tests {
         let core = info.budgets.iter().find(|b| b.name == "core").unwrap();
         assert_eq!(core.source, "github");
         assert_eq!((core.limit, core.remaining), (Some(5.0), Some(0.0)));
-        assert_eq!(core.reset_after, Some(Duration::from_secs(1)));
+        // Measured from Date (the floor of the server's now): late by the rounding, never early.
+        assert_eq!(core.reset_after, Some(Duration::from_secs(2)));
     }
 
     #[test]

@@ -10,6 +10,9 @@ use crate::engine::Snapshot;
 use crate::http::{Event, EventKind, RateLimitInfo};
 use crate::store::StoreState;
 
+/// How many adaptive-mode notes the recorder keeps.
+const ADAPTIVE_NOTES: usize = 64;
+
 /// One attempt in the request log.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LogRow {
@@ -63,6 +66,8 @@ pub struct Telemetry {
     pub store_state: Option<StoreState>,
     /// Requests admitted by shared budgets, per way through (store, fail-open, local fallback).
     pub shared_admissions: BTreeMap<&'static str, u64>,
+    /// What adaptive mode learned (scouting, windows, paces), newest last: (seconds, key, note).
+    pub adaptive_notes: VecDeque<(f64, Option<String>, String)>,
     pending: HashMap<(u64, u32), Pending>,
 }
 
@@ -86,6 +91,7 @@ impl Telemetry {
             events_dropped: 0,
             store_state: None,
             shared_admissions: BTreeMap::new(),
+            adaptive_notes: VecDeque::new(),
             pending: HashMap::new(),
         }
     }
@@ -173,6 +179,12 @@ impl Telemetry {
             EventKind::Queued { .. } | EventKind::KeyPaused { .. } | EventKind::CacheHit { .. } => {}
             EventKind::SharedAdmitted { via, .. } => *self.shared_admissions.entry(via.name()).or_default() += 1,
             EventKind::StoreState { state } => self.store_state = Some(state.clone()),
+            EventKind::Adaptive { note } => {
+                if self.adaptive_notes.len() == ADAPTIVE_NOTES {
+                    self.adaptive_notes.pop_front();
+                }
+                self.adaptive_notes.push_back((self.seconds(event.at), event.key.clone(), note.clone()));
+            }
         }
         // A request cancelled mid-way never answers: keep the pending map bounded all the same.
         if self.pending.len() > self.log_capacity * 4 {

@@ -152,7 +152,14 @@ fn service_limits(ctx: &mut Ctx, text: &str, policies: &mut Vec<Policy>) {
         _ => None,
     };
     let window = (same_quota.or(only)).map(|i| policies.remove(i)).and_then(|p| p.window);
-    ctx.push(ServerBudget { limit, remaining, reset_after: reset, window, ..ServerBudget::new("default", SOURCE) });
+    ctx.push(ServerBudget {
+        limit,
+        remaining,
+        reset_after: reset,
+        window,
+        reset_precision: structured_precision(reset),
+        ..ServerBudget::new("default", SOURCE)
+    });
 }
 
 fn service_limit_items(ctx: &mut Ctx, list: List, policies: &mut Vec<Policy>) {
@@ -192,8 +199,19 @@ fn service_limit_items(ctx: &mut Ctx, list: List, policies: &mut Vec<Policy>) {
             reset_after,
             window: policy.window,
             unit: policy.unit.unwrap_or_else(|| "requests".into()),
+            reset_precision: structured_precision(reset_after),
             ..ServerBudget::new(name, SOURCE)
         });
+    }
+}
+
+/// How coarsely a structured-field reset was written: an Integer is whole seconds, a Decimal
+/// has three fraction digits.
+fn structured_precision(reset: Option<Duration>) -> Duration {
+    match reset {
+        Some(reset) if reset.subsec_nanos() == 0 => Duration::from_secs(1),
+        Some(_) => Duration::from_millis(1),
+        None => Duration::ZERO,
     }
 }
 

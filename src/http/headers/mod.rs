@@ -71,6 +71,10 @@ pub struct ServerBudget {
     pub unit: String,
     /// The dialect that produced this budget, e.g. `ietf-draft`, `github`, `openai`.
     pub source: String,
+    /// How coarsely the reset was written: the true reset may be up to this much earlier
+    /// (servers round up). Zero when there is no reset or it is exact.
+    #[serde(skip)]
+    pub reset_precision: Duration,
 }
 
 impl ServerBudget {
@@ -84,6 +88,7 @@ impl ServerBudget {
             window: None,
             unit: "requests".into(),
             source: source.into(),
+            reset_precision: Duration::ZERO,
         }
     }
 
@@ -172,6 +177,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) warnings: Vec<String>,
     /// Set by a dialect's explicit throttling signal.
     pub(crate) throttled: bool,
+    /// The precision of the last reset read; [`push`](Self::push) gives it to the budget.
+    reset_precision: Duration,
 }
 
 impl<'a> Ctx<'a> {
@@ -180,15 +187,16 @@ impl<'a> Ctx<'a> {
         let mut ctx = Ctx {
             headers,
             status,
-            clock: time::Clock { server_now: now },
+            clock: time::Clock::new(now, None),
             body,
             budgets: Vec::new(),
             warnings: Vec::new(),
             throttled: false,
+            reset_precision: Duration::ZERO,
         };
         if let Some(date) = ctx.text("date") {
             match httpdate::parse_http_date(date) {
-                Ok(server_now) => ctx.clock.server_now = server_now,
+                Ok(server_now) => ctx.clock = time::Clock::new(now, Some(server_now)),
                 Err(_) => ctx.warn("date", format!("{} is not an HTTP-date", quoted(date))),
             }
         }
@@ -253,12 +261,17 @@ impl<'a> Ctx<'a> {
     pub(crate) fn reset(&mut self, name: &str, kind: time::ResetKind) -> Option<Duration> {
         let text = self.text(name)?;
         let reset = time::reset_after(text, kind, &self.clock);
-        self.check(name, reset)
+        let reset = self.check(name, reset)?;
+        self.reset_precision = time::precision(text);
+        Some(reset)
     }
 
     /// Records a budget if the server gave at least a limit, a remaining count or
     /// a reset (a window alone may be the dialect's documented default).
-    pub(crate) fn push(&mut self, budget: ServerBudget) {
+    pub(crate) fn push(&mut self, mut budget: ServerBudget) {
+        if budget.reset_after.is_some() && budget.reset_precision.is_zero() {
+            budget.reset_precision = self.reset_precision;
+        }
         if budget.limit.is_some() || budget.remaining.is_some() || budget.reset_after.is_some() {
             self.budgets.push(budget);
         }

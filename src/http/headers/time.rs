@@ -21,6 +21,17 @@
 //! and valid, otherwise the client's `now`. A server whose clock runs an hour
 //! ahead and says "reset at Date + 60 s" therefore yields 60 s, not 3660 s.
 //! Instants in the past clamp to zero.
+//!
+//! `Date` has whole seconds: a clock in step with the client's writes the floor of the same
+//! instant, up to a second (and a trip) behind it. A `Date` that far behind, and no more,
+//! ([`SKEW_NOISE`]) is taken as agreement and the client's own, finer clock is used; any
+//! other `Date` is skew, and used.
+//!
+//! # Precision
+//!
+//! [`precision`] says how coarsely a reset was written (a whole number of seconds: one
+//! second; `1.25`: a hundredth), so a caller can tell a reset that may be rounded from an
+//! exact one. Servers round resets up (the true reset may be up to that much earlier).
 
 use std::borrow::Cow;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -38,7 +49,22 @@ pub(crate) struct Clock {
     pub(crate) server_now: SystemTime,
 }
 
+/// A `Date` at most this far behind the client's clock (and not ahead) is read as "no skew".
+pub(crate) const SKEW_NOISE: Duration = Duration::from_millis(1500);
+
 impl Clock {
+    /// The clock for a response stamped `date` (if it had one), read by a client at `client_now`.
+    pub(crate) fn new(client_now: SystemTime, date: Option<SystemTime>) -> Self {
+        let server_now = match date {
+            Some(date) => match client_now.duration_since(date) {
+                Ok(behind) if behind <= SKEW_NOISE => client_now,
+                _ => date,
+            },
+            None => client_now,
+        };
+        Self { server_now }
+    }
+
     /// Time from the server's now until `instant`, zero if it has passed.
     pub(crate) fn until(&self, instant: SystemTime) -> Duration {
         instant.duration_since(self.server_now).unwrap_or(Duration::ZERO)
@@ -136,6 +162,34 @@ pub(crate) fn reset_after(text: &str, kind: ResetKind, clock: &Clock) -> Result<
     }
 }
 
+/// How coarsely a reset value is written: the true reset may be up to this much earlier than
+/// the value says (servers round up). Whole seconds for integers, HTTP-dates, timestamps
+/// without a fraction and durations ending in seconds or larger units; the last digit's
+/// place for decimals; a millisecond for epoch milliseconds and `ms` durations.
+pub(crate) fn precision(text: &str) -> Duration {
+    let t = text.trim();
+    if t.parse::<f64>().is_ok() {
+        if let Some((_, fraction)) = t.split_once('.') {
+            let digits = fraction.bytes().take_while(u8::is_ascii_digit).count().min(9) as u32;
+            return Duration::from_nanos(10u64.pow(9 - digits));
+        }
+        let big = t.parse::<f64>().is_ok_and(|n| n > EPOCH_MILLIS_FLOOR);
+        return if big { Duration::from_millis(1) } else { Duration::from_secs(1) };
+    }
+    for (suffix, unit) in [("ns", 1), ("us", 1_000), ("µs", 1_000), ("μs", 1_000), ("ms", 1_000_000)] {
+        if t.ends_with(suffix) {
+            return Duration::from_nanos(unit);
+        }
+    }
+    match t.rfind('.') {
+        Some(dot) => {
+            let digits = t[dot + 1..].bytes().take_while(u8::is_ascii_digit).count().min(9) as u32;
+            Duration::from_nanos(10u64.pow(9 - digits))
+        }
+        None => Duration::from_secs(1),
+    }
+}
+
 /// The instant `n` seconds (or milliseconds, above 10^12) after the epoch.
 fn epoch_instant(n: Duration) -> Result<SystemTime, String> {
     let since_epoch = if n.as_secs_f64() > EPOCH_MILLIS_FLOOR { n / 1000 } else { n };
@@ -225,6 +279,32 @@ mod tests {
 
     fn clock(secs: u64) -> Clock {
         Clock { server_now: at(secs) }
+    }
+
+    #[test]
+    fn precision_follows_how_the_value_is_written() {
+        assert_eq!(precision("5"), Duration::from_secs(1));
+        assert_eq!(precision(" 1700000005 "), Duration::from_secs(1));
+        assert_eq!(precision("1.25"), Duration::from_millis(10));
+        assert_eq!(precision("1700000005123"), Duration::from_millis(1));
+        assert_eq!(precision("6m0s"), Duration::from_secs(1));
+        assert_eq!(precision("1m30.5s"), Duration::from_millis(100));
+        assert_eq!(precision("20ms"), Duration::from_millis(1));
+        assert_eq!(precision("Wed, 21 Oct 2015 07:28:00 GMT"), Duration::from_secs(1));
+        assert_eq!(precision("2024-05-01T12:00:00.250Z"), Duration::from_millis(1));
+    }
+
+    #[test]
+    fn a_date_within_its_own_rounding_defers_to_the_client_clock() {
+        let client = at(1000) + Duration::from_millis(700);
+        assert_eq!(Clock::new(client, Some(at(1000))).server_now, client, "Date is the floor of the same second");
+        assert_eq!(Clock::new(client, Some(at(999))).server_now, at(999), "1.7 s behind is skew");
+        let early = at(1000) + Duration::from_millis(200);
+        assert_eq!(Clock::new(early, Some(at(999))).server_now, early, "1.2 s behind: floor and a slow trip");
+        assert_eq!(Clock::new(client, Some(at(1001))).server_now, at(1001), "ahead is skew: Date errs late");
+        assert_eq!(Clock::new(client, Some(at(990))).server_now, at(990), "ten seconds behind is skew");
+        assert_eq!(Clock::new(client, Some(at(1060))).server_now, at(1060), "a minute ahead is skew");
+        assert_eq!(Clock::new(client, None).server_now, client);
     }
 
     #[test]

@@ -1,0 +1,44 @@
+//! An admission gate: a check the limiter consults under its own lock, beside its budgets,
+//! for limits the engine does not own (the server's budget as the client mirrors it).
+//!
+//! The engine only asks "may one request go at `now`, and if not, until when?", tells the
+//! gate which request it admitted (a ticket, in admission order), and tells it when that
+//! request's permit ends. What the gate believes, and how it learns, is the caller's.
+
+use std::any::Any;
+use std::fmt::Debug;
+
+use tokio::time::Instant;
+
+/// Whether the gate lets one request through now.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GateReadiness {
+    Ready,
+    /// Not before `at` (the gate will be asked again then).
+    At {
+        at: Instant,
+        reason: String,
+    },
+    /// Not until the gate learns something: it is asked again whenever its owner updates it
+    /// through [`Limiter::update_gate`](super::Limiter::update_gate) or a gated permit ends.
+    Wait {
+        reason: String,
+    },
+}
+
+/// A check beside the budgets. Every method runs under the limiter's lock, so it must be quick
+/// and must not call back into the limiter.
+pub trait AdmissionGate: Send + Debug {
+    /// Whether one request may be admitted at `now`. May update time-driven state.
+    fn readiness(&mut self, now: Instant) -> GateReadiness;
+
+    /// One request was admitted at `now` (the gate said `Ready` under the same lock); returns
+    /// its ticket, which the permit carries.
+    fn admit(&mut self, now: Instant) -> u64;
+
+    /// The permit holding `ticket` ended (answered, failed or cancelled).
+    fn release(&mut self, ticket: u64);
+
+    /// For the owner to reach its concrete type.
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+}

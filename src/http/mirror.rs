@@ -1,0 +1,851 @@
+//! The server's budgets as a live allowance: a mirror of what each budget the server reports
+//! has left, reconciled response by response in the order requests were admitted, and an
+//! admission gate that lets through only what the mirror says still fits.
+//!
+//! # The rules
+//!
+//! - **Scout first.** Until the first response is in, one request at a time goes out. Its
+//!   headers open the key up to what they allow; a response with no limit headers switches
+//!   the key to the unpublished mode (nothing held until the server refuses).
+//! - **Remaining is an allowance.** After a report "`R` remaining" from the request with
+//!   ticket `t`, the key may still send `R` minus every request admitted after `t`, minus every
+//!   earlier one still unanswered then (the server may have counted it after `t`).
+//!   An earlier one's own answer settles it: more remaining than the report means the server
+//!   counted it before, so it is already in the report and its unit comes back.
+//!   Before a budget's reset a newer report never widens the allowance: a window only fills
+//!   until it resets, and servers under concurrency do report out of step.
+//! - **Newest report wins.** A report is taken only from a request admitted after the one
+//!   behind the current report, so a late answer about an old state never overwrites a newer
+//!   one. After a reset, only requests admitted since the reset report on the new window.
+//! - **Restore at the reset.** Once a budget's reset instant passes: with its limit and
+//!   window known, it is whole again, and the key's limiter holds a sliding window of that
+//!   limit over the key's own sends (a window and the longest exchange long), which frees a
+//!   moving window's slots exactly as the server does and costs a fixed window nothing.
+//!   Without them the mirror does not guess (a fixed window restores all, a moving window
+//!   only what expired): one request goes as a scout and its answer is the new state.
+//! - **Never early.** Resets written in whole seconds are upper bounds rounded up (the
+//!   convention of every limiter we test against); the mirror refines one with its own send
+//!   log (the oldest request the server still counts, plus the window) only when the result
+//!   lies inside the value's rounding. A refusal right after a believed reset teaches a slack
+//!   added to every later reset, so a wrong guess costs one refusal, not one per window.
+//! - **No headers, a careful ramp.** When the server publishes nothing, requests in flight
+//!   grow by one per answer (doubling per round trip) from the scout's one, so the first
+//!   refusal finds at most about half a round too many; it halves the ramp and paces the key
+//!   at the rate the server let through (successes over the time until the retry), halved again
+//!   at each further refusal.
+//! - **Windows from evidence.** A window's length comes from a policy header, or from the
+//!   first request of a window (remaining = limit − 1): its reset is the window, known to the
+//!   value's rounding; successive windows narrow it, and a whole number of seconds inside the
+//!   range is preferred (the largest, so the guess errs late).
+
+use std::any::Any;
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::headers::{RateLimitInfo, ServerBudget};
+use crate::engine::{AdmissionGate, GateReadiness, format_wait};
+
+/// Admissions kept for refining resets: enough for the largest window limits we refine.
+const SEND_LOG: usize = 1 << 16;
+/// The most slack learned from refusals (a reset is never rounded by more than a second).
+const MAX_SLACK: Duration = Duration::from_millis(1500);
+/// How long a budget with no reset of its own stays spent before a scout asks again.
+const UNKNOWN_RESET: Duration = Duration::from_secs(1);
+
+/// The server's budgets for one key, as the client believes them now.
+#[derive(Debug)]
+pub struct ServerMirror {
+    next_ticket: u64,
+    /// Admitted and not yet answered: ticket → admission instant.
+    in_flight: BTreeMap<u64, Instant>,
+    /// Recent admissions in ticket order.
+    sends: VecDeque<(u64, Instant)>,
+    phase: Phase,
+    budgets: Vec<Mirrored>,
+    /// How much later than a believed reset the server still refused (learned, capped).
+    slack: Duration,
+    /// The longest admission-to-answer time seen: bounds the one-way trip to the server.
+    longest_exchange: Duration,
+    refusals: u64,
+    /// Unpublished mode: how many may be in flight (grows by one per answered request).
+    ramp: u64,
+    /// Unpublished mode: answers that were not refusals, the first admission, and the pace
+    /// (requests per second) learned from refusals.
+    passed: u64,
+    first_admitted: Option<Instant>,
+    pace: Option<f64>,
+}
+
+/// What the mirror knows about the server's way of publishing limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Nothing heard yet: one request at a time, `scout` the one out.
+    Scouting { scout: Option<u64> },
+    /// The server publishes budgets counting requests: the mirror holds them.
+    Published,
+    /// The server's responses carry no request budgets: nothing is held here (pauses after
+    /// refusals and learned pacing act through the limiter).
+    Unpublished,
+}
+
+/// One budget the server reports, counting requests.
+#[derive(Debug, Clone)]
+struct Mirrored {
+    name: String,
+    limit: Option<u64>,
+    remaining: u64,
+    /// The ticket of the request whose answer gave `remaining`.
+    report_ticket: u64,
+    /// Admitted since that request, plus earlier ones unanswered when the report came.
+    spent_since: u64,
+    /// How coarsely the server wrote the reset.
+    precision: Duration,
+    /// The last reset: the first ticket after it, and when the mirror believed it came.
+    last_reset: Option<(u64, Instant)>,
+    /// The most the window can still hold: the first report of the window, less every
+    /// admission since (later reports and settled units never lift the allowance above it).
+    ceiling: u64,
+    /// Those earlier ones, still unanswered: an answer showing more remaining than the report
+    /// proves it was counted before it, and gives its unit back.
+    unsure: Vec<u64>,
+    /// When the server restores the budget, at the latest (slack included).
+    reset_at: Instant,
+    /// The reset passed: the window rolled, and only a scout admitted since may report on it.
+    rolled: Option<Rolled>,
+    window: WindowEstimate,
+}
+
+impl Mirrored {
+    /// The reset passed. With a known limit and window (so the limiter holds a sliding window
+    /// over the key's own sends, exact for a moving window), the budget is whole again;
+    /// otherwise one scout asks what came back.
+    fn roll(&mut self, now: Instant, next_ticket: u64, in_flight: &BTreeMap<u64, Instant>) {
+        let believed = self.reset_at;
+        self.last_reset = Some((next_ticket, believed));
+        match (self.limit, self.window.estimate()) {
+            (Some(limit), Some(window)) => {
+                // Requests still out may be counted in the new window.
+                let out = in_flight.len() as u64;
+                self.remaining = limit;
+                self.report_ticket = next_ticket.saturating_sub(1);
+                self.spent_since = out;
+                self.ceiling = limit.saturating_sub(out);
+                self.unsure = in_flight.keys().copied().collect();
+                self.reset_at = now + window;
+                self.precision = window;
+            }
+            _ => self.rolled = Some(Rolled { since: next_ticket, scout: None }),
+        }
+    }
+
+    /// What may still be sent at `now`. The ceiling holds while nothing can have been restored
+    /// yet (more than the reset's rounding before it); nearer the reset a moving window
+    /// frees its oldest requests one by one, and a report showing more room may be true.
+    fn allowance(&self, now: Instant) -> u64 {
+        let left = self.remaining.saturating_sub(self.spent_since);
+        if now + self.precision < self.reset_at { left.min(self.ceiling) } else { left }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Rolled {
+    /// The first ticket admitted after the reset.
+    since: u64,
+    scout: Option<u64>,
+}
+
+/// A window's length known to lie in `(lo, hi]`, or exactly.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct WindowEstimate {
+    range: Option<(Duration, Duration)>,
+    exact: Option<Duration>,
+}
+
+impl WindowEstimate {
+    fn observe(&mut self, lo: Duration, hi: Duration) {
+        if self.exact.is_some() || hi <= lo {
+            return;
+        }
+        self.range = Some(match self.range {
+            None => (lo, hi),
+            Some((old_lo, old_hi)) => {
+                let (new_lo, new_hi) = (old_lo.max(lo), old_hi.min(hi));
+                if new_lo < new_hi {
+                    (new_lo, new_hi)
+                } else if hi > old_hi {
+                    // Inconsistent evidence (the window changed, or an anchor was not one):
+                    // keep the longer reading, which errs late.
+                    (lo, hi)
+                } else {
+                    (old_lo, old_hi)
+                }
+            }
+        });
+    }
+
+    /// The length to plan with: exact, else the largest whole second in range, else the top.
+    fn estimate(&self) -> Option<Duration> {
+        if let Some(exact) = self.exact {
+            return Some(exact);
+        }
+        let (lo, hi) = self.range?;
+        let whole = Duration::from_secs(hi.as_secs());
+        Some(if whole > lo && !whole.is_zero() { whole } else { hi })
+    }
+}
+
+/// One answer, as the mirror needs it.
+#[derive(Debug, Clone, Copy)]
+pub struct Report<'a> {
+    /// The gate's ticket of the request (from its permit).
+    pub ticket: u64,
+    pub status: u16,
+    pub info: &'a RateLimitInfo,
+    pub received_at: Instant,
+}
+
+/// What a report taught, for the owner to act on and to tell the user.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Learned {
+    /// The scout's answer decided how the server publishes its limits.
+    Scouted(String),
+    /// A budget's window length is now known (published, or measured from resets); `margin`
+    /// is how much later than its admission the server may have counted a request.
+    Window { name: String, limit: u64, window: Duration, published: bool, margin: Duration },
+    /// A refusal right after a believed reset: later resets wait this much longer.
+    Slack(Duration),
+    /// No published budget and a refusal: pace the key at this many requests per second.
+    Pace(f64),
+}
+
+/// A budget as the mirror holds it, for snapshots and the app.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MirroredBudget {
+    pub name: String,
+    pub limit: Option<u64>,
+    /// What the last accepted report said.
+    pub reported_remaining: u64,
+    /// What may still be sent now.
+    pub allowance: Option<u64>,
+    /// Until the reset (zero once it passed).
+    pub resets_in: Duration,
+    pub window: Option<Duration>,
+}
+
+impl Default for ServerMirror {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ServerMirror {
+    pub fn new() -> Self {
+        Self {
+            next_ticket: 0,
+            in_flight: BTreeMap::new(),
+            sends: VecDeque::new(),
+            phase: Phase::Scouting { scout: None },
+            budgets: Vec::new(),
+            slack: Duration::ZERO,
+            longest_exchange: Duration::ZERO,
+            refusals: 0,
+            ramp: 1,
+            passed: 0,
+            first_admitted: None,
+            pace: None,
+        }
+    }
+
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    /// Refusals seen since the mirror was made.
+    pub fn refusals(&self) -> u64 {
+        self.refusals
+    }
+
+    /// The learned slack added to resets.
+    pub fn slack(&self) -> Duration {
+        self.slack
+    }
+
+    /// Every mirrored budget at `now`.
+    pub fn budgets(&self, now: Instant) -> Vec<MirroredBudget> {
+        self.budgets
+            .iter()
+            .map(|budget| MirroredBudget {
+                name: budget.name.clone(),
+                limit: budget.limit,
+                reported_remaining: budget.remaining,
+                allowance: budget.rolled.is_none().then(|| budget.allowance(now)),
+                resets_in: budget.reset_at.saturating_duration_since(now),
+                window: budget.window.estimate(),
+            })
+            .collect()
+    }
+
+    /// Takes in one answer. Returns what it taught (empty most of the time).
+    pub fn observe(&mut self, report: Report<'_>) -> Vec<Learned> {
+        let Report { ticket, status, info, received_at } = report;
+        tracing::trace!(ticket, status, in_flight = self.in_flight.len(), "mirror: an answer");
+        let admitted_at = self.in_flight.remove(&ticket).or_else(|| self.sent_at(ticket)).unwrap_or(received_at);
+        self.longest_exchange = self.longest_exchange.max(received_at.saturating_duration_since(admitted_at));
+        let mut learned = Vec::new();
+        let refused = status == 429 || info.throttled;
+        if refused {
+            self.refusals += 1;
+            if let Some(slack) = self.learn_slack(ticket, received_at) {
+                learned.push(Learned::Slack(slack));
+            }
+        }
+        let reported: Vec<&ServerBudget> = info
+            .budgets
+            .iter()
+            .filter(|budget| budget.unit == "requests" && budget.remaining.is_some_and(f64::is_finite))
+            .collect();
+        if let Phase::Scouting { scout } = self.phase {
+            if !reported.is_empty() {
+                self.phase = Phase::Published;
+                let names: Vec<String> = reported.iter().map(|budget| describe_reported(budget)).collect();
+                learned.push(Learned::Scouted(format!("the server publishes its budget: {}", names.join(", "))));
+            } else if status < 500 {
+                self.phase = Phase::Unpublished;
+                learned.push(Learned::Scouted(
+                    "the server publishes no request budget: sending freely until it refuses".to_owned(),
+                ));
+            } else if scout == Some(ticket) {
+                // A server error says nothing about limits: the next request scouts again.
+                self.phase = Phase::Scouting { scout: None };
+            }
+        }
+        if self.phase == Phase::Unpublished {
+            learned.extend(self.ramp_after(refused, received_at, info));
+        }
+        for budget in reported {
+            if let Some(window) = self.take_report(ticket, admitted_at, received_at, budget, info) {
+                learned.push(window);
+            }
+        }
+        learned
+    }
+
+    /// Unpublished mode: grow the ramp on a pass; halve it and learn a pace on a refusal.
+    fn ramp_after(&mut self, refused: bool, received_at: Instant, info: &RateLimitInfo) -> Option<Learned> {
+        if !refused {
+            self.passed += 1;
+            self.ramp = (self.ramp + 1).min(1 << 20);
+            return None;
+        }
+        self.ramp = (self.ramp / 2).max(1);
+        let first = self.first_admitted.unwrap_or(received_at);
+        let resume = received_at.saturating_duration_since(first) + info.retry_after.unwrap_or(Duration::from_secs(1));
+        let measured = self.passed.max(1) as f64 / resume.as_secs_f64().max(1e-3);
+        let pace = match self.pace {
+            Some(pace) => (pace / 2.0).min(measured),
+            None => measured,
+        }
+        .max(0.01);
+        self.pace = Some(pace);
+        Some(Learned::Pace(pace))
+    }
+
+    /// A refusal of a request admitted just after a believed reset: the reset came later.
+    fn learn_slack(&mut self, ticket: u64, received_at: Instant) -> Option<Duration> {
+        let believed = self
+            .budgets
+            .iter()
+            .filter_map(|budget| budget.last_reset)
+            .filter(|(since, _)| ticket >= *since)
+            .map(|(_, believed)| believed)
+            .max()?;
+        for budget in &mut self.budgets {
+            budget.last_reset = None;
+        }
+        let late_by = received_at.saturating_duration_since(believed) + Duration::from_millis(1);
+        let slack = (self.slack + late_by).min(MAX_SLACK);
+        (slack > self.slack).then(|| {
+            self.slack = slack;
+            slack
+        })
+    }
+
+    /// Applies one reported budget if the report is the newest about its window.
+    fn take_report(
+        &mut self,
+        ticket: u64,
+        admitted_at: Instant,
+        received_at: Instant,
+        reported: &ServerBudget,
+        info: &RateLimitInfo,
+    ) -> Option<Learned> {
+        let remaining = reported.remaining.unwrap_or(0.0).floor() as u64;
+        let limit = reported.limit.filter(|limit| limit.is_finite() && *limit >= 1.0).map(|limit| limit.floor() as u64);
+        let index = match self.budgets.iter().position(|budget| budget.name == reported.name) {
+            Some(index) => {
+                let budget = &self.budgets[index];
+                let newer = match budget.rolled {
+                    Some(rolled) => ticket >= rolled.since,
+                    None => ticket > budget.report_ticket,
+                };
+                if !newer {
+                    self.settle_unsure(index, ticket, remaining);
+                    return None;
+                }
+                index
+            }
+            None => {
+                self.budgets.push(Mirrored {
+                    name: reported.name.clone(),
+                    limit,
+                    remaining,
+                    report_ticket: ticket,
+                    spent_since: 0,
+                    ceiling: remaining,
+                    precision: reported.reset_precision,
+                    last_reset: None,
+                    unsure: Vec::new(),
+                    reset_at: received_at,
+                    rolled: None,
+                    window: WindowEstimate::default(),
+                });
+                self.budgets.len() - 1
+            }
+        };
+        let unsure: Vec<u64> = self.in_flight.range(..ticket).map(|(ticket, _)| *ticket).collect();
+        let spent_since = self.next_ticket.saturating_sub(ticket + 1) + unsure.len() as u64;
+        let current = &self.budgets[index];
+        // The first report of a window sets the most it can hold; before the reset a window
+        // only fills, so a later report showing more room is a server counting out of step
+        // (seen under concurrency), not room.
+        let new_window = current.rolled.is_some() || current.report_ticket == ticket;
+        let ceiling = if new_window { remaining.saturating_sub(spent_since) } else { current.ceiling };
+        let exchange = received_at.saturating_duration_since(admitted_at);
+        let anchor = limit.is_some_and(|limit| remaining + 1 == limit);
+        let budget = &mut self.budgets[index];
+        let window_before = budget.window.estimate();
+        if let Some(window) = reported.window.filter(|window| !window.is_zero()) {
+            budget.window.exact = Some(window);
+        }
+        let reset = reported.reset_after.or(info.retry_after.filter(|_| info.status.is_some_and(|s| s < 300)));
+        if let (true, Some(reset)) = (anchor, reset) {
+            // The first request of a window: its reset is the window, to the value's rounding
+            // (the server started the window somewhere between admission and answer).
+            let precision = reported.reset_precision;
+            budget.window.observe(reset.saturating_sub(precision), reset + exchange);
+        }
+        budget.limit = limit.or(budget.limit);
+        budget.remaining = remaining;
+        budget.report_ticket = ticket;
+        budget.spent_since = spent_since;
+        budget.ceiling = ceiling;
+        budget.precision = reported.reset_precision;
+        budget.unsure = unsure;
+        budget.rolled = None;
+        let upper = received_at + reset.unwrap_or(UNKNOWN_RESET);
+        let refined = budget.window.estimate().and_then(|window| {
+            let used = budget.limit?.checked_sub(remaining)?.max(1);
+            let oldest_ticket = (ticket + 1).checked_sub(used)?;
+            Some((oldest_ticket, window))
+        });
+        let precision = reported.reset_precision;
+        let mut reset_at = upper;
+        if let Some((oldest_ticket, window)) = refined
+            && let Some(oldest_at) = self.sent_at(oldest_ticket)
+        {
+            // The oldest request the server still counts expires a window after it reached the
+            // server: no later than its admission plus the longest exchange seen.
+            let modelled = oldest_at + window + self.longest_exchange.max(exchange);
+            if modelled <= upper && modelled + precision >= upper {
+                reset_at = modelled;
+            }
+        }
+        let budget = &mut self.budgets[index];
+        budget.reset_at = reset_at + self.slack;
+        let window = budget.window.estimate();
+        match (window, budget.limit) {
+            (Some(window), Some(limit)) if window_before != Some(window) => Some(Learned::Window {
+                name: budget.name.clone(),
+                limit,
+                window,
+                published: budget.window.exact.is_some(),
+                margin: self.longest_exchange.max(exchange),
+            }),
+            _ => None,
+        }
+    }
+
+    /// An earlier request answered after the current report: if the server had more left when
+    /// it counted it, it was counted before the report's request and is in the report already.
+    fn settle_unsure(&mut self, index: usize, ticket: u64, remaining: u64) {
+        let budget = &mut self.budgets[index];
+        let Some(position) = budget.unsure.iter().position(|unsure| *unsure == ticket) else { return };
+        budget.unsure.swap_remove(position);
+        if budget.rolled.is_none() && remaining > budget.remaining {
+            budget.spent_since = budget.spent_since.saturating_sub(1);
+        }
+    }
+
+    fn sent_at(&self, ticket: u64) -> Option<Instant> {
+        let first = self.sends.front()?.0;
+        let index = usize::try_from(ticket.checked_sub(first)?).ok()?;
+        self.sends.get(index).map(|(_, at)| *at)
+    }
+}
+
+fn describe_reported(budget: &ServerBudget) -> String {
+    let mut text = budget.name.clone();
+    if let Some(limit) = budget.limit {
+        text.push_str(&format!(" {limit}"));
+        if let Some(window) = budget.window {
+            text.push_str(&format!(" per {}", format_wait(window)));
+        }
+    }
+    if let Some(remaining) = budget.remaining {
+        text.push_str(&format!(", {remaining} left"));
+    }
+    text
+}
+
+impl AdmissionGate for ServerMirror {
+    fn readiness(&mut self, now: Instant) -> GateReadiness {
+        match self.phase {
+            Phase::Scouting { scout: Some(_) } => {
+                return GateReadiness::Wait { reason: "scouting: waiting for the first answer's headers".to_owned() };
+            }
+            Phase::Unpublished if self.in_flight.len() as u64 >= self.ramp => {
+                return GateReadiness::Wait { reason: format!("ramping up: {} in flight", self.ramp) };
+            }
+            _ => {}
+        }
+        let mut latest: Option<(Instant, String)> = None;
+        let mut waiting: Option<String> = None;
+        let next_ticket = self.next_ticket;
+        for budget in &mut self.budgets {
+            if budget.rolled.is_none() && budget.reset_at <= now {
+                budget.roll(now, next_ticket, &self.in_flight);
+            }
+            match budget.rolled {
+                Some(Rolled { scout: Some(_), .. }) => {
+                    waiting = Some(format!("'{}' reset: waiting for the scout's answer", budget.name));
+                }
+                Some(_) => {}
+                None if budget.allowance(now) > 0 => {}
+                None => {
+                    if latest.as_ref().is_none_or(|(at, _)| budget.reset_at > *at) {
+                        let reason = format!("server budget '{}' spent", budget.name);
+                        latest = Some((budget.reset_at, reason));
+                    }
+                }
+            }
+        }
+        match (latest, waiting) {
+            (Some((at, reason)), _) => GateReadiness::At { at, reason },
+            (None, Some(reason)) => GateReadiness::Wait { reason },
+            (None, None) => GateReadiness::Ready,
+        }
+    }
+
+    fn admit(&mut self, now: Instant) -> u64 {
+        let ticket = self.next_ticket;
+        self.next_ticket += 1;
+        self.in_flight.insert(ticket, now);
+        self.first_admitted.get_or_insert(now);
+        if self.sends.len() == SEND_LOG {
+            self.sends.pop_front();
+        }
+        self.sends.push_back((ticket, now));
+        if let Phase::Scouting { scout: None } = self.phase {
+            self.phase = Phase::Scouting { scout: Some(ticket) };
+        }
+        for budget in &mut self.budgets {
+            match &mut budget.rolled {
+                Some(rolled) if rolled.scout.is_none() => rolled.scout = Some(ticket),
+                Some(_) => {}
+                None => {
+                    budget.spent_since += 1;
+                    budget.ceiling = budget.ceiling.saturating_sub(1);
+                }
+            }
+        }
+        ticket
+    }
+
+    fn release(&mut self, ticket: u64) {
+        self.in_flight.remove(&ticket);
+        // An unsure request that ended without a usable answer stays counted.
+        for budget in &mut self.budgets {
+            budget.unsure.retain(|unsure| *unsure != ticket);
+        }
+        if self.phase == (Phase::Scouting { scout: Some(ticket) }) {
+            self.phase = Phase::Scouting { scout: None };
+        }
+        for budget in &mut self.budgets {
+            if let Some(rolled) = &mut budget.rolled
+                && rolled.scout == Some(ticket)
+            {
+                rolled.scout = None;
+            }
+        }
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn budget(limit: u64, remaining: u64, reset: Duration, precision: Duration) -> RateLimitInfo {
+        RateLimitInfo {
+            status: Some(200),
+            budgets: vec![ServerBudget {
+                limit: Some(limit as f64),
+                remaining: Some(remaining as f64),
+                reset_after: Some(reset),
+                reset_precision: precision,
+                ..ServerBudget::new("default", "test")
+            }],
+            retry_after: None,
+            throttled: false,
+            warnings: vec![],
+        }
+    }
+
+    fn whole(limit: u64, remaining: u64, reset_secs: u64) -> RateLimitInfo {
+        budget(limit, remaining, Duration::from_secs(reset_secs), Duration::from_secs(1))
+    }
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn answer(mirror: &mut ServerMirror, ticket: u64, info: &RateLimitInfo, at: Instant) -> Vec<Learned> {
+        mirror.observe(Report { ticket, status: info.status.unwrap_or(200), info, received_at: at })
+    }
+
+    /// Admits while the gate says ready at `now`; returns the tickets.
+    fn admit_all(mirror: &mut ServerMirror, now: Instant) -> Vec<u64> {
+        let mut tickets = Vec::new();
+        while mirror.readiness(now) == GateReadiness::Ready {
+            tickets.push(mirror.admit(now));
+            assert!(tickets.len() < 10_000, "the gate never closed");
+        }
+        tickets
+    }
+
+    #[test]
+    fn one_scout_then_exactly_what_the_server_says_remains() {
+        let t0 = Instant::now();
+        let mut mirror = ServerMirror::new();
+        assert_eq!(admit_all(&mut mirror, t0), [0], "one scout while nothing is known");
+        assert!(matches!(mirror.readiness(t0), GateReadiness::Wait { .. }));
+        let learned = answer(&mut mirror, 0, &whole(10, 9, 2), t0 + ms(2));
+        assert!(matches!(&learned[0], Learned::Scouted(text) if text.contains("default 10, 9 left")), "{learned:?}");
+        assert_eq!(admit_all(&mut mirror, t0 + ms(2)).len(), 9, "remaining 9 is an allowance of 9");
+        match mirror.readiness(t0 + ms(3)) {
+            GateReadiness::At { at, reason } => {
+                assert!(at <= t0 + ms(2) + Duration::from_secs(2), "never after the reported reset");
+                assert!(at >= t0 + Duration::from_secs(2), "never before the window could end");
+                assert_eq!(reason, "server budget 'default' spent");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_late_answer_about_an_older_state_never_overwrites_a_newer_one() {
+        let t0 = Instant::now();
+        let mut mirror = ServerMirror::new();
+        mirror.admit(t0);
+        answer(&mut mirror, 0, &whole(10, 9, 60), t0);
+        let tickets = admit_all(&mut mirror, t0);
+        assert_eq!(tickets, (1..=9).collect::<Vec<_>>());
+        answer(&mut mirror, 5, &whole(10, 4, 60), t0 + ms(1));
+        answer(&mut mirror, 2, &whole(10, 7, 60), t0 + ms(2));
+        let held = mirror.budgets(t0 + ms(2));
+        assert_eq!(held[0].reported_remaining, 4, "ticket 5's report stands");
+        // Tickets 6..=9 came after it and 1..=4 (bar 2) were unanswered when it came.
+        assert_eq!(held[0].allowance, Some(0));
+    }
+
+    #[test]
+    fn earlier_requests_still_unanswered_count_against_a_report() {
+        let t0 = Instant::now();
+        let mut mirror = ServerMirror::new();
+        mirror.admit(t0);
+        answer(&mut mirror, 0, &whole(100, 99, 60), t0);
+        for _ in 1..=20 {
+            mirror.admit(t0);
+        }
+        assert_eq!(mirror.budgets(t0)[0].allowance, Some(79));
+        // Ticket 10 answers first: 11..=20 came later, 1..=9 may have been counted after it.
+        answer(&mut mirror, 10, &whole(100, 89, 60), t0 + ms(1));
+        assert_eq!(mirror.budgets(t0)[0].allowance, Some(70));
+        // Their answers show more left than 89: they were in ticket 10's count all along.
+        for ticket in 1..=9 {
+            answer(&mut mirror, ticket, &whole(100, 99 - ticket, 60), t0 + ms(2));
+        }
+        assert_eq!(mirror.budgets(t0)[0].allowance, Some(79));
+        // A newer report never widens the room before the reset: a server out of step says
+        // 85 with 11..=19 still out, which would be 76; and 85 once they are answered.
+        answer(&mut mirror, 20, &whole(100, 85, 60), t0 + ms(3));
+        assert_eq!(mirror.budgets(t0)[0].allowance, Some(76));
+        for ticket in 11..=19 {
+            answer(&mut mirror, ticket, &whole(100, 100 - ticket, 60), t0 + ms(4));
+        }
+        assert_eq!(mirror.budgets(t0)[0].allowance, Some(79), "each settled, but never past the room before");
+        assert_eq!(admit_all(&mut mirror, t0 + ms(4)).len(), 79);
+    }
+
+    #[test]
+    fn an_earlier_answer_with_more_left_gives_its_unit_back() {
+        let t0 = Instant::now();
+        let mut mirror = ServerMirror::new();
+        mirror.admit(t0);
+        answer(&mut mirror, 0, &whole(20, 19, 60), t0);
+        for _ in 1..=9 {
+            mirror.admit(t0);
+        }
+        // Ticket 9 answers first with 11 left; 1..=8 were unanswered and may come on top.
+        answer(&mut mirror, 9, &whole(20, 11, 60), t0);
+        assert_eq!(mirror.budgets(t0)[0].allowance, Some(3));
+        // 1..=5 had more left when the server counted them: they are in ticket 9's report.
+        for ticket in 1..=5 {
+            answer(&mut mirror, ticket, &whole(20, 19 - ticket, 60), t0);
+        }
+        assert_eq!(mirror.budgets(t0)[0].allowance, Some(8), "6, 7 and 8 still out against 11 left");
+        answer(&mut mirror, 8, &whole(20, 12, 60), t0);
+        assert_eq!(mirror.budgets(t0)[0].allowance, Some(9), "8 was counted before 9");
+        // 7 had less left than 9 saw: counted after it, it stays spent; so does 6, which failed.
+        answer(&mut mirror, 7, &whole(20, 10, 60), t0);
+        mirror.release(6);
+        assert_eq!(mirror.budgets(t0)[0].allowance, Some(9));
+        assert_eq!(admit_all(&mut mirror, t0).len(), 9);
+    }
+
+    #[test]
+    fn after_the_reset_one_scout_asks_and_its_answer_reopens_the_budget() {
+        let t0 = Instant::now();
+        let mut mirror = ServerMirror::new();
+        mirror.admit(t0);
+        // Not the first of its window (someone else spent one): no window to learn.
+        answer(&mut mirror, 0, &whole(3, 1, 5), t0 + ms(1));
+        assert_eq!(admit_all(&mut mirror, t0 + ms(1)), [1]);
+        answer(&mut mirror, 1, &whole(3, 0, 5), t0 + ms(2));
+        let after = t0 + Duration::from_secs(6);
+        assert_eq!(admit_all(&mut mirror, after), [2], "a single scout after the reset");
+        assert!(matches!(mirror.readiness(after), GateReadiness::Wait { .. }));
+        // An answer from before the reset says nothing about the new window.
+        answer(&mut mirror, 1, &whole(3, 0, 1), after);
+        assert!(matches!(mirror.readiness(after), GateReadiness::Wait { .. }));
+        answer(&mut mirror, 2, &whole(3, 2, 5), after + ms(1));
+        assert_eq!(admit_all(&mut mirror, after + ms(1)), [3, 4]);
+    }
+
+    #[test]
+    fn with_limit_and_window_known_the_budget_is_whole_again_at_its_reset() {
+        let t0 = Instant::now();
+        let mut mirror = ServerMirror::new();
+        mirror.admit(t0);
+        answer(&mut mirror, 0, &whole(3, 2, 5), t0 + ms(1));
+        assert_eq!(mirror.budgets(t0)[0].window, Some(Duration::from_secs(5)));
+        assert_eq!(admit_all(&mut mirror, t0 + ms(1)), [1, 2]);
+        answer(&mut mirror, 1, &whole(3, 1, 5), t0 + ms(2));
+        // Ticket 2 is still out at the reset: it may count in the new window.
+        let after = t0 + Duration::from_secs(6);
+        assert_eq!(admit_all(&mut mirror, after), [3, 4]);
+        let budgets = mirror.budgets(after);
+        assert_eq!((budgets[0].reported_remaining, budgets[0].allowance), (3, Some(0)));
+        assert_eq!(budgets[0].resets_in, Duration::from_secs(5), "the next reset is a window on");
+    }
+
+    #[test]
+    fn a_scout_that_never_answers_lets_the_next_request_scout() {
+        let t0 = Instant::now();
+        let mut mirror = ServerMirror::new();
+        assert_eq!(admit_all(&mut mirror, t0), [0]);
+        mirror.release(0);
+        assert_eq!(admit_all(&mut mirror, t0), [1]);
+        let error = RateLimitInfo { status: Some(502), ..whole(1, 1, 1) };
+        let error = RateLimitInfo { budgets: vec![], ..error };
+        answer(&mut mirror, 1, &error, t0);
+        assert_eq!(mirror.phase(), Phase::Scouting { scout: None }, "a 502 says nothing about limits");
+    }
+
+    #[test]
+    fn the_window_is_measured_from_the_first_request_of_a_window_and_refines_coarse_resets() {
+        let t0 = Instant::now();
+        let mut mirror = ServerMirror::new();
+        mirror.admit(t0);
+        // Epoch-second reset read 300 ms into a second: it says 2.7 s for a 2 s window.
+        let learned = answer(&mut mirror, 0, &budget(10, 9, ms(2700), Duration::from_secs(1)), t0 + ms(1));
+        assert!(
+            learned.contains(&Learned::Window {
+                name: "default".into(),
+                limit: 10,
+                window: Duration::from_secs(2),
+                published: false,
+                margin: ms(1),
+            }),
+            "{learned:?}"
+        );
+        let budgets = mirror.budgets(t0 + ms(1));
+        assert_eq!(budgets[0].window, Some(Duration::from_secs(2)));
+        // The reset is the scout's admission + 2 s + the exchange, not the rounded 2.7 s.
+        assert_eq!(budgets[0].resets_in, Duration::from_secs(2));
+    }
+
+    #[test]
+    fn a_refusal_after_a_believed_reset_teaches_slack_once() {
+        let t0 = Instant::now();
+        let mut mirror = ServerMirror::new();
+        mirror.admit(t0);
+        answer(&mut mirror, 0, &budget(2, 1, ms(1000), Duration::from_secs(1)), t0);
+        admit_all(&mut mirror, t0);
+        let early = t0 + ms(1000);
+        assert_eq!(admit_all(&mut mirror, early), [2]);
+        let refused = RateLimitInfo { status: Some(429), throttled: true, ..budget(2, 0, ms(400), Duration::ZERO) };
+        let learned = answer(&mut mirror, 2, &refused, early + ms(1));
+        assert!(matches!(learned[..], [Learned::Slack(slack)] if slack == ms(2)), "{learned:?}");
+        assert_eq!(mirror.refusals(), 1);
+        assert_eq!(mirror.slack(), ms(2));
+        assert_eq!(mirror.budgets(early + ms(1))[0].resets_in, ms(402), "later resets include the slack");
+    }
+
+    #[test]
+    fn without_headers_the_ramp_grows_per_answer_and_a_refusal_learns_a_pace() {
+        let t0 = Instant::now();
+        let mut mirror = ServerMirror::new();
+        let none = RateLimitInfo { budgets: vec![], ..whole(1, 1, 1) };
+        mirror.admit(t0);
+        answer(&mut mirror, 0, &none, t0 + ms(1));
+        assert_eq!(mirror.phase(), Phase::Unpublished);
+        assert_eq!(admit_all(&mut mirror, t0 + ms(1)).len(), 2, "one answer: two may fly");
+        answer(&mut mirror, 1, &none, t0 + ms(2));
+        answer(&mut mirror, 2, &none, t0 + ms(2));
+        assert_eq!(admit_all(&mut mirror, t0 + ms(2)).len(), 4);
+        let refused = RateLimitInfo { status: Some(429), throttled: true, retry_after: Some(ms(500)), ..none };
+        let learned = answer(&mut mirror, 3, &refused, t0 + ms(4));
+        // Three passed by 4 ms, and the server asks for 500 ms more: 3 / 0.504 s.
+        assert!(matches!(learned[..], [Learned::Pace(pace)] if (pace - 3.0 / 0.504).abs() < 1e-9), "{learned:?}");
+        assert!(matches!(mirror.readiness(t0 + ms(4)), GateReadiness::Wait { .. }), "the ramp halved to 2, 3 fly");
+    }
+
+    #[test]
+    fn window_estimates_prefer_whole_seconds_and_keep_the_longer_reading_when_evidence_conflicts() {
+        let mut window = WindowEstimate::default();
+        window.observe(ms(1700), ms(2702));
+        assert_eq!(window.estimate(), Some(Duration::from_secs(2)));
+        window.observe(ms(1100), ms(2100));
+        assert_eq!(window.estimate(), Some(Duration::from_secs(2)), "narrowed to (1.7, 2.1]");
+        window.observe(ms(2500), ms(2600));
+        assert_eq!(window.estimate(), Some(ms(2600)), "conflict: the later reading, no whole second inside");
+        window.exact = Some(ms(1500));
+        assert_eq!(window.estimate(), Some(ms(1500)));
+    }
+}
