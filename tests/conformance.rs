@@ -1,0 +1,133 @@
+//! Conformance against server-side limiters we did not write (Flask-Limiter, express-rate-limit
+//! in each header mode, nginx `limit_req`): the built `ratescope burst` over loopback, judged
+//! by the server's own count of refusals and its theoretical schedule.
+//!
+//! These run on the real clock, as the servers do: a server's window cannot be paused. The
+//! elapsed-time bound is the (≤ 1.1 × the schedule a perfect client would keep), checked
+//! from the client's own summary; each case takes a few seconds. A missing server is skipped
+//! with a notice, or fails when `RATESCOPE_REQUIRE_THIRDPARTY=1` (CI installs them all).
+
+#[path = "thirdparty/mod.rs"]
+mod thirdparty;
+
+use std::process::Command;
+
+use serde_json::Value;
+use thirdparty::ThirdParty;
+
+/// Runs `ratescope burst URL ARGS --json` and returns its summary; it must exit 0.
+fn burst(url: &url::Url, args: &[&str]) -> Value {
+    let (success, summary) = burst_status(url, args);
+    assert!(success, "burst exited with an error\n{summary:#}");
+    summary
+}
+
+/// Runs `ratescope burst URL ARGS --json`: whether it exited 0, and its summary.
+fn burst_status(url: &url::Url, args: &[&str]) -> (bool, Value) {
+    let config = tempfile::tempdir().expect("a temporary config dir");
+    let output = Command::new(env!("CARGO_BIN_EXE_ratescope"))
+        .arg("burst")
+        .arg(url.as_str())
+        .args(args)
+        .arg("--json")
+        .env("RATESCOPE_CONFIG_DIR", config.path())
+        .output()
+        .expect("the ratescope binary runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let summary = serde_json::from_str(&stdout).unwrap_or_else(|err| panic!("not JSON ({err}): {stdout}\n{stderr}"));
+    (output.status.success(), summary)
+}
+
+fn status_count(summary: &Value, status: &str) -> u64 {
+    summary["status_counts"][status].as_u64().unwrap_or(0)
+}
+
+/// For `requests` through a window of `limit` per `window_s` started by the first request:
+/// the last batch goes out when the last window opens.
+fn window_schedule(requests: u64, limit: u64, window_s: f64) -> f64 {
+    requests.div_ceil(limit).saturating_sub(1) as f64 * window_s
+}
+
+/// Adaptive, no limits of our own: every request succeeds, no refusal (every server here
+/// publishes its budget in the first answer), and no more than 1.1 × the schedule.
+fn assert_adaptive(name: &str, server: &ThirdParty, requests: u64, concurrency: u64, limit: u64, window_s: f64) {
+    let n = requests.to_string();
+    let c = concurrency.to_string();
+    let summary = burst(&server.url("/items"), &["-n", &n, "-c", &c, "--adaptive", "--retries", "8"]);
+    let schedule = window_schedule(requests, limit, window_s);
+    let elapsed = summary["elapsed_s"].as_f64().expect("elapsed_s");
+    assert_eq!(summary["succeeded"], requests, "{name}: every request succeeds\n{summary:#}");
+    assert_eq!(status_count(&summary, "429"), 0, "{name}: the published budget was never overrun\n{summary:#}");
+    assert!(
+        elapsed <= schedule * 1.1,
+        "{name}: {elapsed:.3}s against a schedule of {schedule:.3}s (bound 1.1×)\n{summary:#}"
+    );
+    assert!(elapsed >= schedule * 0.999, "{name}: faster than the server allows? {elapsed:.3}s\n{summary:#}");
+}
+
+#[test]
+fn adaptive_flask_limiter_moving_window() {
+    let Some(server) = ThirdParty::flask_limiter("10 per 2 second", "moving-window") else { return };
+    assert_adaptive("Flask-Limiter moving window 10/2s", &server, 30, 10, 10, 2.0);
+}
+
+#[test]
+fn adaptive_flask_limiter_moving_window_wide_concurrency() {
+    let Some(server) = ThirdParty::flask_limiter("15 per 2 second", "moving-window") else { return };
+    assert_adaptive("Flask-Limiter moving window 15/2s at -c 50", &server, 45, 50, 15, 2.0);
+}
+
+#[test]
+fn adaptive_flask_limiter_fixed_window() {
+    let Some(server) = ThirdParty::flask_limiter("10 per 2 second", "fixed-window") else { return };
+    assert_adaptive("Flask-Limiter fixed window 10/2s", &server, 30, 10, 10, 2.0);
+}
+
+#[test]
+fn adaptive_express_draft8() {
+    let Some(server) = ThirdParty::express(2000, 10, "draft-8") else { return };
+    assert_adaptive("express-rate-limit draft-8 10/2s", &server, 30, 10, 10, 2.0);
+}
+
+#[test]
+fn adaptive_express_draft7() {
+    let Some(server) = ThirdParty::express(2000, 10, "draft-7") else { return };
+    assert_adaptive("express-rate-limit draft-7 10/2s", &server, 30, 10, 10, 2.0);
+}
+
+#[test]
+fn adaptive_express_draft6() {
+    let Some(server) = ThirdParty::express(3000, 15, "draft-6") else { return };
+    assert_adaptive("express-rate-limit draft-6 15/3s at -c 30", &server, 30, 30, 15, 3.0);
+}
+
+#[test]
+fn adaptive_express_legacy_epoch_reset() {
+    let Some(server) = ThirdParty::express(2000, 10, "legacy") else { return };
+    assert_adaptive("express-rate-limit legacy X-RateLimit 10/2s", &server, 30, 10, 10, 2.0);
+}
+
+#[test]
+fn paced_burst_through_nginx_limit_req_keeps_its_schedule() {
+    let Some(server) = ThirdParty::nginx("10r/s", 5, true) else { return };
+    // Our bucket of 5 at 10/s against nginx's 10 r/s with burst 5 (nodelay: 6 at once, then one
+    // every 100 ms): the first 5 at once, then one per 100 ms.
+    let summary = burst(&server.url("/items"), &["-n", "25", "--rate", "10/1s", "--burst", "5"]);
+    let elapsed = summary["elapsed_s"].as_f64().expect("elapsed_s");
+    assert_eq!(summary["succeeded"], 25, "{summary:#}");
+    assert_eq!(status_count(&summary, "429"), 0, "{summary:#}");
+    assert!((2.0..=2.0 * 1.1).contains(&elapsed), "20 paced at 10/s after the burst: {elapsed:.3}s\n{summary:#}");
+}
+
+#[test]
+fn raw_burst_meets_nginx_refusals_that_the_summary_counts() {
+    let Some(server) = ThirdParty::nginx("10r/s", 5, true) else { return };
+    // Without a limiter 20 requests at once: nginx lets the burst (5) and one more through.
+    let (success, summary) =
+        burst_status(&server.url("/items"), &["-n", "20", "-c", "20", "--no-limit", "--retries", "0"]);
+    assert!(!success, "refused requests make the run fail\n{summary:#}");
+    let passed = status_count(&summary, "200");
+    assert!((6..=7).contains(&passed), "{passed} passed\n{summary:#}");
+    assert_eq!(passed + status_count(&summary, "429"), 20, "{summary:#}");
+}
