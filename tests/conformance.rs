@@ -131,3 +131,56 @@ fn raw_burst_meets_nginx_refusals_that_the_summary_counts() {
     assert!((6..=7).contains(&passed), "{passed} passed\n{summary:#}");
     assert_eq!(passed + status_count(&summary, "429"), 20, "{summary:#}");
 }
+
+/// A `ratescope proxy` process, killed when dropped.
+struct ProxyProcess {
+    child: std::process::Child,
+    url: url::Url,
+    _config: tempfile::TempDir,
+}
+
+impl ProxyProcess {
+    fn start(args: &[&str]) -> Self {
+        use std::io::{BufRead, BufReader};
+        let config = tempfile::tempdir().expect("a temporary config dir");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ratescope"))
+            .arg("proxy")
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .env("RATESCOPE_CONFIG_DIR", config.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("the ratescope binary runs");
+        let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
+        let mut first = String::new();
+        stdout.read_line(&mut first).expect("the proxy says where it listens");
+        // Keep reading what it prints: a closed pipe would end it at its next line.
+        std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+        let url = first.trim().rsplit(' ').next().and_then(|url| url.parse().ok());
+        let url = url.unwrap_or_else(|| panic!("no URL in {first:?}"));
+        Self { child, url, _config: config }
+    }
+}
+
+impl Drop for ProxyProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn adaptive_proxy_keeps_express_draft8_without_a_refusal() {
+    let Some(server) = ThirdParty::express(2000, 10, "draft-8") else { return };
+    let upstream = format!("/api={}", server.base.as_str().trim_end_matches('/'));
+    // No retries anywhere: an upstream 429 would reach the client and be counted.
+    let proxy = ProxyProcess::start(&["--route", &upstream, "--adaptive", "--retries", "0"]);
+    let target = proxy.url.join("api/items").expect("a proxied URL");
+    let summary = burst(&target, &["-n", "30", "-c", "10", "--retries", "0"]);
+    let elapsed = summary["elapsed_s"].as_f64().expect("elapsed_s");
+    let schedule = window_schedule(30, 10, 2.0);
+    assert_eq!(summary["succeeded"], 30, "{summary:#}");
+    assert_eq!(status_count(&summary, "429"), 0, "{summary:#}");
+    assert!((schedule..=schedule * 1.1).contains(&elapsed), "{elapsed:.3}s against {schedule}s\n{summary:#}");
+}

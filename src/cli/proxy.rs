@@ -12,6 +12,7 @@ use super::LimitArgs;
 use super::burst::{duration_arg, load_profile};
 use super::shared::SharedArgs;
 use crate::engine::{Registry, format_wait};
+use crate::http::Adaptive;
 use crate::http::cache::CacheConfig;
 use crate::profile::SecretStore;
 use crate::proxy::{DEFAULT_LISTEN, ProxyConfig, ProxyServer, Route, Shedding};
@@ -49,6 +50,10 @@ pub struct ProxyArgs {
     /// Keep a response cache in front of the upstreams (HTTP caching rules).
     #[arg(long)]
     pub cache: bool,
+    /// Follow the limits each upstream publishes in its headers (scout first, then the server's
+    /// remaining as the allowance), as `burst --adaptive`
+    #[arg(long)]
+    pub adaptive: bool,
     /// Longest wait for an upstream's response head (then 504).
     #[arg(long, default_value = "60s", value_parser = duration_arg, value_name = "DURATION")]
     pub upstream_timeout: Duration,
@@ -79,6 +84,9 @@ impl ProxyArgs {
             config.retry.max_attempts = retries.saturating_add(1);
         }
         config.routes = routes;
+        if self.adaptive {
+            config.adaptive = Adaptive::All;
+        }
         match &self.profile {
             Some(reference) => {
                 let profile = load_profile(reference)?;

@@ -19,7 +19,10 @@ use tokio::time::Instant;
 
 use super::headers::RateLimitInfo;
 use super::mirror::{Learned, MirroredBudget, Phase, Report, ServerMirror};
-use crate::engine::{BudgetSpec, Limiter, LimiterConfig, Rate, format_wait};
+use url::Url;
+
+use super::client::Adaptive;
+use crate::engine::{BudgetSpec, LimitKey, Limiter, LimiterConfig, Rate, Registry, format_wait};
 
 /// Prefix of budgets learned from the server.
 pub const SERVER_BUDGET_PREFIX: &str = "server:";
@@ -32,6 +35,22 @@ const MIN_MARGIN: Duration = Duration::from_millis(5);
 
 /// The longest pause adaptive mode applies from a reported reset (guards against absurd resets).
 pub const MAX_ADAPTIVE_PAUSE: Duration = Duration::from_secs(24 * 3600);
+
+/// The limiter of a request to `url` (on `host`, lower case). In adaptive mode for every
+/// host, a host with no limits gets an empty entry (keyed `host:port` when the URL names a
+/// port) on its first request, so the server's word becomes its limit from the scout on.
+pub fn limiter_for(registry: &Registry, adaptive: &Adaptive, host: &str, url: &Url) -> Option<Limiter> {
+    let found = registry.limiter_for(host, url.port_or_known_default(), url.path());
+    if found.is_some() || !matches!(adaptive, Adaptive::All) {
+        return found;
+    }
+    let key = match url.port() {
+        Some(port) => LimitKey::host(&format!("{host}:{port}")),
+        None => LimitKey::host(host),
+    };
+    registry.set(key.ok()?, LimiterConfig::default()).ok()?;
+    registry.limiter_for(host, url.port_or_known_default(), url.path())
+}
 
 /// Makes `limiter` follow the server: installs its mirror once. Cheap after the first call.
 pub fn watch(limiter: &Limiter) -> bool {

@@ -135,6 +135,17 @@ pub enum Adaptive {
     Keys(HashSet<String>),
 }
 
+impl Adaptive {
+    /// Whether the limiter keyed `key` follows the server.
+    pub fn covers(&self, key: &str) -> bool {
+        match self {
+            Adaptive::Off => false,
+            Adaptive::All => true,
+            Adaptive::Keys(keys) => keys.contains(key),
+        }
+    }
+}
+
 /// Settings for [`LimitedClient`].
 #[derive(Debug)]
 pub struct ClientBuilder {
@@ -628,28 +639,14 @@ impl LimitedClient {
     }
 
     fn adaptive_for(&self, key: &str) -> bool {
-        match &self.inner.adaptive {
-            Adaptive::Off => false,
-            Adaptive::All => true,
-            Adaptive::Keys(keys) => keys.contains(key),
-        }
+        self.inner.adaptive.covers(key)
     }
 
     /// The limiter of a request to `url` (on `host`, lower case). In adaptive mode for every
     /// host, a host with no limits gets an empty entry (keyed `host:port` when the URL names a
     /// port) on its first request: the server's word becomes its limit.
     fn limiter_for(&self, host: &str, url: &Url) -> Option<Limiter> {
-        let registry = &self.inner.registry;
-        let found = registry.limiter_for(host, url.port_or_known_default(), url.path());
-        if found.is_some() || !matches!(self.inner.adaptive, Adaptive::All) {
-            return found;
-        }
-        let key = match url.port() {
-            Some(port) => LimitKey::host(&format!("{host}:{port}")),
-            None => LimitKey::host(host),
-        };
-        registry.set(key.ok()?, LimiterConfig::default()).ok()?;
-        registry.limiter_for(host, url.port_or_known_default(), url.path())
+        adaptive::limiter_for(&self.inner.registry, &self.inner.adaptive, host, url)
     }
 
     /// The wire other than reqwest that carries a request to `url`, if any: the in-process

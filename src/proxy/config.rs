@@ -13,7 +13,7 @@ use url::Url;
 use super::error::ProxyError;
 use crate::engine::Registry;
 use crate::http::cache::CacheConfig;
-use crate::http::{EventSink, RetryPolicy};
+use crate::http::{Adaptive, EventSink, RetryPolicy};
 use crate::store::SharedSettings;
 
 /// The default listen address: loopback, port 8788 (the demo API takes 8787).
@@ -155,6 +155,8 @@ pub struct ProxyConfig {
     pub events: EventSink,
     /// Share the budgets with sibling proxies (and other processes) through Redis.
     pub shared: Option<SharedSettings>,
+    /// Which upstream keys follow the budgets their server publishes (as `burst --adaptive`).
+    pub adaptive: Adaptive,
 }
 
 impl ProxyConfig {
@@ -175,6 +177,7 @@ impl ProxyConfig {
             drain_deadline: Duration::from_secs(10),
             events: EventSink::none(),
             shared: None,
+            adaptive: Adaptive::Off,
         }
     }
 

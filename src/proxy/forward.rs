@@ -32,6 +32,7 @@ use super::error::ProxyError;
 use super::hop::{caller_response_headers, upstream_request_headers};
 use super::shed::{QueueCounts, Shed, estimated_wait, shed};
 use crate::engine::{Limiter, Permit, Priority, TryAcquireError, format_wait};
+use crate::http::adaptive;
 use crate::http::cache::{CachedResponse, Lookup, ResponseCache};
 use crate::http::client::{ResponseHead, error_chain, pause_on_throttle, status_text};
 use crate::http::retry::{Decision, Outcome};
@@ -212,8 +213,12 @@ impl Proxy {
             Err(err) => return plain(StatusCode::BAD_REQUEST, &format!("cannot build the upstream URL: {err}")),
         };
         let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
-        let limiter = self.config.registry.limiter_for(&host, url.port_or_known_default(), url.path());
+        let limiter = adaptive::limiter_for(&self.config.registry, &self.config.adaptive, &host, &url);
         let key = limiter.as_ref().map(|limiter| limiter.key().to_owned());
+        let adaptive = limiter.as_ref().filter(|limiter| self.config.adaptive.covers(limiter.key()));
+        if let Some(limiter) = adaptive {
+            adaptive::watch(limiter);
+        }
         let listening = self.config.events.is_enabled();
         let emit = |kind: EventKind| {
             if listening {
@@ -276,6 +281,13 @@ impl Proxy {
                     let status = response.status();
                     let head = ResponseHead { status, headers: response.headers(), body: None };
                     let info = head.interpret(attempt, service_time, listening, &emit);
+                    if let Some(limiter) = adaptive {
+                        let ticket = admission.permit.as_ref().and_then(Permit::ticket);
+                        for note in adaptive::observe(limiter, ticket, status.as_u16(), &info, Instant::now()) {
+                            tracing::info!("{}: {note}", limiter.key());
+                            emit(EventKind::Adaptive { note });
+                        }
+                    }
                     (Some((status, info)), Some(response), None)
                 }
                 Upstream::Unreachable(message) => (None, None, Some(message)),

@@ -4,6 +4,7 @@
 use super::config::{ProxyConfig, Route};
 use super::error::ProxyError;
 use crate::engine::LimitKey;
+use crate::http::Adaptive;
 use crate::profile::{Profile, ProfileError, SecretStore, slug};
 
 impl Route {
@@ -41,6 +42,14 @@ impl ProxyConfig {
             };
             for path_key in std::iter::once(&checked.key).chain(checked.paths.iter().map(|(key, _)| key)) {
                 self.key_retry.insert(path_key.to_string(), checked.retry.clone());
+                if host.adaptive {
+                    match &mut self.adaptive {
+                        Adaptive::Keys(keys) => {
+                            keys.insert(path_key.to_string());
+                        }
+                        other => *other = Adaptive::Keys(std::iter::once(path_key.to_string()).collect()),
+                    }
+                }
             }
             let mut current: Option<http::HeaderName> = None;
             for (name, value) in secrets.headers_for(&profile.name, host)? {
