@@ -235,11 +235,6 @@ impl Limiter {
         true
     }
 
-    /// Whether an admission gate is installed.
-    pub fn has_gate(&self) -> bool {
-        self.shared.lock().gate.is_some()
-    }
-
     /// Runs `update` on the gate under the limiter's lock, then lets the head re-evaluate.
     /// `None` when no gate is installed.
     pub fn update_gate<R>(&self, update: impl FnOnce(&mut dyn AdmissionGate) -> R) -> Option<R> {

@@ -18,7 +18,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::headers::RateLimitInfo;
-use super::mirror::{Learned, MirroredBudget, Phase, Report, ServerMirror};
+use super::mirror::{Learned, Report, ServerMirror};
 use url::Url;
 
 use super::client::Adaptive;
@@ -55,16 +55,6 @@ pub fn limiter_for(registry: &Registry, adaptive: &Adaptive, host: &str, url: &U
 /// Makes `limiter` follow the server: installs its mirror once. Cheap after the first call.
 pub fn watch(limiter: &Limiter) -> bool {
     limiter.install_gate(|| Box::new(ServerMirror::new()))
-}
-
-/// What the mirror of `limiter` holds now, if it has one.
-pub fn mirrored(limiter: &Limiter, now: Instant) -> Option<(Phase, Vec<MirroredBudget>)> {
-    limiter
-        .update_gate(|gate| {
-            let mirror = gate.as_any_mut().downcast_mut::<ServerMirror>()?;
-            Some((mirror.phase(), mirror.budgets(now)))
-        })
-        .flatten()
 }
 
 /// Takes in one answer to a request admitted with `ticket` (its permit's) on an adaptive key:

@@ -118,6 +118,24 @@ struct Mirrored {
 }
 
 impl Mirrored {
+    /// A budget first named by the report from `ticket`; that report fills it in.
+    fn first_seen(name: &str, ticket: u64, received_at: Instant) -> Self {
+        Self {
+            name: name.to_owned(),
+            limit: None,
+            remaining: 0,
+            report_ticket: ticket,
+            spent_since: 0,
+            ceiling: 0,
+            precision: Duration::ZERO,
+            last_reset: None,
+            unsure: Vec::new(),
+            reset_at: received_at,
+            rolled: None,
+            window: WindowEstimate::default(),
+        }
+    }
+
     /// The reset passed. With a known limit and window (so the limiter holds a sliding window
     /// over the key's own sends, exact for a moving window), the budget is whole again;
     /// otherwise one scout asks what came back.
@@ -397,23 +415,11 @@ impl ServerMirror {
                 index
             }
             None => {
-                self.budgets.push(Mirrored {
-                    name: reported.name.clone(),
-                    limit,
-                    remaining,
-                    report_ticket: ticket,
-                    spent_since: 0,
-                    ceiling: remaining,
-                    precision: reported.reset_precision,
-                    last_reset: None,
-                    unsure: Vec::new(),
-                    reset_at: received_at,
-                    rolled: None,
-                    window: WindowEstimate::default(),
-                });
+                self.budgets.push(Mirrored::first_seen(&reported.name, ticket, received_at));
                 self.budgets.len() - 1
             }
         };
+        let precision = reported.reset_precision;
         let unsure: Vec<u64> = self.in_flight.range(..ticket).map(|(ticket, _)| *ticket).collect();
         let spent_since = self.next_ticket.saturating_sub(ticket + 1) + unsure.len() as u64;
         let current = &self.budgets[index];
@@ -433,7 +439,6 @@ impl ServerMirror {
         if let (true, Some(reset)) = (anchor, reset) {
             // The first request of a window: its reset is the window, to the value's rounding
             // (the server started the window somewhere between admission and answer).
-            let precision = reported.reset_precision;
             budget.window.observe(reset.saturating_sub(precision), reset + exchange);
         }
         budget.limit = limit.or(budget.limit);
@@ -441,29 +446,16 @@ impl ServerMirror {
         budget.report_ticket = ticket;
         budget.spent_since = spent_since;
         budget.ceiling = ceiling;
-        budget.precision = reported.reset_precision;
+        budget.precision = precision;
         budget.unsure = unsure;
         budget.rolled = None;
         let upper = received_at + reset.unwrap_or(UNKNOWN_RESET);
-        let refined = budget.window.estimate().and_then(|window| {
-            let used = budget.limit?.checked_sub(remaining)?.max(1);
-            let oldest_ticket = (ticket + 1).checked_sub(used)?;
-            Some((oldest_ticket, window))
+        let reset_at = self.modelled_reset(index, ticket, exchange).filter(|modelled| {
+            // Only inside the reported value's rounding: never after it, less than it early.
+            *modelled <= upper && *modelled + precision >= upper
         });
-        let precision = reported.reset_precision;
-        let mut reset_at = upper;
-        if let Some((oldest_ticket, window)) = refined
-            && let Some(oldest_at) = self.sent_at(oldest_ticket)
-        {
-            // The oldest request the server still counts expires a window after it reached the
-            // server: no later than its admission plus the longest exchange seen.
-            let modelled = oldest_at + window + self.longest_exchange.max(exchange);
-            if modelled <= upper && modelled + precision >= upper {
-                reset_at = modelled;
-            }
-        }
         let budget = &mut self.budgets[index];
-        budget.reset_at = reset_at + self.slack;
+        budget.reset_at = reset_at.unwrap_or(upper) + self.slack;
         let window = budget.window.estimate();
         match (window, budget.limit) {
             (Some(window), Some(limit)) if window_before != Some(window) => Some(Learned::Window {
@@ -475,6 +467,17 @@ impl ServerMirror {
             }),
             _ => None,
         }
+    }
+
+    /// When budget `index` frees its next unit by the key's own send log, after the report
+    /// from `ticket`: the oldest request the server still counts expires a window after it
+    /// reached the server, no later than its admission plus the longest exchange seen.
+    fn modelled_reset(&self, index: usize, ticket: u64, exchange: Duration) -> Option<Instant> {
+        let budget = &self.budgets[index];
+        let window = budget.window.estimate()?;
+        let used = budget.limit?.checked_sub(budget.remaining)?.max(1);
+        let oldest_at = self.sent_at((ticket + 1).checked_sub(used)?)?;
+        Some(oldest_at + window + self.longest_exchange.max(exchange))
     }
 
     /// An earlier request answered after the current report: if the server had more left when
