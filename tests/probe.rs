@@ -66,6 +66,17 @@ fn assert_close(report: &ProbeReport, refused: usize, config: &MockConfig) {
             assert!(*value >= want * 0.9, "{what} {value} not within 10% of {want}\n{report}");
         }
     }
+    assert_eq!(report.found.budgets.len(), got.len(), "found and suggested side by side\n{report}");
+    for (found, suggested) in report.found.budgets.iter().zip(&report.suggested.budgets) {
+        assert!(
+            suggested.sustained_per_s() < found.sustained_per_s(),
+            "the margin lies below what was found\n{report}"
+        );
+        let expected = found.with_margin(0.05);
+        let (rate, want) = (suggested.sustained_per_s(), expected.sustained_per_s());
+        assert!((rate - want).abs() <= want * 0.01, "the suggestion is what was found less 5%\n{report}");
+        assert_eq!(suggested.burst(), expected.burst(), "{report}");
+    }
     assert!(refused <= report.discovered, "{refused} refused for {} discovered\n{report}", report.discovered);
     assert_eq!(refused, report.throttled);
     assert!(report.limiter_config().is_ok(), "the suggestion is a valid limiter config");
@@ -84,6 +95,8 @@ async fn published_stacked_windows_take_one_request() {
     assert_eq!(json["suggested"]["budgets"][0]["kind"], "sliding_window");
     assert_eq!(json["suggested"]["budgets"][1]["limit"], 95);
     assert_eq!(json["suggested"]["budgets"][1]["window_s"], 60.0);
+    assert_eq!(json["found"]["budgets"][1]["limit"], 100, "before the margin");
+    assert_eq!(json["found"]["budgets"][1]["window_s"], 60.0);
     assert!(json["suggested"]["concurrency"].is_null());
     assert!(json["evidence"].as_array().is_some_and(|e| !e.is_empty()));
     assert_eq!(json["requests_used"], 1);

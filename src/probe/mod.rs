@@ -140,9 +140,9 @@ impl Sample {
     }
 }
 
-/// What a path concluded, before the report is assembled.
+/// What a path concluded, before the report is assembled: what was found, before the margin.
 struct Found {
-    suggested: Suggestion,
+    found: Suggestion,
     confidence: Confidence,
     reasons: Vec<String>,
     discovered: usize,
@@ -240,23 +240,21 @@ impl Prober {
     /// Path 1: every limit and its window is in the headers.
     fn published(&mut self, budgets: &[&ServerBudget]) -> Found {
         let margin = self.options.margin;
-        let mut suggested = Suggestion::default();
+        let mut found = Suggestion::default();
         for budget in budgets {
             let limit = budget.limit.unwrap_or(1.0).floor().max(1.0) as u64;
             match budget.window {
-                Some(window) => {
-                    suggested.budgets.push(window_with_margin(&budget.name, limit, window.as_secs_f64(), margin))
-                }
+                Some(window) => found.budgets.push(window_found(&budget.name, limit, window.as_secs_f64())),
                 None => {
                     let cap = limit as usize;
-                    suggested.concurrency = Some(suggested.concurrency.map_or(cap, |c| c.min(cap)));
+                    found.concurrency = Some(found.concurrency.map_or(cap, |c| c.min(cap)));
                 }
             }
         }
         let source = budgets.first().map_or("headers", |b| b.source.as_str()).to_owned();
         let mut reasons =
             vec![format!("the server publishes every limit with its window ({source}): one request was enough")];
-        let windows = suggested.budgets.len();
+        let windows = found.budgets.len();
         if windows > 1 {
             reasons
                 .push(format!("stacked windows: {windows} limits apply at once, and the suggestion keeps all of them"));
@@ -265,11 +263,11 @@ impl Prober {
             "a sliding window of the published size is safe whether the server counts with a bucket, a fixed or a sliding window"
                 .into(),
         );
-        if suggested.concurrency.is_some() {
+        if found.concurrency.is_some() {
             reasons.push("a policy with a quota but no window or reset is read as a concurrency limit".into());
         }
         reasons.push(margin_reason(margin));
-        Found { discovered: budgets.len(), suggested, confidence: Confidence::High, reasons }
+        Found { discovered: budgets.len(), found, confidence: Confidence::High, reasons }
     }
 
     /// Path 2: limit, remaining and reset, but no window: spend what `remaining` allows, wait
@@ -336,10 +334,7 @@ impl Prober {
                 )
             };
             return Ok(Found {
-                suggested: Suggestion {
-                    budgets: vec![window_with_margin(&name, limit, period, margin)],
-                    concurrency: None,
-                },
+                found: Suggestion { budgets: vec![window_found(&name, limit, period)], concurrency: None },
                 confidence: Confidence::Low,
                 reasons: vec![
                     format!(
@@ -374,12 +369,9 @@ impl Prober {
         let empty = empty_reset.as_secs_f64().max(one_reset.as_secs_f64()).max(0.001);
         let (budget, kind) = if one_reset.as_secs_f64() * 2.0 < empty_reset.as_secs_f64() {
             let per_s = limit as f64 / empty_reset.as_secs_f64();
-            (
-                bucket_with_margin(&name, limit, per_s, margin),
-                format!("a bucket of {limit} refilling {}/s", trim(per_s)),
-            )
+            (bucket_found(&name, limit, per_s), format!("a bucket of {limit} refilling {}/s", trim(per_s)))
         } else {
-            (window_with_margin(&name, limit, empty, margin), format!("a window of {limit} per {}s", trim(empty)))
+            (window_found(&name, limit, empty), format!("a window of {limit} per {}s", trim(empty)))
         };
         let reasons = vec![
             format!("the headers ({}) give the limit and the reset but no window", source_of(&after.info, &name)),
@@ -392,7 +384,7 @@ impl Prober {
             margin_reason(margin),
         ];
         Ok(Found {
-            suggested: Suggestion { budgets: vec![budget], concurrency: None },
+            found: Suggestion { budgets: vec![budget], concurrency: None },
             confidence: Confidence::Medium,
             reasons,
             discovered: 1,
@@ -402,10 +394,7 @@ impl Prober {
     fn unfinished_window(&self, name: &str, limit: u64, longest_reset: Duration) -> Found {
         let period = longest_reset.as_secs_f64().max(1.0);
         Found {
-            suggested: Suggestion {
-                budgets: vec![window_with_margin(name, limit, period, self.options.margin)],
-                concurrency: None,
-            },
+            found: Suggestion { budgets: vec![window_found(name, limit, period)], concurrency: None },
             confidence: Confidence::Low,
             reasons: vec![
                 format!("the quota of {limit} was spent, but how it comes back could not be seen cleanly"),
@@ -436,7 +425,7 @@ impl Prober {
                 passed.len()
             ));
             return Ok(Found {
-                suggested: Suggestion::default(),
+                found: Suggestion::default(),
                 confidence: Confidence::Low,
                 reasons: vec![
                     "no limit was met within --max-requests sent one at a time, and the headers say nothing".into(),
@@ -473,7 +462,7 @@ impl Prober {
     fn refused_at_once(&mut self, refusal: &Sample) -> Found {
         self.evidence.push(format!("the very first request was refused: {}", describe_response(refusal)));
         Found {
-            suggested: Suggestion::default(),
+            found: Suggestion::default(),
             confidence: Confidence::Low,
             reasons: vec![
                 "the API refused the first request: its quota is spent (by someone else?); probe again later".into(),
@@ -490,7 +479,6 @@ impl Prober {
         refusal: &Sample,
         ra: Duration,
     ) -> Result<Found, ProbeError> {
-        let margin = self.options.margin;
         if !self.wait(ra + Duration::from_millis(20)).await {
             return Ok(self.burst_only(n1, ra));
         }
@@ -515,7 +503,7 @@ impl Prober {
                 trim(window)
             ));
             return Ok(Found {
-                suggested: Suggestion { budgets: vec![window_with_margin("window", n1, window, margin)], concurrency: None },
+                found: Suggestion { budgets: vec![window_found("window", n1, window)], concurrency: None },
                 confidence: Confidence::Medium,
                 reasons: vec![
                     "no rate-limit headers: the limit was found by the first refusal".into(),
@@ -536,10 +524,7 @@ impl Prober {
         ));
         let capacity = n1;
         Ok(Found {
-            suggested: Suggestion {
-                budgets: vec![bucket_with_margin("bucket", capacity, per_s, margin)],
-                concurrency: None,
-            },
+            found: Suggestion { budgets: vec![bucket_found("bucket", capacity, per_s)], concurrency: None },
             confidence: if k >= 5 { Confidence::Medium } else { Confidence::Low },
             reasons: vec![
                 format!("no rate-limit headers: the first refusal showed a burst of {n1}"),
@@ -553,10 +538,7 @@ impl Prober {
     fn burst_only(&mut self, n1: u64, ra: Duration) -> Found {
         let window = ra.as_secs_f64().max(1.0);
         Found {
-            suggested: Suggestion {
-                budgets: vec![window_with_margin("window", n1, window, self.options.margin)],
-                concurrency: None,
-            },
+            found: Suggestion { budgets: vec![window_found("window", n1, window)], concurrency: None },
             confidence: Confidence::Low,
             reasons: vec![
                 format!("no rate-limit headers: the first refusal showed a burst of {n1}"),
@@ -575,7 +557,6 @@ impl Prober {
         refusal: &Sample,
         first_gap: Duration,
     ) -> Result<Found, ProbeError> {
-        let margin = self.options.margin;
         let mut gap = first_gap.max(Duration::from_secs(1));
         let mut passed = Vec::new();
         let mut refused_at = None;
@@ -628,10 +609,7 @@ impl Prober {
             Confidence::Low
         };
         Ok(Found {
-            suggested: Suggestion {
-                budgets: vec![bucket_with_margin("bucket", capacity, per_s, margin)],
-                concurrency: None,
-            },
+            found: Suggestion { budgets: vec![bucket_found("bucket", capacity, per_s)], concurrency: None },
             confidence,
             reasons,
             discovered: if refused_at.is_some() { 2 } else { 1 },
@@ -640,7 +618,8 @@ impl Prober {
 
     fn report(&self, found: Found) -> ProbeReport {
         ProbeReport {
-            suggested: found.suggested,
+            suggested: found.found.with_margin(self.options.margin),
+            found: found.found.with_margin(0.0),
             evidence: self.evidence.clone(),
             requests_used: self.samples.len(),
             confidence: found.confidence,
@@ -718,26 +697,14 @@ fn natural_period(seconds: f64) -> f64 {
         .unwrap_or_else(|| (seconds / 86_400.0).ceil() * 86_400.0)
 }
 
-/// A sliding window `margin` below `limit` per `window_s`: fewer requests, or (when that rounds to
-/// the same number) a longer window.
-fn window_with_margin(name: &str, limit: u64, window_s: f64, margin: f64) -> SuggestedBudget {
-    let cut = (limit as f64 * margin).floor() as u64;
-    let (limit, window_s) = if cut >= 1 { (limit - cut, window_s) } else { (limit, window_s * (1.0 + margin)) };
-    SuggestedBudget::SlidingWindow { name: name.to_owned(), limit: limit.max(1), window_s: round3(window_s) }
+/// A sliding window of `limit` per `window_s`, as found (the margin comes with the report).
+fn window_found(name: &str, limit: u64, window_s: f64) -> SuggestedBudget {
+    SuggestedBudget::SlidingWindow { name: name.to_owned(), limit, window_s }
 }
 
-/// A token bucket `margin` below: the rate always, the capacity when that is at least one whole request.
-fn bucket_with_margin(name: &str, capacity: u64, per_s: f64, margin: f64) -> SuggestedBudget {
-    let cut = (capacity as f64 * margin).floor() as u64;
-    SuggestedBudget::TokenBucket {
-        name: name.to_owned(),
-        capacity: capacity.saturating_sub(cut).max(1),
-        per_s: round3(per_s * (1.0 - margin)).max(0.001),
-    }
-}
-
-fn round3(value: f64) -> f64 {
-    (value * 1000.0).round() / 1000.0
+/// A token bucket of `capacity` refilling `per_s`, as found.
+fn bucket_found(name: &str, capacity: u64, per_s: f64) -> SuggestedBudget {
+    SuggestedBudget::TokenBucket { name: name.to_owned(), capacity, per_s }
 }
 
 fn margin_reason(margin: f64) -> String {
@@ -774,11 +741,11 @@ mod tests {
 
     #[test]
     fn margins_cut_requests_or_stretch_the_window() {
-        let wide = window_with_margin("m", 100, 60.0, 0.05);
+        let wide = window_found("m", 100, 60.0).with_margin(0.05);
         assert_eq!(wide, SuggestedBudget::SlidingWindow { name: "m".into(), limit: 95, window_s: 60.0 });
-        let small = window_with_margin("s", 5, 1.0, 0.05);
+        let small = window_found("s", 5, 1.0).with_margin(0.05);
         assert_eq!(small, SuggestedBudget::SlidingWindow { name: "s".into(), limit: 5, window_s: 1.05 });
-        let bucket = bucket_with_margin("b", 10, 4.0, 0.05);
+        let bucket = bucket_found("b", 10, 4.0).with_margin(0.05);
         assert_eq!(bucket, SuggestedBudget::TokenBucket { name: "b".into(), capacity: 10, per_s: 3.8 });
     }
 

@@ -44,6 +44,28 @@ impl SuggestedBudget {
         }
     }
 
+    /// The same budget `margin` below (to three decimals): a window allows fewer requests, or
+    /// (when that rounds to the same number) lasts longer; a bucket refills slower always, and
+    /// holds less when the cut is at least one whole request.
+    pub fn with_margin(&self, margin: f64) -> Self {
+        match self {
+            Self::SlidingWindow { name, limit, window_s } => {
+                let cut = (*limit as f64 * margin).floor() as u64;
+                let (limit, window_s) =
+                    if cut >= 1 { (limit - cut, *window_s) } else { (*limit, window_s * (1.0 + margin)) };
+                Self::SlidingWindow { name: name.clone(), limit: limit.max(1), window_s: round3(window_s) }
+            }
+            Self::TokenBucket { name, capacity, per_s } => {
+                let cut = (*capacity as f64 * margin).floor() as u64;
+                Self::TokenBucket {
+                    name: name.clone(),
+                    capacity: capacity.saturating_sub(cut).max(1),
+                    per_s: round3(per_s * (1.0 - margin)).max(0.001),
+                }
+            }
+        }
+    }
+
     /// Requests per second it allows in the long run.
     pub fn sustained_per_s(&self) -> f64 {
         match self {
@@ -69,11 +91,18 @@ impl SuggestedBudget {
     }
 }
 
-/// The settings the probe suggests.
+/// The settings the probe suggests (or found, before the margin).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Suggestion {
     pub budgets: Vec<SuggestedBudget>,
     pub concurrency: Option<usize>,
+}
+
+impl Suggestion {
+    /// Every budget `margin` below; the concurrency as it is.
+    pub fn with_margin(&self, margin: f64) -> Self {
+        Self { budgets: self.budgets.iter().map(|b| b.with_margin(margin)).collect(), concurrency: self.concurrency }
+    }
 }
 
 /// How much to trust a suggestion.
@@ -101,7 +130,10 @@ impl fmt::Display for Confidence {
 /// Everything a probe found.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ProbeReport {
+    /// What to configure: what was found, less the margin.
     pub suggested: Suggestion,
+    /// What was found, before the margin (the same shape).
+    pub found: Suggestion,
     /// What was observed, one line per fact, in order.
     pub evidence: Vec<String>,
     /// Requests sent, never more than the maximum given.
@@ -119,7 +151,8 @@ pub struct ProbeReport {
 
 impl ProbeReport {
     /// The JSON form (as a value; serializing the report itself keeps the field order):
-    /// `{"suggested": {"budgets": [...], "concurrency": n|null}, "evidence": [...],
+    /// `{"suggested": {"budgets": [...], "concurrency": n|null}, "found": {...the same shape,
+    /// before the margin}, "evidence": [...],
     /// "requests_used": n, "confidence": "high|medium|low", "reasons": [...], "throttled": n,
     /// "discovered": n, "elapsed_s": x}`.
     pub fn to_json(&self) -> serde_json::Value {
@@ -183,6 +216,10 @@ impl fmt::Display for ProbeReport {
 pub(crate) fn trim(value: f64) -> String {
     let text = format!("{:.3}", round_to(value, 1000.0));
     text.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
+fn round3(value: f64) -> f64 {
+    round_to(value, 1000.0)
 }
 
 fn round_to(value: f64, scale: f64) -> f64 {
