@@ -178,3 +178,61 @@ fn adaptive_proxy_keeps_express_draft8_without_a_refusal() {
     assert_eq!(status_count(&summary, "429"), 0, "{summary:#}");
     assert!((schedule..=schedule * 1.1).contains(&elapsed), "{elapsed:.3}s against {schedule}s\n{summary:#}");
 }
+
+/// Runs `ratescope probe URL --json` and returns its report.
+fn probe(url: &url::Url) -> Value {
+    let config = tempfile::tempdir().expect("a temporary config dir");
+    let output = Command::new(env!("CARGO_BIN_EXE_ratescope"))
+        .args(["probe", url.as_str(), "--json"])
+        .env("RATESCOPE_CONFIG_DIR", config.path())
+        .output()
+        .expect("the ratescope binary runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "probe failed: {}\n{stdout}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_str(&stdout).unwrap_or_else(|err| panic!("not JSON ({err}): {stdout}"))
+}
+
+/// Requests per second a reported budget allows in the long run.
+fn sustained(budget: &Value) -> f64 {
+    match budget["kind"].as_str() {
+        Some("sliding_window") => budget["limit"].as_f64().unwrap_or(0.0) / budget["window_s"].as_f64().unwrap_or(1.0),
+        _ => budget["per_s"].as_f64().unwrap_or(0.0),
+    }
+}
+
+/// The probe finds `limit` per `window_s` to within 5%, never faster, suggests below it, and
+/// meets no refusal.
+fn assert_probe_finds(name: &str, server: &ThirdParty, limit: u64, window_s: f64) {
+    let report = probe(&server.url("/items"));
+    let truth = limit as f64 / window_s;
+    let found = sustained(&report["found"]["budgets"][0]);
+    let suggested = sustained(&report["suggested"]["budgets"][0]);
+    assert_eq!(report["found"]["budgets"][0]["limit"], limit, "{name}\n{report:#}");
+    assert!(found <= truth * 1.0001 && found >= truth * 0.95, "{name}: found {found}/s for {truth}/s\n{report:#}");
+    assert!(suggested < found, "{name}: the suggestion keeps a margin\n{report:#}");
+    assert_eq!(report["throttled"], 0, "{name}: no refusal\n{report:#}");
+}
+
+#[test]
+fn probe_measures_a_flask_limiter_moving_window_from_whole_second_resets() {
+    let Some(server) = ThirdParty::flask_limiter("10 per 2 second", "moving-window") else { return };
+    assert_probe_finds("Flask-Limiter moving window 10/2s", &server, 10, 2.0);
+}
+
+#[test]
+fn probe_measures_a_flask_limiter_fixed_window() {
+    let Some(server) = ThirdParty::flask_limiter("10 per 3 second", "fixed-window") else { return };
+    assert_probe_finds("Flask-Limiter fixed window 10/3s", &server, 10, 3.0);
+}
+
+#[test]
+fn probe_measures_express_legacy_epoch_resets() {
+    let Some(server) = ThirdParty::express(2000, 10, "legacy") else { return };
+    assert_probe_finds("express-rate-limit legacy 10/2s", &server, 10, 2.0);
+}
+
+#[test]
+fn probe_reads_express_draft8_policy() {
+    let Some(server) = ThirdParty::express(2000, 10, "draft-8") else { return };
+    assert_probe_finds("express-rate-limit draft-8 10/2s", &server, 10, 2.0);
+}

@@ -135,7 +135,7 @@ async fn limit_remaining_and_reset_without_a_window_are_drained_without_a_refusa
         let (report, refused, config) = run(api(dialect, &policies), 100).await;
         assert_close(&report, refused, &config);
         assert_eq!(refused, 0, "{dialect}: remaining said when to stop\n{report}");
-        assert_eq!(report.confidence, Confidence::Medium);
+        assert_eq!(report.confidence, Confidence::Medium, "{dialect}\n{report}");
         let limit = config.routes[0].policies[0].limit() as usize;
         assert_eq!(report.requests_used, limit + 1, "the quota, then one after the reset\n{report}");
     }

@@ -15,7 +15,10 @@
 //!    there is room, so no request is refused; when it reaches 0 the probe waits out the
 //!    reset and sends one more. The reset when empty is the time to restore the whole quota;
 //!    the reset after one request on a restored quota tells a bucket (short: it refills
-//!    gradually) from a window (the whole window).
+//!    gradually) from a window (the whole window). Resets are often whole seconds: when the
+//!    first request started its window, its reset bounds the window to that rounding, the
+//!    request after the reset goes just past the largest whole second in range, and being let
+//!    through it bounds the window from above to a round trip (never shorter than the truth).
 //! 3. **No rate-limit headers**: requests go one after another until the first refusal; the
 //!    number that passed is the burst capacity. If its `Retry-After` is 2 s or more, the
 //!    probe waits it out and sends as many again: if all pass, the quota came back at once
@@ -351,10 +354,23 @@ impl Prober {
             format_wait(reset)
         ));
         let empty_reset = reset;
-        if !self.wait(empty_reset + Duration::from_millis(20)).await {
+        let first = self.samples[drain_start.saturating_sub(1)].clone();
+        let last = self.samples.last().cloned().unwrap_or_else(|| first.clone());
+        let emptied_end = same_budget(&last.info, &name, limit).and_then(|budget| window_range(&last, budget));
+        // The first request started its window only if the window it implies ends when the
+        // spent quota says it does (a sliding counter's first reset is a refill, not a window).
+        let first_range = same_budget(&first.info, &name, limit)
+            .filter(|budget| budget.remaining.is_some_and(|r| r + 1.0 == limit as f64))
+            .and_then(|budget| window_range(&first, budget))
+            .filter(|(lo, hi)| {
+                emptied_end.is_some_and(|(end_lo, end_hi)| {
+                    let (end_lo, end_hi) = (last.sent + end_lo, last.answered + end_hi);
+                    first.sent + lo < end_hi && end_lo < first.answered + hi
+                })
+            });
+        let Some(after) = self.send_after_reset(first_range, empty_reset).await? else {
             return Ok(self.unfinished_window(&name, limit, longest_reset));
-        }
-        let Some(after) = self.send().await? else { return Ok(self.unfinished_window(&name, limit, longest_reset)) };
+        };
         let restored =
             same_budget(&after.info, &name, limit).filter(|b| b.remaining.is_some_and(|r| r + 1.0 >= limit as f64));
         let Some(restored) = restored.cloned() else {
@@ -366,7 +382,11 @@ impl Prober {
             "after waiting out the reset, one request on the restored quota resets in {}",
             format_wait(one_reset)
         ));
-        let empty = empty_reset.as_secs_f64().max(one_reset.as_secs_f64()).max(0.001);
+        let empty = match window_range(&after, &restored) {
+            Some(restored_range) => measured_window(first_range, restored_range, after.answered - first.sent),
+            None => empty_reset.as_secs_f64().max(one_reset.as_secs_f64()),
+        }
+        .max(0.001);
         let (budget, kind) = if one_reset.as_secs_f64() * 2.0 < empty_reset.as_secs_f64() {
             let per_s = limit as f64 / empty_reset.as_secs_f64();
             (bucket_found(&name, limit, per_s), format!("a bucket of {limit} refilling {}/s", trim(per_s)))
@@ -380,7 +400,9 @@ impl Prober {
                 format_wait(empty_reset),
                 format_wait(one_reset)
             ),
-            "resets are whole seconds, so the window is known to about a second".into(),
+            "a window is the first request's reset, known to the value's rounding; a request just past the whole second \
+             inside that range, let through, bounds it from above (so what is found is never shorter than the window)"
+                .into(),
             margin_reason(margin),
         ];
         Ok(Found {
@@ -389,6 +411,40 @@ impl Prober {
             reasons,
             discovered: 1,
         })
+    }
+
+    /// After the quota was spent: waits for the window to end and sends one request. With the
+    /// first request's window range known, it goes just past the largest whole second in that
+    /// range (counted from the last request spent, so a moving window has let all of them go);
+    /// if that was too early (refused), it waits out what the server said and asks once more.
+    async fn send_after_reset(
+        &mut self,
+        first_range: Option<(f64, f64)>,
+        empty_reset: Duration,
+    ) -> Result<Option<Sample>, ProbeError> {
+        const PAST: Duration = Duration::from_millis(20);
+        let reported = empty_reset + PAST;
+        let emptied = self.samples.last().map_or(0.0, |sample| sample.answered);
+        let candidate = first_range.map(|(lo, hi)| {
+            let whole = hi.floor();
+            let window = if whole > lo && whole > 0.0 { whole } else { hi };
+            Duration::from_secs_f64((emptied + window - self.now()).max(0.0)) + PAST
+        });
+        let early = candidate.filter(|candidate| *candidate < reported);
+        if !self.wait(early.unwrap_or(reported)).await {
+            return Ok(None);
+        }
+        let Some(after) = self.send().await? else { return Ok(None) };
+        let Some(early) = early.filter(|_| after.refused()) else { return Ok(Some(after)) };
+        self.evidence.push(format!(
+            "request {}: refused {} after the quota was spent: the window is longer than a whole second in range",
+            self.samples.len(),
+            format_wait(early)
+        ));
+        if !self.wait(reported.saturating_sub(early)).await {
+            return Ok(None);
+        }
+        self.send().await
     }
 
     fn unfinished_window(&self, name: &str, limit: u64, longest_reset: Duration) -> Found {
@@ -672,6 +728,25 @@ fn fitted_refill(passed: &[f64], refused_at: Option<f64>, t0: f64, n1: f64, burs
         smallest_rate(|rate| bucket_admits(&all, t0, n1, burst_time, rate))
     });
     (highest.map_or(lowest, |high| (lowest + high) / 2.0), highest)
+}
+
+/// Where a window that `sample` (the first request of its window) started may end: its reset,
+/// less the value's rounding, to its reset plus the round trip (the server started the window
+/// somewhere between send and answer), in seconds.
+fn window_range(sample: &Sample, budget: &ServerBudget) -> Option<(f64, f64)> {
+    let reset = budget.reset_after?.as_secs_f64();
+    Some((reset - budget.reset_precision.as_secs_f64(), reset + (sample.answered - sample.sent)))
+}
+
+/// The window, never shorter than the truth: the restored request's range bounds it from above;
+/// when the first request's range agrees with it (the first request started its window), so
+/// do that range and `proof`, the time from the first request's send to the answer of the
+/// restored one (whose window had ended by then).
+fn measured_window(first: Option<(f64, f64)>, restored: (f64, f64), proof: f64) -> f64 {
+    match first {
+        Some((lo, hi)) if lo < restored.1 && restored.0 < hi => hi.min(restored.1).min(proof),
+        _ => restored.1,
+    }
 }
 
 /// Budgets counting requests (tokens and points are another matter).
