@@ -73,6 +73,12 @@ fn adaptive_flask_limiter_moving_window() {
 }
 
 #[test]
+fn adaptive_flask_limiter_moving_window_wide_concurrency() {
+    let Some(server) = ThirdParty::flask_limiter("15 per 2 second", "moving-window") else { return };
+    assert_adaptive("Flask-Limiter moving window 15/2s at -c 50", &server, 45, 50, 15, 2.0);
+}
+
+#[test]
 fn adaptive_flask_limiter_fixed_window() {
     let Some(server) = ThirdParty::flask_limiter("10 per 2 second", "fixed-window") else { return };
     assert_adaptive("Flask-Limiter fixed window 10/2s", &server, 30, 10, 10, 2.0);

@@ -21,7 +21,9 @@
 //!   window known, it is whole again, and the key's limiter holds a sliding window of that
 //!   limit over the key's own sends (a window and the longest exchange long), which frees a
 //!   moving window's slots exactly as the server does and costs a fixed window nothing.
-//!   Without them the mirror does not guess (a fixed window restores all, a moving window
+//!   A budget made whole is not whole again before a window has passed (a moving window
+//!   still counting the last window's tail frees slots one by one, which the sliding window
+//!   follows). Without them the mirror does not guess (a fixed window restores all, a moving window
 //!   only what expired): one request goes as a scout and its answer is the new state.
 //! - **Never early.** Resets written in whole seconds are upper bounds rounded up (the
 //!   convention of every limiter we test against); the mirror refines one with its own send
@@ -104,6 +106,9 @@ struct Mirrored {
     precision: Duration,
     /// The last reset: the first ticket after it, and when the mirror believed it came.
     last_reset: Option<(u64, Instant)>,
+    /// When the budget was last made whole at a reset: the next is a window later at the
+    /// earliest (the sliding window over the key's sends frees what expires before that).
+    restored_at: Option<Instant>,
     /// The most the window can still hold: the first report of the window, less every
     /// admission since (later reports and settled units never lift the allowance above it).
     ceiling: u64,
@@ -129,6 +134,7 @@ impl Mirrored {
             ceiling: 0,
             precision: Duration::ZERO,
             last_reset: None,
+            restored_at: None,
             unsure: Vec::new(),
             reset_at: received_at,
             rolled: None,
@@ -152,7 +158,7 @@ impl Mirrored {
                 self.ceiling = limit.saturating_sub(out);
                 self.unsure = in_flight.keys().copied().collect();
                 self.reset_at = now + window;
-                self.precision = window;
+                self.restored_at = Some(now);
             }
             _ => self.rolled = Some(Rolled { since: next_ticket, scout: None }),
         }
@@ -455,7 +461,8 @@ impl ServerMirror {
             *modelled <= upper && *modelled + precision >= upper
         });
         let budget = &mut self.budgets[index];
-        budget.reset_at = reset_at.unwrap_or(upper) + self.slack;
+        let earliest = budget.restored_at.zip(budget.window.estimate()).map(|(at, window)| at + window);
+        budget.reset_at = (reset_at.unwrap_or(upper) + self.slack).max(earliest.unwrap_or(received_at));
         let window = budget.window.estimate();
         match (window, budget.limit) {
             (Some(window), Some(limit)) if window_before != Some(window) => Some(Learned::Window {
@@ -768,6 +775,23 @@ mod tests {
     }
 
     #[test]
+    fn a_budget_made_whole_is_not_whole_again_before_a_window_has_passed() {
+        let t0 = Instant::now();
+        let mut mirror = ServerMirror::new();
+        mirror.admit(t0);
+        answer(&mut mirror, 0, &whole(3, 2, 5), t0);
+        admit_all(&mut mirror, t0);
+        answer(&mut mirror, 1, &whole(3, 1, 5), t0);
+        answer(&mut mirror, 2, &whole(3, 0, 5), t0);
+        let restored = t0 + Duration::from_secs(5);
+        assert_eq!(admit_all(&mut mirror, restored), [3, 4, 5]);
+        // A moving window still counting the last window's tail says it frees a slot in 1 s:
+        // the sliding window over our sends frees it; the budget is whole a window on.
+        answer(&mut mirror, 3, &whole(3, 0, 1), restored + ms(1));
+        assert_eq!(mirror.budgets(restored)[0].resets_in, Duration::from_secs(5));
+    }
+
+    #[test]
     fn a_scout_that_never_answers_lets_the_next_request_scout() {
         let t0 = Instant::now();
         let mut mirror = ServerMirror::new();
@@ -808,11 +832,12 @@ mod tests {
         let t0 = Instant::now();
         let mut mirror = ServerMirror::new();
         mirror.admit(t0);
-        answer(&mut mirror, 0, &budget(2, 1, ms(1000), Duration::from_secs(1)), t0);
+        // Not the first of its window: no window is learned, so the reset is scouted.
+        answer(&mut mirror, 0, &budget(3, 1, ms(1000), Duration::from_secs(1)), t0);
         admit_all(&mut mirror, t0);
         let early = t0 + ms(1000);
         assert_eq!(admit_all(&mut mirror, early), [2]);
-        let refused = RateLimitInfo { status: Some(429), throttled: true, ..budget(2, 0, ms(400), Duration::ZERO) };
+        let refused = RateLimitInfo { status: Some(429), throttled: true, ..budget(3, 0, ms(400), Duration::ZERO) };
         let learned = answer(&mut mirror, 2, &refused, early + ms(1));
         assert!(matches!(learned[..], [Learned::Slack(slack)] if slack == ms(2)), "{learned:?}");
         assert_eq!(mirror.refusals(), 1);
