@@ -242,3 +242,17 @@ fn probe_reads_express_draft8_policy() {
     let Some(server) = ThirdParty::express(2000, 10, "draft-8") else { return };
     assert_probe_finds("express-rate-limit draft-8 10/2s", &server, 10, 2.0);
 }
+
+#[test]
+fn adaptive_without_headers_ramps_and_paces_against_nginx() {
+    let Some(server) = ThirdParty::nginx("10r/s", 5, true) else { return };
+    // nginx says nothing but 429: the first refusal ends the ramp, and the pace searches around
+    // the hidden rate. Far from the published-budget bounds, but every request gets through with
+    // a few refusals, where plain retries meet one for nearly every request.
+    let adaptive = burst(&server.url("/items"), &["-n", "60", "-c", "10", "--adaptive", "--retries", "8"]);
+    let schedule = (60.0 - 6.0) / 10.0;
+    let elapsed = adaptive["elapsed_s"].as_f64().expect("elapsed_s");
+    assert_eq!(adaptive["succeeded"], 60, "{adaptive:#}");
+    assert!(status_count(&adaptive, "429") <= 12, "a few refusals\n{adaptive:#}");
+    assert!(elapsed <= schedule * 2.0, "{elapsed:.3}s against a schedule of {schedule}s\n{adaptive:#}");
+}

@@ -33,8 +33,10 @@
 //! - **No headers, a careful ramp.** When the server publishes nothing, requests in flight
 //!   grow by one per answer (doubling per round trip) from the scout's one, so the first
 //!   refusal finds at most about half a round too many; it halves the ramp and paces the key
-//!   at the rate the server let through (successes over the time until the retry), halved again
-//!   at each further refusal.
+//!   at the rate the server let through (successes over the time until the retry). Then the
+//!   pace grows by 2% per request let through and is cut to 70% by a refusal (once per change:
+//!   answers to requests sent at an older pace do not count), an increase-decrease search
+//!   around the server's hidden rate.
 //! - **Windows from evidence.** A window's length comes from a policy header, or from the
 //!   first request of a window (remaining = limit − 1): its reset is the window, known to the
 //!   value's rounding; successive windows narrow it, and a whole number of seconds inside the
@@ -53,6 +55,13 @@ use crate::engine::{AdmissionGate, GateReadiness, format_wait};
 const SEND_LOG: usize = 1 << 16;
 /// The most slack learned from refusals (a reset is never rounded by more than a second).
 const MAX_SLACK: Duration = Duration::from_millis(1500);
+/// Unpublished mode: a refusal cuts the pace to this share; each pass grows it by this factor
+/// (additive increase in effect: about 2% per request, so a second's traffic probes upward).
+const PACE_CUT: f64 = 0.7;
+const PACE_GROWTH: f64 = 1.02;
+/// The slowest pace learned (one request per 100 s).
+const MIN_PACE: f64 = 0.01;
+
 /// How long a budget with no reset of its own stays spent before a scout asks again.
 const UNKNOWN_RESET: Duration = Duration::from_secs(1);
 
@@ -78,6 +87,9 @@ pub struct ServerMirror {
     passed: u64,
     first_admitted: Option<Instant>,
     pace: Option<f64>,
+    /// The first ticket admitted under the pace last told, and that pace.
+    pace_since: u64,
+    pace_told: f64,
 }
 
 /// What the mirror knows about the server's way of publishing limits.
@@ -279,6 +291,8 @@ impl ServerMirror {
             passed: 0,
             first_admitted: None,
             pace: None,
+            pace_since: 0,
+            pace_told: 0.0,
         }
     }
 
@@ -346,7 +360,7 @@ impl ServerMirror {
             }
         }
         if self.phase == Phase::Unpublished {
-            learned.extend(self.ramp_after(refused, received_at, info));
+            learned.extend(self.ramp_after(ticket, refused, received_at, info));
         }
         for budget in reported {
             if let Some(window) = self.take_report(ticket, admitted_at, received_at, budget, info) {
@@ -357,23 +371,45 @@ impl ServerMirror {
     }
 
     /// Unpublished mode: grow the ramp on a pass; halve it and learn a pace on a refusal.
-    fn ramp_after(&mut self, refused: bool, received_at: Instant, info: &RateLimitInfo) -> Option<Learned> {
+    fn ramp_after(
+        &mut self,
+        ticket: u64,
+        refused: bool,
+        received_at: Instant,
+        info: &RateLimitInfo,
+    ) -> Option<Learned> {
+        // Answers to requests admitted before the pace last changed say nothing about it.
+        let current = ticket >= self.pace_since;
         if !refused {
             self.passed += 1;
             self.ramp = (self.ramp + 1).min(1 << 20);
+            let pace = self.pace.filter(|_| current)? * PACE_GROWTH;
+            self.pace = Some(pace);
+            return (pace >= self.pace_told * 1.05).then(|| self.tell_pace(pace));
+        }
+        if self.pace.is_some() && !current {
             return None;
         }
         self.ramp = (self.ramp / 2).max(1);
-        let first = self.first_admitted.unwrap_or(received_at);
-        let resume = received_at.saturating_duration_since(first) + info.retry_after.unwrap_or(Duration::from_secs(1));
-        let measured = self.passed.max(1) as f64 / resume.as_secs_f64().max(1e-3);
         let pace = match self.pace {
-            Some(pace) => (pace / 2.0).min(measured),
-            None => measured,
+            Some(pace) => pace * PACE_CUT,
+            None => {
+                // What the server let through until now, over the time until it takes more.
+                let first = self.first_admitted.unwrap_or(received_at);
+                let resume = received_at.saturating_duration_since(first) + info.retry_after.unwrap_or(UNKNOWN_RESET);
+                self.passed.max(1) as f64 / resume.as_secs_f64().max(1e-3)
+            }
         }
-        .max(0.01);
+        .max(MIN_PACE);
         self.pace = Some(pace);
-        Some(Learned::Pace(pace))
+        Some(self.tell_pace(pace))
+    }
+
+    /// Announces `pace`: from the next admission on, answers speak of it.
+    fn tell_pace(&mut self, pace: f64) -> Learned {
+        self.pace_since = self.next_ticket;
+        self.pace_told = pace;
+        Learned::Pace(pace)
     }
 
     /// A refusal of a request admitted just after a believed reset: the reset came later.
@@ -862,6 +898,31 @@ mod tests {
         // Three passed by 4 ms, and the server asks for 500 ms more: 3 / 0.504 s.
         assert!(matches!(learned[..], [Learned::Pace(pace)] if (pace - 3.0 / 0.504).abs() < 1e-9), "{learned:?}");
         assert!(matches!(mirror.readiness(t0 + ms(4)), GateReadiness::Wait { .. }), "the ramp halved to 2, 3 fly");
+    }
+
+    #[test]
+    fn without_headers_the_pace_grows_per_pass_and_is_cut_once_per_change() {
+        let t0 = Instant::now();
+        let mut mirror = ServerMirror::new();
+        let none = RateLimitInfo { budgets: vec![], ..whole(1, 1, 1) };
+        let refused = RateLimitInfo { status: Some(429), throttled: true, retry_after: Some(ms(1000)), ..none.clone() };
+        mirror.admit(t0);
+        answer(&mut mirror, 0, &none, t0);
+        let tickets = admit_all(&mut mirror, t0);
+        assert_eq!(tickets, [1, 2]);
+        let learned = answer(&mut mirror, 1, &refused, t0);
+        assert!(matches!(learned[..], [Learned::Pace(pace)] if (pace - 1.0).abs() < 1e-9), "one passed in 1 s");
+        assert!(answer(&mut mirror, 2, &refused, t0).is_empty(), "sent before the pace: no second cut");
+        // Each pass at the new pace grows it by 2%; it is told again once it grew 5%.
+        let mut told = Vec::new();
+        for _ in 0..4 {
+            let ticket = mirror.admit(t0);
+            told.extend(answer(&mut mirror, ticket, &none, t0));
+        }
+        assert!(matches!(told[..], [Learned::Pace(pace)] if (pace - 1.02f64.powi(3)).abs() < 1e-9), "{told:?}");
+        let ticket = mirror.admit(t0);
+        let learned = answer(&mut mirror, ticket, &refused, t0);
+        assert!(matches!(learned[..], [Learned::Pace(pace)] if (pace - 1.02f64.powi(4) * 0.7).abs() < 1e-9));
     }
 
     #[test]
