@@ -15,6 +15,13 @@ use std::process::Command;
 use serde_json::Value;
 use thirdparty::ThirdParty;
 
+/// One case at a time: each asserts elapsed time against a server's schedule, and fifteen
+/// servers and clients at once on two cores would measure the machine, not the client.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Runs `ratescope burst URL ARGS --json` and returns its summary; it must exit 0.
 fn burst(url: &url::Url, args: &[&str]) -> Value {
     let (success, summary) = burst_status(url, args);
@@ -68,48 +75,56 @@ fn assert_adaptive(name: &str, server: &ThirdParty, requests: u64, concurrency: 
 
 #[test]
 fn adaptive_flask_limiter_moving_window() {
+    let _serial = serial();
     let Some(server) = ThirdParty::flask_limiter("10 per 2 second", "moving-window") else { return };
     assert_adaptive("Flask-Limiter moving window 10/2s", &server, 30, 10, 10, 2.0);
 }
 
 #[test]
 fn adaptive_flask_limiter_moving_window_wide_concurrency() {
+    let _serial = serial();
     let Some(server) = ThirdParty::flask_limiter("15 per 2 second", "moving-window") else { return };
     assert_adaptive("Flask-Limiter moving window 15/2s at -c 50", &server, 45, 50, 15, 2.0);
 }
 
 #[test]
 fn adaptive_flask_limiter_fixed_window() {
+    let _serial = serial();
     let Some(server) = ThirdParty::flask_limiter("10 per 2 second", "fixed-window") else { return };
     assert_adaptive("Flask-Limiter fixed window 10/2s", &server, 30, 10, 10, 2.0);
 }
 
 #[test]
 fn adaptive_express_draft8() {
+    let _serial = serial();
     let Some(server) = ThirdParty::express(2000, 10, "draft-8") else { return };
     assert_adaptive("express-rate-limit draft-8 10/2s", &server, 30, 10, 10, 2.0);
 }
 
 #[test]
 fn adaptive_express_draft7() {
+    let _serial = serial();
     let Some(server) = ThirdParty::express(2000, 10, "draft-7") else { return };
     assert_adaptive("express-rate-limit draft-7 10/2s", &server, 30, 10, 10, 2.0);
 }
 
 #[test]
 fn adaptive_express_draft6() {
+    let _serial = serial();
     let Some(server) = ThirdParty::express(3000, 15, "draft-6") else { return };
     assert_adaptive("express-rate-limit draft-6 15/3s at -c 30", &server, 30, 30, 15, 3.0);
 }
 
 #[test]
 fn adaptive_express_legacy_epoch_reset() {
+    let _serial = serial();
     let Some(server) = ThirdParty::express(2000, 10, "legacy") else { return };
     assert_adaptive("express-rate-limit legacy X-RateLimit 10/2s", &server, 30, 10, 10, 2.0);
 }
 
 #[test]
 fn paced_burst_through_nginx_limit_req_keeps_its_schedule() {
+    let _serial = serial();
     let Some(server) = ThirdParty::nginx("10r/s", 5, true) else { return };
     // Our bucket of 5 at 10/s against nginx's 10 r/s with burst 5 (nodelay: 6 at once, then one
     // every 100 ms): the first 5 at once, then one per 100 ms.
@@ -122,6 +137,7 @@ fn paced_burst_through_nginx_limit_req_keeps_its_schedule() {
 
 #[test]
 fn raw_burst_meets_nginx_refusals_that_the_summary_counts() {
+    let _serial = serial();
     let Some(server) = ThirdParty::nginx("10r/s", 5, true) else { return };
     // Without a limiter 20 requests at once: nginx lets the burst (5) and one more through.
     let (success, summary) =
@@ -172,6 +188,7 @@ impl Drop for ProxyProcess {
 
 #[test]
 fn adaptive_proxy_keeps_express_draft8_without_a_refusal() {
+    let _serial = serial();
     let Some(server) = ThirdParty::express(2000, 10, "draft-8") else { return };
     let upstream = format!("/api={}", server.base.as_str().trim_end_matches('/'));
     // No retries anywhere: an upstream 429 would reach the client and be counted.
@@ -221,30 +238,35 @@ fn assert_probe_finds(name: &str, server: &ThirdParty, limit: u64, window_s: f64
 
 #[test]
 fn probe_measures_a_flask_limiter_moving_window_from_whole_second_resets() {
+    let _serial = serial();
     let Some(server) = ThirdParty::flask_limiter("10 per 2 second", "moving-window") else { return };
     assert_probe_finds("Flask-Limiter moving window 10/2s", &server, 10, 2.0);
 }
 
 #[test]
 fn probe_measures_a_flask_limiter_fixed_window() {
+    let _serial = serial();
     let Some(server) = ThirdParty::flask_limiter("10 per 3 second", "fixed-window") else { return };
     assert_probe_finds("Flask-Limiter fixed window 10/3s", &server, 10, 3.0);
 }
 
 #[test]
 fn probe_measures_express_legacy_epoch_resets() {
+    let _serial = serial();
     let Some(server) = ThirdParty::express(2000, 10, "legacy") else { return };
     assert_probe_finds("express-rate-limit legacy 10/2s", &server, 10, 2.0);
 }
 
 #[test]
 fn probe_reads_express_draft8_policy() {
+    let _serial = serial();
     let Some(server) = ThirdParty::express(2000, 10, "draft-8") else { return };
     assert_probe_finds("express-rate-limit draft-8 10/2s", &server, 10, 2.0);
 }
 
 #[test]
 fn adaptive_without_headers_ramps_and_paces_against_nginx() {
+    let _serial = serial();
     let Some(server) = ThirdParty::nginx("10r/s", 5, true) else { return };
     // nginx says nothing but 429: the first refusal ends the ramp, and the pace searches around
     // the hidden rate. Far from the published-budget bounds, but every request gets through with

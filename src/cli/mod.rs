@@ -104,8 +104,11 @@ fn open_app(screenshot: Option<std::path::PathBuf>, after: f64) -> anyhow::Resul
 
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("RATESCOPE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+        // What adaptive mode learns (scouting, windows, paces) is worth a line on stderr.
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,ratescope::http::adaptive=info"));
+    // Colour only on a terminal: a log redirected to a file stays plain text.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).try_init();
 }
 
 /// `-H 'Name: value'` flags as a header map.

@@ -8,6 +8,10 @@ use crate::telemetry::Telemetry;
 
 /// What the panel shows before any response carried rate-limit information.
 pub const EMPTY_TEXT: &str = "The server has not advertised any limits yet.";
+/// The heading over what adaptive mode learned.
+pub const ADAPTIVE_TITLE: &str = "Adaptive mode learned";
+/// How many of adaptive mode's newest notes the panel shows.
+const ADAPTIVE_SHOWN: usize = 4;
 /// The label of the button that adopts the server's budgets.
 pub const APPLY_TEXT: &str = "Apply to profile";
 
@@ -63,6 +67,7 @@ pub fn server_ui(ui: &mut Ui, telemetry: &Telemetry) -> Option<LimiterConfig> {
         });
     }
 
+    adaptive_notes_ui(ui, telemetry);
     let config = config_from_server(info);
     let hover = "Replaces the limits of this key in the current profile with one exact sliding window per \
                  budget counting requests whose limit and window the server published (e.g. 100 per 1m), \
@@ -73,6 +78,19 @@ pub fn server_ui(ui: &mut Ui, telemetry: &Telemetry) -> Option<LimiterConfig> {
             format!("Nothing to apply: no budget counting requests has both a limit and a window.\n\n{hover}"),
         );
     if response.clicked() { config } else { None }
+}
+
+/// The newest things adaptive mode learned about the server (scouting, windows, paces).
+fn adaptive_notes_ui(ui: &mut Ui, telemetry: &Telemetry) {
+    if telemetry.adaptive_notes.is_empty() {
+        return;
+    }
+    ui.add_space(4.0);
+    ui.strong(ADAPTIVE_TITLE);
+    for (at, key, note) in telemetry.adaptive_notes.iter().rev().take(ADAPTIVE_SHOWN) {
+        let key = key.as_deref().map_or_else(String::new, |key| format!("{key}: "));
+        ui.label(format!("{at:.1}s  {key}{note}"));
+    }
 }
 
 /// One exact sliding window per budget counting requests with a limit and a window (limits rounded
@@ -192,6 +210,31 @@ mod tests {
         empty.run();
         empty.get_by_label(EMPTY_TEXT);
         assert!(empty.query_by_label(APPLY_TEXT).is_none());
+    }
+
+    #[test]
+    fn what_adaptive_mode_learned_is_shown_with_its_time_and_key() {
+        let mut telemetry = telemetry_after(&[("x-ratelimit-limit", "10"), ("x-ratelimit-remaining", "9")]);
+        let origin = Instant::now();
+        for (seconds, note) in [
+            (0, "the server publishes its budget: default 10, 9 left"),
+            (2, "window of 'default' measured from its resets: 10 per 2.0s"),
+        ] {
+            telemetry.ingest(&Event {
+                request_id: 1,
+                key: Some("127.0.0.1:8787".into()),
+                at: origin + Duration::from_secs(seconds),
+                kind: EventKind::Adaptive { note: note.into() },
+            });
+        }
+        let mut learned = harness(telemetry);
+        learned.run();
+        learned.get_by_label(ADAPTIVE_TITLE);
+        learned.get_by_label("2.0s  127.0.0.1:8787: window of 'default' measured from its resets: 10 per 2.0s");
+        learned.get_by_label("0.0s  127.0.0.1:8787: the server publishes its budget: default 10, 9 left");
+        let mut empty = harness(telemetry_after(&[("x-ratelimit-limit", "10")]));
+        empty.run();
+        assert!(empty.query_by_label(ADAPTIVE_TITLE).is_none(), "nothing learned, no heading");
     }
 
     fn harness_without_data() -> Harness<'static, State> {

@@ -59,7 +59,8 @@ pub fn watch(limiter: &Limiter) -> bool {
 
 /// Takes in one answer to a request admitted with `ticket` (its permit's) on an adaptive key:
 /// the mirror reconciles it, learned windows and paces reach the limiter's config, and a
-/// spent budget in other units pauses the key. Returns one line per thing learned.
+/// spent budget in other units pauses the key. Returns one line per thing learned, each also
+/// logged at `info` (the CLI shows them on stderr).
 pub fn observe(
     limiter: &Limiter,
     ticket: Option<u64>,
@@ -115,6 +116,9 @@ pub fn observe(
         if limiter.reconfigure(config).is_ok() {
             notes.push(format!("limits learned from the server: {}", learned.join(", ")));
         }
+    }
+    for note in &notes {
+        tracing::info!("{}: {note}", limiter.key());
     }
     notes
 }

@@ -284,7 +284,6 @@ impl Proxy {
                     if let Some(limiter) = adaptive {
                         let ticket = admission.permit.as_ref().and_then(Permit::ticket);
                         for note in adaptive::observe(limiter, ticket, status.as_u16(), &info, Instant::now()) {
-                            tracing::info!("{}: {note}", limiter.key());
                             emit(EventKind::Adaptive { note });
                         }
                     }
