@@ -263,3 +263,35 @@ async fn per_host_headers_and_per_key_retry_policies_apply() {
     let err = client.get(server.url("/always-429")).await.unwrap_err();
     assert!(matches!(err, ClientError::GaveUp { attempts: 1, .. }), "the key's own policy: one attempt");
 }
+
+/// A server on 127.0.0.1 whose `/away` redirects to `elsewhere`, and whose `/hop` redirects
+/// to its own `/landed`.
+async fn redirecting_server(elsewhere: url::Url) -> std::net::SocketAddr {
+    use axum::response::Redirect;
+    use axum::routing::get;
+    let app = axum::Router::new()
+        .route("/away", get(move || async move { Redirect::temporary(elsewhere.as_str()) }))
+        .route("/hop", get(|| async { Redirect::temporary("/landed") }))
+        .route("/landed", get(|| async { "landed" }));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    addr
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_host_header_never_follows_a_redirect_to_another_origin() {
+    let other = TestServer::start(100, Duration::from_secs(60), 0).await;
+    let addr = redirecting_server(other.url("/ok")).await;
+    let mut secret = http::HeaderMap::new();
+    secret.insert("x-api-key", "k1".parse().unwrap());
+    let client = LimitedClient::builder().host_headers(&addr.to_string(), secret).without_timers().build().unwrap();
+    let base = url::Url::parse(&format!("http://{addr}/")).unwrap();
+
+    let response = client.get(base.join("away").unwrap()).await.unwrap();
+    assert_eq!(response.status, 307, "the cross-origin redirect is the answer");
+    assert!(other.arrivals().is_empty(), "the other origin received nothing, and so no key");
+
+    let response = client.get(base.join("hop").unwrap()).await.unwrap();
+    assert_eq!((response.status.as_u16(), response.body.as_ref()), (200, b"landed".as_ref()), "same origin: followed");
+}

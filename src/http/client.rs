@@ -290,7 +290,8 @@ impl ClientBuilder {
         }
         // reqwest is built without a default TLS provider; ring is ours (ignore "already installed").
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let mut http = reqwest::Client::builder().pool_idle_timeout(self.pool_idle_timeout);
+        let mut http =
+            reqwest::Client::builder().pool_idle_timeout(self.pool_idle_timeout).redirect(same_origin_redirects());
         if let Some(timeout) = self.connect_timeout {
             http = http.connect_timeout(timeout);
         }
@@ -350,6 +351,22 @@ struct Inner {
     transport: Option<Arc<dyn Transport>>,
     /// The direct HTTP/1.1 wire, and whether a proxy is configured (then only loopback hosts use it).
     http1: Option<(Http1Transport, bool)>,
+}
+
+/// Redirects within one origin are followed (at most ten); one to another origin is not: the
+/// 3xx is the answer. Per-host headers (API keys among them) are never sent to a host they
+/// were not given for, whatever their name (reqwest itself strips only `Authorization`,
+/// `Cookie` and their kin).
+fn same_origin_redirects() -> reqwest::redirect::Policy {
+    const MOST: usize = 10;
+    reqwest::redirect::Policy::custom(|attempt| {
+        let from = attempt.previous().last().map(Url::origin);
+        if attempt.previous().len() > MOST || from != Some(attempt.url().origin()) {
+            attempt.stop()
+        } else {
+            attempt.follow()
+        }
+    })
 }
 
 /// Whether the environment asks for an HTTP proxy (reqwest would honour it).
