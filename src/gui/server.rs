@@ -253,8 +253,14 @@ mod tests {
             source: "test".into(),
             reset_precision: Duration::ZERO,
         };
-        let mut info =
-            RateLimitInfo { status: Some(200), budgets: vec![], retry_after: None, throttled: false, warnings: vec![] };
+        let mut info = RateLimitInfo {
+            status: Some(200),
+            budgets: vec![],
+            retry_after: None,
+            throttled: false,
+            warnings: vec![],
+            date_lag: None,
+        };
         assert_eq!(config_from_server(&info), None);
         info.budgets = vec![
             budget("tokens", Some(1000.0), Some(60), "tokens"),

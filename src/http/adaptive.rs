@@ -193,6 +193,7 @@ mod tests {
             retry_after: None,
             throttled: false,
             warnings: vec![],
+            date_lag: None,
         }
     }
 

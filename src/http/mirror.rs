@@ -221,13 +221,14 @@ impl WindowEstimate {
         });
     }
 
-    /// The length to plan with: exact, else the largest whole second in range, else the top.
+    /// The length to plan with: exact, else the largest whole second in range (below its top,
+    /// which a reset written in whole seconds reaches only by chance), else the top.
     fn estimate(&self) -> Option<Duration> {
         if let Some(exact) = self.exact {
             return Some(exact);
         }
         let (lo, hi) = self.range?;
-        let whole = Duration::from_secs(hi.as_secs());
+        let whole = Duration::from_secs(hi.as_secs_f64().ceil() as u64).saturating_sub(Duration::from_secs(1));
         Some(if whole > lo && !whole.is_zero() { whole } else { hi })
     }
 }
@@ -480,8 +481,11 @@ impl ServerMirror {
         let reset = reported.reset_after.or(info.retry_after.filter(|_| info.status.is_some_and(|s| s < 300)));
         if let (true, Some(reset)) = (anchor, reset) {
             // The first request of a window: its reset is the window, to the value's rounding
-            // (the server started the window somewhere between admission and answer).
-            budget.window.observe(reset.saturating_sub(precision), reset + exchange);
+            // (the server started the window somewhere between admission and answer, and
+            // within the second its Date names).
+            let (started_lo, started_hi) = answered_between(admitted_at, received_at, info.date_lag);
+            let lo = (reset + received_at.saturating_duration_since(started_hi)).saturating_sub(precision);
+            budget.window.observe(lo, reset + received_at.saturating_duration_since(started_lo));
         }
         budget.limit = limit.or(budget.limit);
         budget.remaining = remaining;
@@ -539,6 +543,15 @@ impl ServerMirror {
         let index = usize::try_from(ticket.checked_sub(first)?).ok()?;
         self.sends.get(index).map(|(_, at)| *at)
     }
+}
+
+/// When the server handled a request admitted at `admitted` and answered by `received`: no
+/// earlier than either bound, and inside the second its `Date` names when it agrees with our
+/// clock (`date_lag` before `received` that second began).
+fn answered_between(admitted: Instant, received: Instant, date_lag: Option<Duration>) -> (Instant, Instant) {
+    let Some(second) = date_lag.and_then(|lag| received.checked_sub(lag)) else { return (admitted, received) };
+    let (lo, hi) = (admitted.max(second), received.min(second + Duration::from_secs(1)));
+    if lo <= hi { (lo, hi) } else { (admitted, received) }
 }
 
 fn describe_reported(budget: &ServerBudget) -> String {
@@ -659,6 +672,7 @@ mod tests {
             retry_after: None,
             throttled: false,
             warnings: vec![],
+            date_lag: None,
         }
     }
 
@@ -923,6 +937,22 @@ mod tests {
         let ticket = mirror.admit(t0);
         let learned = answer(&mut mirror, ticket, &refused, t0);
         assert!(matches!(learned[..], [Learned::Pace(pace)] if (pace - 1.02f64.powi(4) * 0.7).abs() < 1e-9));
+    }
+
+    #[test]
+    fn the_date_second_settles_a_first_answer_that_straddles_a_second() {
+        // Flask-Limiter: reset = floor(start + 2 s) + 1. The request went out 10 ms before a
+        // second began and was answered 10 ms into it, 2.99 s before the reset it wrote.
+        let t0 = Instant::now();
+        let straddling = |date_lag: Option<Duration>| {
+            let mut mirror = ServerMirror::new();
+            mirror.admit(t0);
+            let info = RateLimitInfo { date_lag, ..budget(10, 9, ms(2990), Duration::from_secs(1)) };
+            answer(&mut mirror, 0, &info, t0 + ms(20));
+            mirror.budgets(t0)[0].window
+        };
+        assert_eq!(straddling(None), Some(Duration::from_secs(3)), "2 s or 3 s: the longer");
+        assert_eq!(straddling(Some(ms(10))), Some(Duration::from_secs(2)), "Date: handled in the new second");
     }
 
     #[test]

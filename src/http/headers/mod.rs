@@ -52,6 +52,10 @@ pub struct RateLimitInfo {
     pub throttled: bool,
     /// One line per ignored value, naming the header and the reason.
     pub warnings: Vec<String>,
+    /// How far the client's clock was past the start of the response's `Date` second, when the
+    /// two agree (see `time`): the server answered within `[now - lag, now - lag + 1 s)`.
+    #[serde(skip)]
+    pub date_lag: Option<Duration>,
 }
 
 /// One quota the server enforces, as of this response.
@@ -129,6 +133,7 @@ impl RateLimitInfo {
                 retry_after: None,
                 throttled: false,
                 warnings: Vec::new(),
+                date_lag: None,
             };
         }
         let mut ctx = Ctx::new(status, headers, body.filter(|_| wants_body), now());
@@ -140,7 +145,8 @@ impl RateLimitInfo {
         }
         let retry_after = retry_after::parse(&mut ctx);
         let throttled = ctx.throttled || status == Some(429) || (status == Some(503) && retry_after.is_some());
-        RateLimitInfo { status, budgets: ctx.budgets, retry_after, throttled, warnings: ctx.warnings }
+        let date_lag = ctx.date_lag;
+        RateLimitInfo { status, budgets: ctx.budgets, retry_after, throttled, warnings: ctx.warnings, date_lag }
     }
 
     /// The budget closest to exhaustion: lowest `remaining / limit`, ties broken
@@ -179,6 +185,7 @@ pub(crate) struct Ctx<'a> {
     pub(crate) throttled: bool,
     /// The precision of the last reset read; [`push`](Self::push) gives it to the budget.
     reset_precision: Duration,
+    date_lag: Option<Duration>,
 }
 
 impl<'a> Ctx<'a> {
@@ -193,10 +200,14 @@ impl<'a> Ctx<'a> {
             warnings: Vec::new(),
             throttled: false,
             reset_precision: Duration::ZERO,
+            date_lag: None,
         };
         if let Some(date) = ctx.text("date") {
             match httpdate::parse_http_date(date) {
-                Ok(server_now) => ctx.clock = time::Clock::new(now, Some(server_now)),
+                Ok(server_now) => {
+                    ctx.clock = time::Clock::new(now, Some(server_now));
+                    ctx.date_lag = (ctx.clock.server_now == now).then(|| now.duration_since(server_now).ok()).flatten();
+                }
                 Err(_) => ctx.warn("date", format!("{} is not an HTTP-date", quoted(date))),
             }
         }
