@@ -278,3 +278,19 @@ fn adaptive_without_headers_ramps_and_paces_against_nginx() {
     assert!(status_count(&adaptive, "429") <= 12, "a few refusals\n{adaptive:#}");
     assert!(elapsed <= schedule * 2.0, "{elapsed:.3}s against a schedule of {schedule}s\n{adaptive:#}");
 }
+
+#[test]
+fn probe_measures_nginx_limit_req_without_headers() {
+    let _serial = serial();
+    let Some(server) = ThirdParty::nginx("10r/s", 5, true) else { return };
+    // nginx answers 429 and nothing else: the burst shows the capacity (5 + the one in hand),
+    // a careful ramp the rate; a bucket costs two refusals to find.
+    let report = probe(&server.url("/items"));
+    let found = &report["found"]["budgets"][0];
+    assert_eq!(found["kind"], "token_bucket", "{report:#}");
+    assert_eq!(found["capacity"], 6, "{report:#}");
+    let rate = sustained(found);
+    assert!((9.5..=10.0).contains(&rate), "found {rate}/s for 10/s\n{report:#}");
+    assert!(sustained(&report["suggested"]["budgets"][0]) < rate, "{report:#}");
+    assert_eq!(report["throttled"], 2, "{report:#}");
+}
