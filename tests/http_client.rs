@@ -295,3 +295,22 @@ async fn a_host_header_never_follows_a_redirect_to_another_origin() {
     let response = client.get(base.join("hop").unwrap()).await.unwrap();
     assert_eq!((response.status.as_u16(), response.body.as_ref()), (200, b"landed".as_ref()), "same origin: followed");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_after_beyond_the_maximum_does_not_hold_the_rest_of_the_key() {
+    let server = TestServer::start(100, Duration::from_secs(60), 0).await;
+    let client = client(registry_for(&server, LimiterConfig::new().with_concurrency(1)), RetryPolicy::default());
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..6)
+        .map(|_| {
+            let (client, url) = (client.clone(), server.url("/go-away"));
+            tokio::spawn(async move { client.get(url).await })
+        })
+        .collect();
+    for task in tasks {
+        let err = task.await.unwrap().unwrap_err();
+        assert!(matches!(err, ClientError::GaveUp { reason: GiveUpReason::RetryAfterTooLong { .. }, .. }), "{err}");
+    }
+    assert_eq!(server.count_status(429), 6, "each asked once and was told the same");
+    assert!(started.elapsed() < Duration::from_secs(1), "no 5-minute pause per request: {:?}", started.elapsed());
+}

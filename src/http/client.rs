@@ -833,6 +833,11 @@ pub(crate) fn pause_on_throttle(
     if !info.throttled && !matches!(status.as_u16(), 429 | 503) {
         return None;
     }
+    // A wait beyond the maximum made the request fail at once; holding every other request of
+    // the key for the maximum would only make each of them wait that long to fail the same way.
+    if matches!(decision, Decision::GiveUp(GiveUpReason::RetryAfterTooLong { .. })) {
+        return None;
+    }
     let pause = match decision {
         Decision::Retry { delay, .. } => *delay,
         _ => info.retry_after.unwrap_or_else(|| retry.raw_backoff(attempt)),

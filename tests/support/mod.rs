@@ -89,6 +89,7 @@ impl TestServer {
             .route("/limited", get(limited))
             .route("/throttle-once", get(throttle_once))
             .route("/always-429", get(always_429))
+            .route("/go-away", get(go_away))
             .route("/cached", get(cached))
             .route("/ok", get(ok))
             .with_state(Arc::clone(&inner));
@@ -163,6 +164,12 @@ async fn throttle_once(State(inner): Shared, request_headers: HeaderMap) -> impl
 async fn always_429(State(inner): Shared, request_headers: HeaderMap) -> impl IntoResponse {
     record(&mut inner.lock(), "/always-429", StatusCode::TOO_MANY_REQUESTS, &request_headers);
     (StatusCode::TOO_MANY_REQUESTS, [("retry-after", "1")], "no")
+}
+
+/// A 429 asking for 31 years.
+async fn go_away(State(inner): Shared, request_headers: HeaderMap) -> impl IntoResponse {
+    record(&mut inner.lock(), "/go-away", StatusCode::TOO_MANY_REQUESTS, &request_headers);
+    (StatusCode::TOO_MANY_REQUESTS, [("retry-after", "1000000000")], "no")
 }
 
 async fn cached(State(inner): Shared, request_headers: HeaderMap) -> impl IntoResponse {
