@@ -227,7 +227,7 @@ pub fn run(args: BurstArgs) -> anyhow::Result<ExitCode> {
         save_csv(path, &results)?;
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&summary.to_json())?);
+        outln!("{}", serde_json::to_string_pretty(&summary.to_json())?)?;
     } else {
         print!("{summary}");
     }

@@ -43,7 +43,7 @@ pub fn run(args: HeadersArgs) -> anyhow::Result<ExitCode> {
     warnings.append(&mut info.warnings);
     info.warnings = warnings;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&explain_json(&info))?);
+        outln!("{}", serde_json::to_string_pretty(&explain_json(&info))?)?;
     } else {
         print!("{}", explain_table(&info));
     }

@@ -45,10 +45,10 @@ pub fn run(args: MockArgs) -> anyhow::Result<ExitCode> {
         };
         print!("{}", banner(&server, &source));
         tokio::signal::ctrl_c().await.context("cannot listen for Ctrl+C")?;
-        println!("\nshutting down (letting requests in flight finish)…");
+        outln!("\nshutting down (letting requests in flight finish)…")?;
         let served = server.arrivals().len();
         server.shutdown().await?;
-        println!("stopped after {served} request{}", if served == 1 { "" } else { "s" });
+        outln!("stopped after {served} request{}", if served == 1 { "" } else { "s" })?;
         Ok(ExitCode::SUCCESS)
     })
 }

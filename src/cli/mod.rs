@@ -1,5 +1,14 @@
 //! The command line: argument definitions (clap) and dispatch to each subcommand.
 
+/// `println!` that returns the write's error instead of panicking: a closed pipe (`| head -1`)
+/// then ends the command quietly (see [`main`]).
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)
+    }};
+}
+
 mod burst;
 mod headers;
 mod limits;
@@ -73,11 +82,20 @@ pub fn main(cli: Cli) -> ExitCode {
     };
     match result {
         Ok(code) => code,
+        // The reader went away (`| head -1`): nothing more to say, and nobody to say it to.
+        Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {err:#}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// Whether `err` comes from writing to a pipe whose reader has closed it.
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain()
+        .filter_map(|cause| cause.downcast_ref::<std::io::Error>())
+        .any(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
 }
 
 /// With no subcommand: the desktop app, or the help where it was built without one.

@@ -38,8 +38,8 @@ pub fn run(args: PaceArgs) -> anyhow::Result<ExitCode> {
     }
     let config = args.limits.to_config()?;
     let limiter = Limiter::new("pace", config)?;
-    println!("limiter: {}", limiter.config().describe());
-    println!("{:>9}  {:>5}  {:<6}  {:>6}  budgets left", "time", "req", "lane", "queued");
+    outln!("limiter: {}", limiter.config().describe())?;
+    outln!("{:>9}  {:>5}  {:<6}  {:>6}  budgets left", "time", "req", "lane", "queued")?;
     super::runtime()?.block_on(async {
         let start = Instant::now();
         let high_count = (args.requests as f64 * args.high).round() as usize;
@@ -55,14 +55,14 @@ pub fn run(args: PaceArgs) -> anyhow::Result<ExitCode> {
                         .iter()
                         .map(|b| format!("{} {:.2}/{}", b.name, b.available, b.capacity))
                         .collect();
-                    println!(
+                    outln!(
                         "{:>8.3}s  {:>5}  {:<6}  {:>6}  {}",
                         start.elapsed().as_secs_f64(),
                         i + 1,
                         priority,
                         snapshot.queued_total(),
                         budgets.join(", ")
-                    );
+                    )?;
                     tokio::time::sleep(args.work).await;
                     drop(permit);
                     anyhow::Ok(())
@@ -73,7 +73,7 @@ pub fn run(args: PaceArgs) -> anyhow::Result<ExitCode> {
             task.await??;
         }
         let elapsed = start.elapsed().as_secs_f64();
-        println!("{} requests in {elapsed:.3}s ({:.2}/s)", args.requests, args.requests as f64 / elapsed.max(1e-9));
+        outln!("{} requests in {elapsed:.3}s ({:.2}/s)", args.requests, args.requests as f64 / elapsed.max(1e-9))?;
         anyhow::Ok(())
     })?;
     Ok(ExitCode::SUCCESS)

@@ -60,11 +60,11 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
         let profile = report.to_profile(name, &base)?;
         let path = ProfileStore::default_location()?.save(&profile)?;
         if !args.json {
-            println!("saved as profile '{name}' in {}", path.display());
+            outln!("saved as profile '{name}' in {}", path.display())?;
         }
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?)?;
     } else {
         print!("{report}");
     }

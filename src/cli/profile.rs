@@ -69,7 +69,7 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
         ProfileCommand::Import { file, overwrite } => {
             let profile = store.import(&file, overwrite)?;
             let path = store.path_of(&profile.name)?;
-            println!("imported profile '{}' ({}) as {}", profile.name, hosts(profile.hosts.len()), path.display());
+            outln!("imported profile '{}' ({}) as {}", profile.name, hosts(profile.hosts.len()), path.display())?;
             Ok(ExitCode::SUCCESS)
         }
         ProfileCommand::Export { name, file } => {
@@ -77,7 +77,7 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
                 print!("{}", store.load(&name)?.to_toml()?);
             } else {
                 store.export(&name, &file).with_context(|| format!("cannot export profile '{name}'"))?;
-                println!("exported profile '{name}' to {}", file.display());
+                outln!("exported profile '{name}' to {}", file.display())?;
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -87,14 +87,14 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
 fn list(store: &ProfileStore) -> anyhow::Result<ExitCode> {
     let entries = store.list()?;
     if entries.is_empty() {
-        println!("no profiles in {}", store.dir().display());
+        outln!("no profiles in {}", store.dir().display())?;
         return Ok(ExitCode::SUCCESS);
     }
     let width = entries.iter().flatten().map(|summary| summary.name.chars().count()).max().unwrap_or(0);
     for entry in entries {
         match entry {
             Ok(summary) => {
-                println!("{:width$}  {:8}  {}", summary.name, hosts(summary.hosts), summary.path.display());
+                outln!("{:width$}  {:8}  {}", summary.name, hosts(summary.hosts), summary.path.display())?;
             }
             Err(err) => eprintln!("warning: skipped a broken profile: {err}"),
         }

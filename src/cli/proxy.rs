@@ -129,7 +129,7 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         let table = config.registry.entries();
         let interrupted = interrupt_listener()?;
         let server = ProxyServer::start(config).await?;
-        println!("ratescope proxy listening on {}", server.url());
+        let _ = outln!("ratescope proxy listening on {}", server.url());
         for route in server.routes() {
             let limits = route
                 .key()
@@ -138,7 +138,7 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
                 .map_or_else(|| "no limits".to_owned(), |(_, config)| config.describe());
             let names: Vec<&str> = route.secrets.keys().map(HeaderName::as_str).collect();
             let injected = if names.is_empty() { String::new() } else { format!("; adds {}", names.join(", ")) };
-            println!(
+            let _ = outln!(
                 "  {}{}/  ->  {}  ({limits}{injected})",
                 server.url().as_str().trim_end_matches('/'),
                 route.prefix,
@@ -146,7 +146,7 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
             );
         }
         if let Some(shared) = server.shared() {
-            println!(
+            let _ = outln!(
                 "  budgets shared in {} as {} (on Redis failure: {})",
                 shared.url,
                 shared.keys.join(", "),

@@ -34,14 +34,14 @@ pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
     let simulation = simulate(&server, spec, &options)?;
     let summary = &simulation.summary;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&summary.to_json())?);
+        outln!("{}", serde_json::to_string_pretty(&summary.to_json())?)?;
     } else {
         print!("{summary}");
-        println!(
+        outln!(
             "simulated:     {:.3}s of traffic in {:.1} ms of real time",
             summary.elapsed_s,
             simulation.real_time.as_secs_f64() * 1000.0
-        );
+        )?;
     }
     Ok(if summary.failed > 0 || summary.cancelled > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
