@@ -52,3 +52,27 @@ fn an_unreadable_file_is_a_clear_error() {
     assert!(!ok);
     assert!(stderr.contains("cannot read /nonexistent/head.txt"), "{stderr}");
 }
+
+#[test]
+fn forty_thousand_header_lines_are_refused_with_the_line_not_a_panic() {
+    let mut input = String::from("HTTP/1.1 200 OK\n");
+    for i in 0..40_000 {
+        input.push_str(&format!("x-filler-{i}: {i}\n"));
+    }
+    let (ok, _, stderr) = headers(&[], &input);
+    assert!(!ok);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stderr.contains("more header lines than a response can carry"), "{stderr}");
+}
+
+#[test]
+fn an_endless_input_is_cut_at_a_mebibyte_with_a_clear_error() {
+    let path = std::path::Path::new("/dev/zero");
+    if !path.exists() {
+        return;
+    }
+    let output = Command::new(env!("CARGO_BIN_EXE_ratescope")).args(["headers", "/dev/zero"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains("/dev/zero holds more than 1 MiB"), "{stderr}");
+}

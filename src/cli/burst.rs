@@ -229,7 +229,7 @@ pub fn run(args: BurstArgs) -> anyhow::Result<ExitCode> {
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&summary.to_json())?)?;
     } else {
-        print!("{summary}");
+        out!("{summary}")?;
     }
     Ok(if summary.failed > 0 || summary.cancelled > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }

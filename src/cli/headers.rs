@@ -22,15 +22,24 @@ pub struct HeadersArgs {
     pub json: bool,
 }
 
+/// The most of a response head `headers` reads: far above any real head, far below what
+/// `/dev/zero` would fill memory with.
+const MAX_HEAD_BYTES: u64 = 1 << 20;
+
 pub fn run(args: HeadersArgs) -> anyhow::Result<ExitCode> {
-    let bytes = match &args.file {
-        Some(path) => std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?,
-        None => {
-            let mut bytes = Vec::new();
-            std::io::stdin().read_to_end(&mut bytes).context("cannot read standard input")?;
-            bytes
+    let (bytes, source) = match &args.file {
+        Some(path) => {
+            let file = std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+            (read_capped(file).with_context(|| format!("cannot read {}", path.display()))?, path.display().to_string())
         }
+        None => (read_capped(std::io::stdin()).context("cannot read standard input")?, "standard input".to_owned()),
     };
+    if bytes.len() as u64 > MAX_HEAD_BYTES {
+        bail!(
+            "{source} holds more than {} MiB: a response head is far smaller (paste the status line and headers)",
+            MAX_HEAD_BYTES >> 20
+        );
+    }
     let text = String::from_utf8_lossy(&bytes);
     let now = match args.now {
         None => SystemTime::now(),
@@ -45,7 +54,14 @@ pub fn run(args: HeadersArgs) -> anyhow::Result<ExitCode> {
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&explain_json(&info))?)?;
     } else {
-        print!("{}", explain_table(&info));
+        out!("{}", explain_table(&info))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Up to one byte past the cap, so an oversized input is noticed without reading it all.
+fn read_capped(source: impl Read) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    source.take(MAX_HEAD_BYTES + 1).read_to_end(&mut bytes)?;
+    Ok(bytes)
 }

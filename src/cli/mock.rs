@@ -43,7 +43,7 @@ pub fn run(args: MockArgs) -> anyhow::Result<ExitCode> {
             ),
             Err(err) => return Err(err.into()),
         };
-        print!("{}", banner(&server, &source));
+        out!("{}", banner(&server, &source))?;
         tokio::signal::ctrl_c().await.context("cannot listen for Ctrl+C")?;
         outln!("\nshutting down (letting requests in flight finish)…")?;
         let served = server.arrivals().len();

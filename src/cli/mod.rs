@@ -2,6 +2,14 @@
 
 /// `println!` that returns the write's error instead of panicking: a closed pipe (`| head -1`)
 /// then ends the command quietly (see [`main`]).
+/// `print!` likewise.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        write!(std::io::stdout().lock(), $($arg)*)
+    }};
+}
+
 macro_rules! outln {
     ($($arg:tt)*) => {{
         use std::io::Write as _;

@@ -66,7 +66,7 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&report)?)?;
     } else {
-        print!("{report}");
+        out!("{report}")?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -63,7 +63,7 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
                     SecretStore::in_memory()
                 }
             };
-            print!("{}", show(&profile, &path, &secrets, |name| std::env::var_os(name).is_some()));
+            out!("{}", show(&profile, &path, &secrets, |name| std::env::var_os(name).is_some()))?;
             Ok(ExitCode::SUCCESS)
         }
         ProfileCommand::Import { file, overwrite } => {
@@ -74,7 +74,7 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
         }
         ProfileCommand::Export { name, file } => {
             if file == Path::new("-") {
-                print!("{}", store.load(&name)?.to_toml()?);
+                out!("{}", store.load(&name)?.to_toml()?)?;
             } else {
                 store.export(&name, &file).with_context(|| format!("cannot export profile '{name}'"))?;
                 outln!("exported profile '{name}' to {}", file.display())?;

@@ -36,7 +36,7 @@ pub fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&summary.to_json())?)?;
     } else {
-        print!("{summary}");
+        out!("{summary}")?;
         outln!(
             "simulated:     {:.3}s of traffic in {:.1} ms of real time",
             summary.elapsed_s,

@@ -4,10 +4,11 @@
 //! the server's remaining as a live allowance, restore at the reset; see `mirror`). Beside
 //! it, what the server publishes tightens the key's configured limits, never loosens them:
 //!
-//! - a request budget with a published window becomes an exact sliding window named
-//!   `server:<name>` beside the configured budgets (so the tighter always governs); one whose
-//!   window was measured from its resets gets the same, a window plus the longest exchange
-//!   long (the server may count a request that much after its admission);
+//! - a request budget whose window is published or measured from its resets becomes a sliding
+//!   window named `server:<name>` beside the configured budgets (so the tighter always
+//!   governs), a window plus the longest exchange long: the server counts a request when it
+//!   arrives, up to that much after its admission, so an exact copy of its window would meet
+//!   it early whenever a request is slow on the way;
 //! - a budget in other units (tokens, points) with nothing remaining pauses the key until
 //!   its reset (the mirror counts requests only);
 //! - with no published budget, the pace learned from refusals becomes a token bucket
@@ -30,8 +31,9 @@ pub const SERVER_BUDGET_PREFIX: &str = "server:";
 /// Name of the token bucket that paces a key whose server publishes no budget.
 pub const PACED_BUDGET: &str = "server:paced";
 
-/// The least margin a measured window gets beyond its length (timer resolution and latency).
-const MIN_MARGIN: Duration = Duration::from_millis(5);
+/// The least margin a learned window gets beyond its length: requests admitted together on
+/// new connections reach the server later than ones on warm connections a window on.
+const MIN_MARGIN: Duration = Duration::from_millis(25);
 
 /// The longest pause adaptive mode applies from a reported reset (guards against absurd resets).
 pub const MAX_ADAPTIVE_PAUSE: Duration = Duration::from_secs(24 * 3600);
@@ -83,8 +85,11 @@ pub fn observe(
     for item in learned {
         match item {
             Learned::Scouted(text) => notes.push(text),
-            Learned::Window { name, limit, window, published: false, margin } => {
-                notes.push(format!("window of '{name}' measured from its resets: {limit} per {}", format_wait(window)));
+            Learned::Window { name, limit, window, published, margin } => {
+                if !published {
+                    let per = format_wait(window);
+                    notes.push(format!("window of '{name}' measured from its resets: {limit} per {per}"));
+                }
                 let margin = margin.max(MIN_MARGIN).min(window / 10);
                 if let Ok(spec) =
                     BudgetSpec::sliding_window(format!("{SERVER_BUDGET_PREFIX}{name}"), limit, window + margin)
@@ -92,7 +97,6 @@ pub fn observe(
                     measured.push(spec);
                 }
             }
-            Learned::Window { .. } => {}
             Learned::Slack(slack) => {
                 notes.push(format!(
                     "the server restored later than its reset said: waiting {} longer",
@@ -132,28 +136,40 @@ pub fn learned_config(
     measured: Vec<BudgetSpec>,
 ) -> Option<LimiterConfig> {
     let mut next = current.clone();
-    let mut put = |spec: BudgetSpec| match next.budgets.iter_mut().find(|existing| existing.name == spec.name) {
-        Some(existing) => *existing = spec,
-        None => next.budgets.push(spec),
-    };
-    measured.into_iter().for_each(&mut put);
+    let budgets = &mut next.budgets;
+    for spec in measured {
+        put(budgets, spec);
+    }
     for budget in &info.budgets {
         let (Some(limit), Some(window)) = (budget.limit, budget.window) else { continue };
         if budget.unit != "requests" || limit < 1.0 || window.is_zero() {
             continue;
         }
         let name = format!("{SERVER_BUDGET_PREFIX}{}", budget.name);
+        // The mirror's version (with its margin) stands; a published window it did not see
+        // (no remaining to mirror) joins as published.
+        if budgets.iter().any(|existing| existing.name == name) {
+            continue;
+        }
         if let Ok(spec) = BudgetSpec::sliding_window(&name, limit.floor() as u64, window) {
-            put(spec);
+            budgets.push(spec);
         }
     }
     if let Some(pace) = pace
         && let Ok(rate) = Rate::from_f64((pace * 1000.0).round().max(1.0) / 1000.0, Duration::from_secs(1))
         && let Ok(spec) = BudgetSpec::token_bucket(PACED_BUDGET, 1, rate)
     {
-        put(spec);
+        put(budgets, spec);
     }
     (next != *current && next.validate().is_ok()).then_some(next)
+}
+
+/// Replaces the budget of `spec`'s name, or adds it.
+fn put(budgets: &mut Vec<BudgetSpec>, spec: BudgetSpec) {
+    match budgets.iter_mut().find(|existing| existing.name == spec.name) {
+        Some(existing) => *existing = spec,
+        None => budgets.push(spec),
+    }
 }
 
 /// When the key must pause for a spent budget, and why: the latest reset of an exhausted

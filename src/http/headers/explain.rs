@@ -33,6 +33,8 @@ pub enum HeadError {
     Empty,
     #[error("line {line}: {text} is not a status line like \"HTTP/1.1 429 Too Many Requests\"")]
     StatusLine { line: usize, text: String },
+    #[error("line {line}: more header lines than a response can carry (at most {most})")]
+    TooManyHeaders { line: usize, most: usize },
 }
 
 /// Reads a status line, header lines and an optional body.
@@ -99,7 +101,9 @@ pub fn parse_response_head(text: &str) -> Result<ParsedHead, HeadError> {
         };
         match HeaderValue::from_bytes(value.as_bytes()) {
             Ok(value) => {
-                head.headers.append(name_ok, value);
+                if head.headers.try_append(name_ok, value).is_err() {
+                    return Err(HeadError::TooManyHeaders { line: number, most: head.headers.len() });
+                }
             }
             Err(_) => {
                 head.warnings.push(format!("line {number}: {name}: {} is not a valid header value", quoted(&value)))
