@@ -114,13 +114,13 @@ struct Mirrored {
     report_ticket: u64,
     /// Admitted since that request, plus earlier ones unanswered when the report came.
     spent_since: u64,
-    /// How coarsely the server wrote the reset.
-    precision: Duration,
     /// The last reset: the first ticket after it, and when the mirror believed it came.
     last_reset: Option<(u64, Instant)>,
     /// When the budget was last made whole at a reset: the next is a window later at the
     /// earliest (the sliding window over the key's sends frees what expires before that).
     restored_at: Option<Instant>,
+    /// How coarsely the server wrote the reset.
+    precision: Duration,
     /// The most the window can still hold: the first report of the window, less every
     /// admission since (later reports and settled units never lift the allowance above it).
     ceiling: u64,
@@ -176,12 +176,15 @@ impl Mirrored {
         }
     }
 
-    /// What may still be sent at `now`. The ceiling holds while nothing can have been restored
-    /// yet (more than the reset's rounding before it); nearer the reset a moving window
-    /// frees its oldest requests one by one, and a report showing more room may be true.
+    /// What may still be sent at `now`: the newest report's room, never above the ceiling
+    /// while nothing can have been restored yet. Near an unpublished window's reset (within
+    /// the reset's rounding) the ceiling is lifted: a moving window frees its oldest requests
+    /// one by one, and a report showing more room may be true. A published window is the
+    /// server's own policy: its room comes back at the reset.
     fn allowance(&self, now: Instant) -> u64 {
         let left = self.remaining.saturating_sub(self.spent_since);
-        if now + self.precision < self.reset_at { left.min(self.ceiling) } else { left }
+        let rising = self.window.exact.is_none() && now + self.precision >= self.reset_at;
+        if rising { left } else { left.min(self.ceiling) }
     }
 }
 
@@ -839,6 +842,29 @@ mod tests {
         // the sliding window over our sends frees it; the budget is whole a window on.
         answer(&mut mirror, 3, &whole(3, 0, 1), restored + ms(1));
         assert_eq!(mirror.budgets(restored)[0].resets_in, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn a_published_window_keeps_its_ceiling_up_to_the_reset() {
+        // The demo API's bucket: 5 per second published, reset in whole seconds. Answers come
+        // back out of order and a later ticket reports more room than an earlier one did.
+        let t0 = Instant::now();
+        let published = |remaining| RateLimitInfo {
+            budgets: vec![ServerBudget {
+                window: Some(Duration::from_secs(1)),
+                ..whole(5, remaining, 1).budgets[0].clone()
+            }],
+            ..whole(5, remaining, 1)
+        };
+        let mut mirror = ServerMirror::new();
+        mirror.admit(t0);
+        answer(&mut mirror, 0, &published(4), t0 + ms(30));
+        assert_eq!(admit_all(&mut mirror, t0 + ms(30)).len(), 4);
+        for (ticket, remaining) in [(2, 2), (3, 1), (4, 3), (1, 0)] {
+            answer(&mut mirror, ticket, &published(remaining), t0 + ms(60));
+        }
+        assert_eq!(mirror.budgets(t0 + ms(200))[0].allowance, Some(0), "5 were sent: none left before the reset");
+        assert!(admit_all(&mut mirror, t0 + ms(200)).is_empty());
     }
 
     #[test]
