@@ -6,6 +6,7 @@
 
 pub mod cli;
 pub mod engine;
+pub mod files;
 #[cfg(feature = "gui")]
 pub mod gui;
 pub mod http;

@@ -4,7 +4,6 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
 use clap::Args;
 use http::Method;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -13,6 +12,7 @@ use url::Url;
 use super::LimitArgs;
 use super::shared::SharedArgs;
 use crate::engine::{Rate, parse_duration};
+use crate::files::{self, WriteOptions};
 use crate::http::{LimitedClient, RetryPolicy};
 use crate::profile::{Profile, ProfileStore, SecretStore};
 use crate::run::{ArrivalPattern, Burst, BurstSpec, Endpoint, PriorityMix, write_csv};
@@ -80,7 +80,7 @@ pub(super) fn duration_arg(text: &str) -> Result<Duration, String> {
 impl BurstArgs {
     fn spec(&self) -> anyhow::Result<BurstSpec> {
         if !self.weights.is_empty() && self.weights.len() != self.urls.len() {
-            bail!("--weights has {} values for {} URLs", self.weights.len(), self.urls.len());
+            usage!("--weights has {} values for {} URLs", self.weights.len(), self.urls.len());
         }
         let endpoints = self
             .urls
@@ -92,16 +92,18 @@ impl BurstArgs {
         let arrival = match (&self.arrival_rate, self.duration, &self.ramp) {
             (Some(rate), Some(duration), _) => ArrivalPattern::ForDuration { rate: *rate, duration },
             (Some(rate), None, _) => ArrivalPattern::FixedRate(*rate),
-            (None, _, Some(ramp)) => ArrivalPattern::parse_ramp(ramp).map_err(|err| anyhow::anyhow!("--{err}"))?,
+            (None, _, Some(ramp)) => {
+                ArrivalPattern::parse_ramp(ramp).map_err(|err| super::as_usage(anyhow::anyhow!("--{err}")))?
+            }
             (None, _, None) => ArrivalPattern::AllAtOnce,
         };
         for (name, share) in [("--high", self.high), ("--low", self.low)] {
             if !(0.0..=1.0).contains(&share) {
-                bail!("{name} must be between 0 and 1, got {share}");
+                usage!("{name} must be between 0 and 1, got {share}");
             }
         }
         if self.high + self.low > 1.0 {
-            bail!("--high and --low add up to more than 1");
+            usage!("--high and --low add up to more than 1");
         }
         let priorities = PriorityMix { high: self.high, normal: 1.0 - self.high - self.low, low: self.low };
         let mut retry = RetryPolicy::default();
@@ -126,14 +128,14 @@ impl BurstArgs {
     }
 }
 
-/// Writes `results` as CSV to `path` atomically (a temporary file renamed into place).
+/// Writes `results` as CSV to what `path` names, whole or not at all ([`files::write_with`]).
 fn save_csv(path: &Path, results: &[crate::run::RequestResult]) -> anyhow::Result<()> {
-    let dir = path.parent().filter(|dir| !dir.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let mut file =
-        tempfile::NamedTempFile::new_in(dir).with_context(|| format!("cannot write in {}", dir.display()))?;
-    write_csv(&mut file, results).with_context(|| format!("cannot write {}", path.display()))?;
-    file.as_file().sync_all()?;
-    file.persist(path).with_context(|| format!("cannot write {}", path.display()))?;
+    files::write_with(path, WriteOptions::default(), |out| {
+        write_csv(out, results).map_err(|err| match err.into_kind() {
+            csv::ErrorKind::Io(err) => err,
+            other => std::io::Error::other(format!("{other:?}")),
+        })
+    })?;
     Ok(())
 }
 
@@ -156,7 +158,7 @@ fn profile_client(reference: &str, args: &BurstArgs, spec: &mut BurstSpec) -> an
         let with_port = endpoint.url.port_or_known_default().map(|port| format!("{host}:{port}"));
         let covered = entries.iter().any(|(entry, _)| entry.host == host || Some(&entry.host) == with_port.as_ref());
         if !covered {
-            bail!(
+            usage!(
                 "profile '{}' has no host for {}; its hosts: {}",
                 profile.name,
                 endpoint.url,
@@ -187,7 +189,7 @@ pub fn run(args: BurstArgs) -> anyhow::Result<ExitCode> {
         None => {
             spec.shared = args.shared.settings(None)?;
             if spec.shared.is_some() && spec.limits.as_ref().is_none_or(|limits| limits.budgets.is_empty()) {
-                bail!("--redis shares the burst's budgets, but it has none: add --rate and/or --window");
+                usage!("--redis shares the burst's budgets, but it has none: add --rate and/or --window");
             }
             None
         }

@@ -1,11 +1,9 @@
 //! `ratescope headers`: explains the rate-limit headers of a pasted response head.
 
-use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context, bail};
 use clap::Args;
 
 use crate::http::headers::{RateLimitInfo, explain_json, explain_table, parse_response_head};
@@ -27,24 +25,22 @@ pub struct HeadersArgs {
 const MAX_HEAD_BYTES: u64 = 1 << 20;
 
 pub fn run(args: HeadersArgs) -> anyhow::Result<ExitCode> {
-    let (bytes, source) = match &args.file {
-        Some(path) => {
-            let file = std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
-            (read_capped(file).with_context(|| format!("cannot read {}", path.display()))?, path.display().to_string())
+    let path = args.file.clone().unwrap_or_else(|| "-".into());
+    let bytes = crate::files::read_capped(&path, MAX_HEAD_BYTES).map_err(|err| match err {
+        crate::files::FileError::TooLarge { .. } => {
+            let source = if path == Path::new("-") { "standard input".to_owned() } else { path.display().to_string() };
+            anyhow::anyhow!(
+                "{source} holds more than {} MiB: a response head is far smaller (paste the status line and headers)",
+                MAX_HEAD_BYTES >> 20
+            )
         }
-        None => (read_capped(std::io::stdin()).context("cannot read standard input")?, "standard input".to_owned()),
-    };
-    if bytes.len() as u64 > MAX_HEAD_BYTES {
-        bail!(
-            "{source} holds more than {} MiB: a response head is far smaller (paste the status line and headers)",
-            MAX_HEAD_BYTES >> 20
-        );
-    }
+        other => other.into(),
+    })?;
     let text = String::from_utf8_lossy(&bytes);
     let now = match args.now {
         None => SystemTime::now(),
         Some(epoch) if epoch.is_finite() && (0.0..1e11).contains(&epoch) => UNIX_EPOCH + Duration::from_secs_f64(epoch),
-        Some(epoch) => bail!("--now {epoch} is not a Unix time in seconds"),
+        Some(epoch) => usage!("--now {epoch} is not a Unix time in seconds"),
     };
     let head = parse_response_head(&text)?;
     let mut info = RateLimitInfo::parse(head.status, &head.headers, head.body.as_deref(), now);
@@ -57,11 +53,4 @@ pub fn run(args: HeadersArgs) -> anyhow::Result<ExitCode> {
         out!("{}", explain_table(&info))?;
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Up to one byte past the cap, so an oversized input is noticed without reading it all.
-fn read_capped(source: impl Read) -> std::io::Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    source.take(MAX_HEAD_BYTES + 1).read_to_end(&mut bytes)?;
-    Ok(bytes)
 }

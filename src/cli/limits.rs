@@ -1,6 +1,6 @@
 //! Limiter flags shared by commands: `--rate`, `--burst`, `--window`, `-c`.
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::Args;
 
 use crate::engine::{BudgetSpec, LimiterConfig, Rate, parse_duration};
@@ -22,14 +22,18 @@ pub struct LimitArgs {
 }
 
 impl LimitArgs {
-    /// The limiter these flags describe.
+    /// The limiter these flags describe; an impossible one is a usage error.
     pub fn to_config(&self) -> anyhow::Result<LimiterConfig> {
+        self.build().map_err(super::as_usage)
+    }
+
+    fn build(&self) -> anyhow::Result<LimiterConfig> {
         let mut config = LimiterConfig::new();
         if let Some(rate) = self.rate {
             let capacity = self.burst.unwrap_or(rate.amount().max(1));
             config = config.with_budget(BudgetSpec::token_bucket("rate", capacity, rate).context("--rate/--burst")?);
         } else if self.burst.is_some() {
-            bail!("--burst needs --rate (the bucket's refill)");
+            usage!("--burst needs --rate (the bucket's refill)");
         }
         for (i, text) in self.windows.iter().enumerate() {
             let (limit, window) = text

@@ -17,6 +17,14 @@ macro_rules! outln {
     }};
 }
 
+/// `bail!` for a command line that asks for something impossible: the command exits with
+/// status 2, as for clap's own usage errors.
+macro_rules! usage {
+    ($($arg:tt)*) => {
+        return Err(anyhow::Error::new($crate::cli::UsageError(format!($($arg)*))))
+    };
+}
+
 mod burst;
 mod headers;
 mod limits;
@@ -30,7 +38,6 @@ mod sim;
 
 use std::process::ExitCode;
 
-use anyhow::Context;
 use clap::{Parser, Subcommand};
 use http::{HeaderMap, HeaderName, HeaderValue};
 
@@ -93,10 +100,51 @@ pub fn main(cli: Cli) -> ExitCode {
         // The reader went away (`| head -1`): nothing more to say, and nobody to say it to.
         Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {err:#}");
-            ExitCode::FAILURE
+            eprintln!("error: {}", clipped(&error_text(&err)));
+            if err.chain().any(|cause| cause.is::<UsageError>()) { ExitCode::from(2) } else { ExitCode::FAILURE }
         }
     }
+}
+
+/// A command line that asks for something impossible (see [`usage!`]).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// `err` as a usage error (exit status 2), its text kept.
+pub(crate) fn as_usage(err: anyhow::Error) -> anyhow::Error {
+    anyhow::Error::new(UsageError(error_text(&err)))
+}
+
+/// The longest error line printed whole; longer ones (a 5 MB name echoed back) keep their start
+/// and end.
+const MAX_ERROR_CHARS: usize = 2000;
+
+fn clipped(text: &str) -> std::borrow::Cow<'_, str> {
+    let count = text.chars().count();
+    if count <= MAX_ERROR_CHARS {
+        return text.into();
+    }
+    let head: String = text.chars().take(MAX_ERROR_CHARS / 2).collect();
+    let tail: String = text.chars().skip(count - MAX_ERROR_CHARS / 4).collect();
+    format!("{head} […{} characters left out…] {tail}", count - head.chars().count() - tail.chars().count()).into()
+}
+
+/// `err` and its causes joined by `: `, each said once: a cause whose text its wrapper already
+/// ends with (`cannot bind: Address in use` over `Address in use`) is not repeated.
+fn error_text(err: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in err.chain() {
+        let cause = cause.to_string();
+        if text.ends_with(&cause) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&cause);
+    }
+    text
 }
 
 /// Whether `err` comes from writing to a pipe whose reader has closed it.
@@ -109,7 +157,7 @@ fn is_broken_pipe(err: &anyhow::Error) -> bool {
 /// With no subcommand: the desktop app, or the help where it was built without one.
 fn open_app(screenshot: Option<std::path::PathBuf>, after: f64) -> anyhow::Result<ExitCode> {
     if !after.is_finite() || !(0.0..=3600.0).contains(&after) {
-        anyhow::bail!("--after {after} is not a number of seconds between 0 and 3600");
+        usage!("--after {after} is not a number of seconds between 0 and 3600");
     }
     #[cfg(feature = "gui")]
     {
@@ -120,7 +168,7 @@ fn open_app(screenshot: Option<std::path::PathBuf>, after: f64) -> anyhow::Resul
     {
         use clap::CommandFactory;
         if screenshot.is_some() {
-            anyhow::bail!("--screenshot needs the desktop app: build with the default feature `gui`");
+            usage!("--screenshot needs the desktop app: build with the default feature `gui`");
         }
         Cli::command().print_help()?;
         println!("\n(this build has no desktop app: build with the default feature `gui`)");
@@ -137,19 +185,70 @@ fn init_tracing() {
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).try_init();
 }
 
-/// `-H 'Name: value'` flags as a header map.
+/// `-H 'Name: value'` flags as a header map. Errors never repeat a value (it may be a key).
 fn header_map(flags: &[String]) -> anyhow::Result<HeaderMap> {
     let mut headers = HeaderMap::new();
-    for header in flags {
-        let (name, value) = header.split_once(':').with_context(|| format!("-H '{header}' is not 'Name: value'"))?;
-        let name: HeaderName = name.trim().parse().with_context(|| format!("-H '{header}': bad header name"))?;
-        let value: HeaderValue = value.trim().parse().with_context(|| format!("-H '{header}': bad header value"))?;
-        headers.append(name, value);
+    for (i, header) in flags.iter().enumerate() {
+        let Some((name, value)) = header.split_once(':') else {
+            usage!("-H number {} is not 'Name: value' (it has no ':'; its text is not repeated here)", i + 1)
+        };
+        let name = name.trim();
+        let Ok(parsed_name) = name.parse::<HeaderName>() else {
+            usage!("-H number {}: '{}' is not a header name", i + 1, clipped_name(name))
+        };
+        let Ok(value) = value.trim().parse::<HeaderValue>() else {
+            usage!("-H {name}: the value has characters a header cannot carry (it is not repeated here)")
+        };
+        headers.append(parsed_name, value);
     }
     Ok(headers)
+}
+
+/// A name echoed in an error, cut to 64 characters.
+fn clipped_name(name: &str) -> String {
+    if name.chars().count() <= 64 {
+        name.to_owned()
+    } else {
+        format!("{}…", name.chars().take(64).collect::<String>())
+    }
 }
 
 /// A multi-threaded tokio runtime for a command.
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_text_says_each_cause_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::AddrInUse, "Address already in use (os error 98)");
+        let wrapped = crate::files::FileError::Io { action: "bind", path: "x".into(), source: io };
+        let err = anyhow::Error::new(wrapped).context("cannot start the proxy");
+        assert_eq!(error_text(&err), "cannot start the proxy: cannot bind x: Address already in use (os error 98)");
+        let plain = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(error_text(&plain), "outer: inner");
+    }
+
+    #[test]
+    fn long_errors_keep_their_ends() {
+        let text = format!("no profile named '{}' here", "x".repeat(5_000_000));
+        let shown = clipped(&text);
+        assert!(shown.chars().count() < MAX_ERROR_CHARS + 100, "{}", shown.len());
+        assert!(shown.starts_with("no profile named 'xxx") && shown.ends_with("xxx' here"));
+        assert!(shown.contains("characters left out"));
+    }
+
+    #[test]
+    fn bad_headers_are_usage_errors_that_never_echo_the_value() {
+        for flag in ["Authorization Bearer s3cret", "X-Key: s3cret\u{7f}\n", "Bad Name: s3cret"] {
+            let err = header_map(&[flag.to_owned()]).unwrap_err();
+            assert!(err.is::<UsageError>(), "{err}");
+            assert!(!error_text(&err).contains("s3cret"), "{err}");
+        }
+        let headers = header_map(&["X-Key:  v1 ".to_owned()]).unwrap();
+        assert_eq!(headers["x-key"], "v1");
+    }
 }

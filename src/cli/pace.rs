@@ -3,7 +3,6 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::bail;
 use clap::Args;
 use tokio::time::Instant;
 
@@ -31,10 +30,10 @@ fn parse_duration_arg(text: &str) -> Result<Duration, String> {
 
 pub fn run(args: PaceArgs) -> anyhow::Result<ExitCode> {
     if !(0.0..=1.0).contains(&args.high) {
-        bail!("--high must be between 0 and 1, got {}", args.high);
+        usage!("--high must be between 0 and 1, got {}", args.high);
     }
     if args.requests > 1_000_000 {
-        bail!("-n {} is more than pace simulates (1,000,000)", args.requests);
+        usage!("-n {} is more than pace simulates (1,000,000)", args.requests);
     }
     let config = args.limits.to_config()?;
     let limiter = Limiter::new("pace", config)?;

@@ -110,6 +110,10 @@ fn hosts(count: usize) -> String {
 fn show(profile: &Profile, path: &Path, secrets: &SecretStore, is_set: impl Fn(&str) -> bool) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "profile '{}'  ({})", profile.name, path.display());
+    if let Some(shared) = &profile.shared {
+        let policy = shared.on_failure.as_deref().unwrap_or("fail-closed");
+        let _ = writeln!(out, "\nshared budgets: key '{}' in {} (when it is away: {policy})", shared.key, shared.redis);
+    }
     if profile.hosts.is_empty() {
         let _ = writeln!(out, "\n  no hosts");
     }
@@ -217,5 +221,18 @@ mod tests {
         assert!(text.contains("budget 'rate': bucket 5 @ 5/1s"), "{text}");
         assert!(text.contains("path /search  (key 127.0.0.1:8787/search)"), "{text}");
         assert!(text.contains("up to 5 attempts on 429, 503; backoff 300ms to 20s, full jitter"), "{text}");
+        assert!(!text.contains("shared"), "{text}");
+    }
+
+    #[test]
+    fn show_names_the_shared_table() {
+        let mut profile = Profile::demo().unwrap();
+        profile.shared = Some(crate::profile::SharedEntry {
+            redis: "${REDIS_URL}".into(),
+            key: "team".into(),
+            on_failure: Some("local/2".into()),
+        });
+        let text = show(&profile, Path::new("/p/demo.toml"), &SecretStore::in_memory(), |_| false);
+        assert!(text.contains("shared budgets: key 'team' in ${REDIS_URL} (when it is away: local/2)"), "{text}");
     }
 }

@@ -1,6 +1,6 @@
 //! Flags that share budgets through Redis (`--redis`, `--shared-key`, `--on-redis-failure`), for `burst` and `proxy`.
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::Args;
 
 use crate::store::{FailPolicy, SharedSettings};
@@ -42,7 +42,7 @@ impl SharedArgs {
             }
             (None, None) => {
                 if self.shared_key.is_some() || self.on_redis_failure.is_some() {
-                    bail!("--shared-key and --on-redis-failure need --redis URL (or a profile with a [shared] table)");
+                    usage!("--shared-key and --on-redis-failure need --redis URL (or a profile with a [shared] table)");
                 }
                 return Ok(None);
             }

@@ -453,18 +453,10 @@ fn export(profile: &Profile, path: &std::path::Path) -> Update {
     }
 }
 
-/// Writes a whole file or nothing: a temporary file in the same directory, renamed into place.
+/// Writes a whole file or nothing ([`crate::files::write_bytes`]).
 fn write_atomically(path: &std::path::Path, contents: &[u8]) -> Update {
-    use std::io::Write;
-    let dir = path.parent().filter(|dir| !dir.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
-    let written = tempfile::NamedTempFile::new_in(dir).and_then(|mut file| {
-        file.write_all(contents)?;
-        file.as_file().sync_all()?;
-        file.persist(path).map_err(|err| err.error)?;
-        Ok(())
-    });
-    match written {
-        Ok(()) => Update::Info(format!("wrote {}", path.display())),
-        Err(err) => Update::Error(format!("could not write {}: {err}", path.display())),
+    match crate::files::write_bytes(path, contents, crate::files::WriteOptions::default()) {
+        Ok(_) => Update::Info(format!("wrote {}", path.display())),
+        Err(err) => Update::Error(format!("could not write: {err}")),
     }
 }

@@ -1,6 +1,5 @@
 //! Screenshot mode: fire the demo burst, capture the window as a PNG after a delay, then close.
 
-use std::io::BufWriter;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -65,25 +64,20 @@ impl ScreenshotMode {
     }
 }
 
-/// Writes `image` as an RGBA PNG, whole or not at all (a temporary file renamed into place).
+/// Writes `image` as an RGBA PNG, whole or not at all ([`crate::files::write_with`]).
 fn save_png(path: &std::path::Path, image: &egui::ColorImage) -> Result<(), String> {
-    let dir = path.parent().filter(|dir| !dir.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
-    let file = tempfile::NamedTempFile::new_in(dir).map_err(|err| format!("{}: {err}", dir.display()))?;
-    {
-        let [width, height] = image.size;
-        let mut encoder = png::Encoder::new(
-            BufWriter::new(file.as_file()),
-            u32::try_from(width).map_err(|err| err.to_string())?,
-            u32::try_from(height).map_err(|err| err.to_string())?,
-        );
+    let [width, height] = image.size;
+    let width = u32::try_from(width).map_err(|err| err.to_string())?;
+    let height = u32::try_from(height).map_err(|err| err.to_string())?;
+    let bytes: Vec<u8> = image.pixels.iter().flat_map(|pixel| pixel.to_srgba_unmultiplied()).collect();
+    crate::files::write_with(path, crate::files::WriteOptions::default(), |out| {
+        let mut encoder = png::Encoder::new(out, width, height);
         encoder.set_color(png::ColorType::Rgba);
         encoder.set_depth(png::BitDepth::Eight);
-        let mut writer = encoder.write_header().map_err(|err| err.to_string())?;
-        let bytes: Vec<u8> = image.pixels.iter().flat_map(|pixel| pixel.to_srgba_unmultiplied()).collect();
-        writer.write_image_data(&bytes).map_err(|err| err.to_string())?;
-        writer.finish().map_err(|err| err.to_string())?;
-    }
-    file.as_file().sync_all().map_err(|err| err.to_string())?;
-    file.persist(path).map_err(|err| format!("{}: {}", path.display(), err.error))?;
-    Ok(())
+        let mut writer = encoder.write_header().map_err(std::io::Error::other)?;
+        writer.write_image_data(&bytes).map_err(std::io::Error::other)?;
+        writer.finish().map_err(std::io::Error::other)
+    })
+    .map(drop)
+    .map_err(|err| err.to_string())
 }

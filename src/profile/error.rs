@@ -140,6 +140,8 @@ pub enum ProfileError {
     File { path: PathBuf, error: Box<ProfileError> },
     #[error("cannot {action} {}: {error}", path.display())]
     Io { action: &'static str, path: PathBuf, error: io::Error },
+    #[error(transparent)]
+    Files(#[from] crate::files::FileError),
     #[error("no profile named '{name}' (looked for {})", path.display())]
     NotFound { name: String, path: PathBuf },
     #[error("a profile named '{name}' already exists at {}; import it with overwrite to replace it", path.display())]

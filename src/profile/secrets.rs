@@ -22,7 +22,7 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use super::config_dir;
 use super::error::{Position, ProfileError};
 use super::model::HostProfile;
-use super::store::write_atomic;
+use crate::files::{self, WriteOptions};
 
 /// A secret value: `Debug` shows `***`.
 #[derive(Clone, PartialEq, Eq)]
@@ -138,7 +138,8 @@ impl SecretStore {
         if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
             create_private_dir(dir)?;
         }
-        write_atomic(path, text.as_bytes(), true)
+        files::write_bytes(path, text.as_bytes(), WriteOptions { private: true })?;
+        Ok(())
     }
 
     /// Sets the value of `header` for `host` of `profile` (`${VAR}` references allowed).

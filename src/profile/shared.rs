@@ -22,13 +22,7 @@ impl SharedEntry {
 
     fn settings(&self, env: &impl Fn(&str) -> Option<String>) -> Result<SharedSettings, InvalidSetting> {
         let at = FieldPath::root().key("shared");
-        let literal_password = self
-            .redis
-            .split_once("://")
-            .and_then(|(_, rest)| rest.split('/').next())
-            .and_then(|authority| authority.rsplit_once('@'))
-            .is_some_and(|(userinfo, _)| userinfo.contains(':') && !userinfo.contains("${"));
-        if literal_password {
+        if has_literal_password(&self.redis) {
             return Err(InvalidSetting::new(
                 at.key("redis"),
                 "shared.redis: a password must not be written in a profile; write ${REDIS_URL} or redis://:${REDIS_PASSWORD}@host and set the variable",
@@ -53,6 +47,32 @@ impl SharedEntry {
     }
 }
 
+/// Whether a Redis URL as written carries a secret in clear: a password in its user info, or a
+/// `password`/`pass`/`auth`/`token`/`secret` query parameter, that is not exactly one `${NAME}`.
+fn has_literal_password(url: &str) -> bool {
+    let Some((_, rest)) = url.split_once("://") else { return false };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let in_userinfo = authority
+        .rsplit_once('@')
+        .and_then(|(userinfo, _)| userinfo.split_once(':'))
+        .is_some_and(|(_, password)| !password.is_empty() && !is_one_reference(password));
+    let query = tail.split_once('?').map_or("", |(_, query)| query.split('#').next().unwrap_or_default());
+    let in_query = query.split('&').filter_map(|pair| pair.split_once('=')).any(|(name, value)| {
+        let name = name.to_ascii_lowercase();
+        let secret = ["pass", "auth", "token", "secret"].iter().any(|word| name.contains(word));
+        secret && !value.is_empty() && !is_one_reference(value)
+    });
+    in_userinfo || in_query
+}
+
+/// `${NAME}` and nothing else.
+fn is_one_reference(text: &str) -> bool {
+    text.strip_prefix("${")
+        .and_then(|rest| rest.strip_suffix('}'))
+        .is_some_and(|name| !name.is_empty() && !name.contains(['$', '{', '}']))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -71,6 +91,21 @@ mod tests {
         assert!(err.message.contains("must not be written"), "{err}");
         assert!(!err.message.contains("hunter2"));
         assert!(entry("${NOPE}").settings(&env).unwrap_err().message.contains("NOPE is not set"));
+        for written in [
+            "redis://:hunter2${X}@db",
+            "redis://user:${X}hunter2@db",
+            "redis://db:6379/0?password=hunter2",
+            "redis://db?Pass=hunter2&x=1",
+            "rediss://db/1?auth_token=hunter2#frag",
+        ] {
+            let err = entry(written).settings(&env).unwrap_err();
+            assert!(err.message.contains("must not be written"), "{written}: {err}");
+        }
+        for referenced in
+            ["redis://user:${PW}@db", "redis://user@db", "redis://db?password=${PW}", "redis://db/0?protocol=resp3"]
+        {
+            assert!(!has_literal_password(referenced), "{referenced}");
+        }
         let mut bad_policy = entry("redis://db");
         bad_policy.on_failure = Some("sometimes".into());
         assert!(bad_policy.settings(&env).unwrap_err().message.contains("on_failure"));

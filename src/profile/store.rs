@@ -2,12 +2,20 @@
 //! as `<slug>.toml.bak`, and a broken file never overwritten.
 
 use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use super::error::ProfileError;
 use super::model::Profile;
 use super::{DEMO_TOML, config_dir};
+use crate::files::{self, WriteOptions};
+
+/// The largest profile file read: far beyond any real profile, small enough to refuse
+/// `/dev/zero` or a log file given by mistake before it fills memory.
+pub const MAX_PROFILE_BYTES: u64 = 1 << 20;
+/// How old a temporary file left by an interrupted save must be before a start removes it.
+const STALE_TEMP_AGE: Duration = Duration::from_secs(60);
 
 /// The file name of a profile: lower case ASCII letters, digits and single dashes
 /// (`"demo API"` → `demo-api`). Refuses a name with no letter or digit.
@@ -42,8 +50,17 @@ pub struct ProfileStore {
 
 impl ProfileStore {
     /// `profiles/` in the user's config directory ([`config_dir`]).
+    /// Removes what saves killed midway left there (see [`remove_stale_temp_files`](Self::remove_stale_temp_files)).
     pub fn default_location() -> Result<Self, ProfileError> {
-        Ok(Self::at(config_dir()?.join("profiles")))
+        let store = Self::at(config_dir()?.join("profiles"));
+        store.remove_stale_temp_files();
+        Ok(store)
+    }
+
+    /// Removes the temporary files that saves killed midway left in the directory (older than a
+    /// minute, so a save running in another process keeps its own); returns how many.
+    pub fn remove_stale_temp_files(&self) -> usize {
+        files::remove_stale_temp_files(&self.dir, STALE_TEMP_AGE)
     }
 
     /// The profiles in `dir` (created on the first save).
@@ -123,7 +140,7 @@ impl ProfileStore {
     /// Reads, validates and stores the profile file at `path` (its text is kept as written,
     /// comments included). An existing profile of the same name is replaced only with `overwrite`.
     pub fn import(&self, path: &Path, overwrite: bool) -> Result<Profile, ProfileError> {
-        let text = fs::read(path).map_err(ProfileError::io("read", path))?;
+        let text = files::read_capped(path, MAX_PROFILE_BYTES)?;
         let text = String::from_utf8(text).map_err(|_| invalid_utf8().in_file(path))?;
         let profile = Profile::from_toml(&text).map_err(|err| err.in_file(path))?;
         let target = self.path_of(&profile.name)?;
@@ -138,7 +155,8 @@ impl ProfileStore {
     /// secret header names, never their values (those live in the secret store).
     pub fn export(&self, name: &str, path: &Path) -> Result<(), ProfileError> {
         let text = self.load(name)?.to_toml()?;
-        write_atomic(path, text.as_bytes(), false)
+        files::write_bytes(path, text.as_bytes(), WriteOptions::default())?;
+        Ok(())
     }
 
     /// Writes the demo profile ([`Profile::demo`]) unless a profile named `demo` exists;
@@ -149,18 +167,8 @@ impl ProfileStore {
             return Ok(false);
         }
         fs::create_dir_all(&self.dir).map_err(ProfileError::io("create", &self.dir))?;
-        let mut file = temp_file_in(&self.dir, false)?;
-        file.write_all(DEMO_TOML.as_bytes()).map_err(ProfileError::io("write", file.path()))?;
-        file.as_file().sync_all().map_err(ProfileError::io("write", file.path()))?;
-        match file.persist_noclobber(&path) {
-            Ok(_) => {
-                sync_dir(&self.dir);
-                Ok(true)
-            }
-            // Someone else wrote it in the meantime: theirs stays.
-            Err(err) if err.error.kind() == io::ErrorKind::AlreadyExists => Ok(false),
-            Err(err) => Err(ProfileError::io("write", &path)(err.error)),
-        }
+        // Someone else may write it in the meantime: theirs stays.
+        Ok(files::write_new(&path, DEMO_TOML.as_bytes())?)
     }
 
     /// Writes `text` as the file of profile `name`, after the checks of [`save`](Self::save).
@@ -174,12 +182,12 @@ impl ProfileStore {
                 if current.name != name {
                     return Err(ProfileError::NameClash { new: name.to_owned(), existing: current.name, path });
                 }
-                write_atomic(&backup_of(&path), &existing, false)?;
+                files::write_bytes(&backup_of(&path), &existing, WriteOptions::default())?;
             }
             Err(err) if err.kind() == io::ErrorKind::NotFound => {}
             Err(err) => return Err(ProfileError::io("read", &path)(err)),
         }
-        write_atomic(&path, text.as_bytes(), false)?;
+        files::write_bytes(&path, text.as_bytes(), WriteOptions::default())?;
         tracing::debug!(profile = name, path = %path.display(), "profile saved");
         Ok(path)
     }
@@ -194,7 +202,7 @@ fn backup_of(path: &Path) -> PathBuf {
 
 /// A profile file: valid TOML, valid settings, and a name that belongs to this file name.
 fn read_profile(path: &Path) -> Result<Profile, ProfileError> {
-    let bytes = fs::read(path).map_err(ProfileError::io("read", path))?;
+    let bytes = files::read_capped(path, MAX_PROFILE_BYTES)?;
     parse_bytes(path, &bytes)
 }
 
@@ -215,45 +223,6 @@ fn parse_bytes(path: &Path, bytes: &[u8]) -> Result<Profile, ProfileError> {
 
 fn invalid_utf8() -> ProfileError {
     ProfileError::Syntax { position: None, host: None, message: "the file is not UTF-8 text".to_owned() }
-}
-
-fn temp_file_in(dir: &Path, private: bool) -> Result<tempfile::NamedTempFile, ProfileError> {
-    let mut builder = tempfile::Builder::new();
-    builder.prefix(".ratescope-").suffix(".tmp");
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        builder.permissions(fs::Permissions::from_mode(if private { 0o600 } else { 0o644 }));
-    }
-    #[cfg(not(unix))]
-    let _ = private;
-    builder.tempfile_in(dir).map_err(ProfileError::io("create a temporary file in", dir))
-}
-
-/// Writes `bytes` to `path` so that a reader sees the old file or the new one, never a mix:
-/// a temporary file in the same directory, flushed to disk, then renamed over `path`.
-/// `private` files are readable by their owner only (mode 0600 on unix, from creation on).
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8], private: bool) -> Result<(), ProfileError> {
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    };
-    let mut file = temp_file_in(dir, private)?;
-    file.write_all(bytes).map_err(ProfileError::io("write", file.path()))?;
-    file.as_file().sync_all().map_err(ProfileError::io("write", file.path()))?;
-    file.persist(path).map_err(|err| ProfileError::io("write", path)(err.error))?;
-    sync_dir(dir);
-    Ok(())
-}
-
-/// Makes a rename in `dir` durable (best effort: not every platform can open a directory).
-fn sync_dir(dir: &Path) {
-    #[cfg(unix)]
-    if let Ok(handle) = fs::File::open(dir) {
-        let _ = handle.sync_all();
-    }
-    #[cfg(not(unix))]
-    let _ = dir;
 }
 
 #[cfg(test)]

@@ -31,7 +31,7 @@ impl Profile {
 
     /// Reads and validates the profile file at `path`; errors name the file, line and column.
     pub fn from_file(path: &std::path::Path) -> Result<Self, ProfileError> {
-        let bytes = std::fs::read(path).map_err(ProfileError::io("read", path))?;
+        let bytes = crate::files::read_capped(path, super::store::MAX_PROFILE_BYTES)?;
         let text = String::from_utf8(bytes).map_err(|_| {
             ProfileError::Syntax { position: None, host: None, message: "the file is not UTF-8 text".into() }
                 .in_file(path)
@@ -44,6 +44,14 @@ impl Profile {
     pub fn to_toml(&self) -> Result<String, ProfileError> {
         let mut out = String::new();
         line(&mut out, "name", &self.name)?;
+        if let Some(shared) = &self.shared {
+            out.push_str("\n[shared]\n");
+            line(&mut out, "redis", &shared.redis)?;
+            line(&mut out, "key", &shared.key)?;
+            if let Some(policy) = &shared.on_failure {
+                line(&mut out, "on_failure", policy)?;
+            }
+        }
         for host in &self.hosts {
             out.push_str("\n[[hosts]]\n");
             line(&mut out, "name", &host.name)?;
@@ -198,6 +206,19 @@ mod tests {
             err.to_string().ends_with("host 'b': budget 'rate': rate \"0/1s\": a rate of zero never refills: use a positive amount such as 10/1s"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn the_shared_table_survives_the_round_trip() {
+        let mut profile = Profile::demo().unwrap();
+        profile.shared = Some(crate::profile::SharedEntry {
+            redis: "redis://:${REDIS_PASSWORD}@db:6379/2".into(),
+            key: "team \"a\"".into(),
+            on_failure: Some("local/3".into()),
+        });
+        let text = profile.to_toml().unwrap();
+        assert!(text.contains("[shared]"), "{text}");
+        assert_eq!(Profile::from_toml(&text).unwrap(), profile);
     }
 
     #[test]

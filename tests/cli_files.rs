@@ -1,0 +1,158 @@
+//! Files named on the command line are written to, never replaced: a symlink stays a symlink
+//! (its target gets the text), a FIFO and a device are written in place, a failed write leaves
+//! the old file; and a start removes the temporary files a killed save left behind.
+
+use std::fs;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, SystemTime};
+
+fn ratescope(config: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ratescope"))
+        .args(args)
+        .env("RATESCOPE_CONFIG_DIR", config)
+        .stdin(Stdio::null())
+        .output()
+        .expect("the ratescope binary runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A config dir whose demo profile has a `[shared]` table.
+fn config_with_shared_demo() -> tempfile::TempDir {
+    let config = tempfile::tempdir().unwrap();
+    fs::create_dir(config.path().join("profiles")).unwrap();
+    let path = config.path().join("profiles/demo.toml");
+    let with_shared = ratescope::profile::DEMO_TOML.replacen(
+        "\n[[hosts]]",
+        "\n[shared]\nredis = \"redis://:${REDIS_PASSWORD}@127.0.0.1:6379\"\nkey = \"team\"\n\n[[hosts]]",
+        1,
+    );
+    fs::write(&path, with_shared).unwrap();
+    config
+}
+
+#[cfg(unix)]
+#[test]
+fn export_through_a_symlink_writes_its_target_and_keeps_the_link() {
+    let config = config_with_shared_demo();
+    let out = tempfile::tempdir().unwrap();
+    let target = out.path().join("real.toml");
+    fs::write(&target, "old").unwrap();
+    let link = out.path().join("link.toml");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let export = ratescope(config.path(), &["profile", "export", "demo", link.to_str().unwrap()]);
+    assert!(export.status.success(), "{}", text(&export.stderr));
+    assert!(fs::symlink_metadata(&link).unwrap().file_type().is_symlink(), "the link was replaced by a file");
+    let written = fs::read_to_string(&target).unwrap();
+    assert!(written.starts_with("name = \"demo\""), "{written}");
+    // `[shared]` travels with the export (it used to be dropped).
+    assert!(written.contains("[shared]") && written.contains("key = \"team\""), "{written}");
+}
+
+#[cfg(unix)]
+#[test]
+fn export_into_a_fifo_streams_and_keeps_the_fifo() {
+    use std::os::unix::fs::FileTypeExt;
+    let config = config_with_shared_demo();
+    let out = tempfile::tempdir().unwrap();
+    let fifo = out.path().join("pipe");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || fs::read_to_string(fifo).unwrap())
+    };
+    let export = ratescope(config.path(), &["profile", "export", "demo", fifo.to_str().unwrap()]);
+    assert!(export.status.success(), "{}", text(&export.stderr));
+    let received = reader.join().unwrap();
+    assert!(received.starts_with("name = \"demo\"") && received.contains("[shared]"), "{received}");
+    assert!(fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo(), "the FIFO was replaced by a file");
+}
+
+/// Device nodes of our own (null and full, as in /dev), made only where mknod is allowed (root):
+/// a regression then replaces a node in a temporary directory, not the machine's /dev/full.
+#[cfg(unix)]
+#[test]
+fn export_to_a_device_writes_to_it_and_reports_a_full_one() {
+    use std::os::unix::fs::FileTypeExt;
+    let config = config_with_shared_demo();
+    let out = tempfile::tempdir().unwrap();
+    let null = out.path().join("null");
+    let full = out.path().join("full");
+    let made = |path: &Path, minor: &str| {
+        Command::new("mknod")
+            .arg(path)
+            .args(["c", "1", minor])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !(made(&null, "3") && made(&full, "7")) {
+        eprintln!("NOTICE: mknod is not allowed here (not root); the device case is covered by the FIFO one");
+        return;
+    }
+    let export = ratescope(config.path(), &["profile", "export", "demo", null.to_str().unwrap()]);
+    assert!(export.status.success(), "{}", text(&export.stderr));
+    assert!(fs::metadata(&null).unwrap().file_type().is_char_device());
+
+    let export = ratescope(config.path(), &["profile", "export", "demo", full.to_str().unwrap()]);
+    assert_eq!(export.status.code(), Some(1));
+    let stderr = text(&export.stderr);
+    assert!(stderr.contains("No space left on device"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(fs::metadata(&full).unwrap().file_type().is_char_device(), "the device node was replaced by a file");
+}
+
+#[test]
+fn show_names_the_shared_table() {
+    let config = config_with_shared_demo();
+    let show = ratescope(config.path(), &["profile", "show", "demo"]);
+    assert!(show.status.success(), "{}", text(&show.stderr));
+    let stdout = text(&show.stdout);
+    assert!(stdout.contains("shared budgets: key 'team'"), "{stdout}");
+}
+
+#[test]
+fn a_start_removes_the_temporary_files_of_a_killed_save() {
+    let config = tempfile::tempdir().unwrap();
+    let profiles = config.path().join("profiles");
+    fs::create_dir_all(&profiles).unwrap();
+    let stale = profiles.join(".ratescope-killed.tmp");
+    let fresh = profiles.join(".ratescope-running.tmp");
+    fs::write(&stale, "name = \"half").unwrap();
+    fs::write(&fresh, "name = \"half").unwrap();
+    let an_hour_ago = SystemTime::now() - Duration::from_secs(3600);
+    fs::File::options().write(true).open(&stale).unwrap().set_modified(an_hour_ago).unwrap();
+    let list = ratescope(config.path(), &["profile", "list"]);
+    assert!(list.status.success(), "{}", text(&list.stderr));
+    assert!(!stale.exists(), "a killed save's temporary file is still there");
+    assert!(fresh.exists(), "a save that may still be running lost its temporary file");
+}
+
+#[test]
+fn oversized_profile_imports_are_refused_naming_the_cap() {
+    let config = tempfile::tempdir().unwrap();
+    let import = ratescope(config.path(), &["profile", "import", "/dev/zero"]);
+    assert_eq!(import.status.code(), Some(1));
+    let stderr = text(&import.stderr);
+    assert!(stderr.contains("/dev/zero is larger than the 1 MiB this accepts"), "{stderr}");
+}
+
+#[test]
+fn usage_errors_exit_2_like_claps_own() {
+    let config = tempfile::tempdir().unwrap();
+    for args in [
+        &["pace", "-n", "3", "--burst", "5"][..],
+        &["pace", "-n", "3", "--rate", "5/1s", "--window", "nope"],
+        &["burst", "http://127.0.0.1:9/", "-H", "Authorization Bearer s3cret"],
+        &["burst", "http://127.0.0.1:9/", "--no-such-flag"],
+        &["headers", "--now", "-5"],
+    ] {
+        let run = ratescope(config.path(), args);
+        let stderr = text(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(!stderr.contains("s3cret"), "{args:?} echoed a header value: {stderr}");
+    }
+}
