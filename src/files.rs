@@ -13,6 +13,10 @@ const TEMP_SUFFIX: &str = ".tmp";
 /// Symlinks followed before a path counts as a loop (Linux's own limit).
 const MAX_LINK_HOPS: usize = 40;
 
+/// The largest settings file read (a profile, a mock config, a burst spec): far beyond any real
+/// one, small enough to refuse `/dev/zero` or a log given by mistake before it fills memory.
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
 /// Why a file could not be written or read.
 #[derive(Debug, thiserror::Error)]
 pub enum FileError {

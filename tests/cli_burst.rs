@@ -219,3 +219,38 @@ async fn shared_flags_without_a_store_are_refused_clearly() {
     assert_ne!(code, 0);
     assert!(stderr.contains("braces"), "{stderr}");
 }
+
+/// A server that accepts connections and never answers: `--timeout` bounds each attempt, and
+/// the failure says no response came (it connected), counted by cause in the JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_server_fails_as_no_response_after_the_timeout() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            open.push(stream);
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("http://{address}/stall");
+    let (code, stdout, stderr) = ratescope(
+        dir.path(),
+        args(&["burst", &url, "-n", "3", "--rate", "100/1s", "--retries", "0", "--timeout", "200ms", "--json"]),
+    )
+    .await;
+    held.abort();
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(json["failed"], 3, "{json}");
+    assert_eq!(json["errors"], serde_json::json!({ "no response in time": 3 }), "{json}");
+    let example = json["error_examples"]["no response in time"].as_str().unwrap();
+    assert!(example.contains("no response from 127.0.0.1") && !example.contains("could not reach"), "{example}");
+    for field in ["min", "mean", "p95"] {
+        assert!(json["service_ms"][field].as_f64().is_some_and(|ms| ms >= 200.0), "{field}: {json}");
+    }
+
+    let (code, _, stderr) = ratescope(dir.path(), args(&["burst", &url, "--timeout", "0s"])).await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("a timeout of 0"), "{stderr}");
+}

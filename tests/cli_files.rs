@@ -132,12 +132,32 @@ fn a_start_removes_the_temporary_files_of_a_killed_save() {
 }
 
 #[test]
-fn oversized_profile_imports_are_refused_naming_the_cap() {
+fn endless_inputs_are_refused_naming_the_cap() {
     let config = tempfile::tempdir().unwrap();
-    let import = ratescope(config.path(), &["profile", "import", "/dev/zero"]);
-    assert_eq!(import.status.code(), Some(1));
-    let stderr = text(&import.stderr);
-    assert!(stderr.contains("/dev/zero is larger than the 1 MiB this accepts"), "{stderr}");
+    let sim_burst = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/sim-burst.toml");
+    for args in [
+        &["profile", "import", "/dev/zero"][..],
+        &["sim", "--server", "/dev/zero", "--burst", sim_burst],
+        &["sim", "--burst", "/dev/zero"],
+        &["burst", "http://127.0.0.1:9/", "--profile", "/dev/zero"],
+        &["headers", "/dev/zero"],
+    ] {
+        let run = ratescope(config.path(), args);
+        assert_eq!(run.status.code(), Some(1), "{args:?}");
+        let stderr = text(&run.stderr);
+        assert!(stderr.contains("/dev/zero") && stderr.contains("1 MiB"), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn a_simulation_beyond_its_memory_cap_is_refused_before_it_starts() {
+    let config = tempfile::tempdir().unwrap();
+    let spec = config.path().join("huge.toml");
+    fs::write(&spec, "path = \"/open\"\nrequests = 10000000\n").unwrap();
+    let run = ratescope(config.path(), &["sim", "--burst", spec.to_str().unwrap()]);
+    assert_eq!(run.status.code(), Some(1));
+    let stderr = text(&run.stderr);
+    assert!(stderr.contains("more than the simulator runs (250000)"), "{stderr}");
 }
 
 #[test]

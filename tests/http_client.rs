@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use ratescope::engine::{LimitKey, LimiterConfig, Priority, Registry};
 use ratescope::http::retry::GiveUpReason;
-use ratescope::http::{Adaptive, ClientError, EventKind, EventSink, LimitedClient, RequestSpec, RetryPolicy};
+use ratescope::http::{
+    Adaptive, ClientError, EventKind, EventSink, LimitedClient, RedirectPolicy, RequestSpec, RetryPolicy,
+};
 use support::TestServer;
 use tokio::time::Instant;
 
@@ -280,21 +282,53 @@ async fn redirecting_server(elsewhere: url::Url) -> std::net::SocketAddr {
     addr
 }
 
+/// Both wires (reqwest, and the HTTP/1.1 wire of raw bursts) answer 3xx alike: same-origin
+/// redirects are followed, another origin's is the answer unless the host's policy allows it,
+/// and then the other origin gets the caller's headers without credentials, never the host's.
 #[tokio::test(start_paused = true)]
-async fn a_host_header_never_follows_a_redirect_to_another_origin() {
-    let other = TestServer::start(100, Duration::from_secs(60), 0).await;
-    let addr = redirecting_server(other.url("/ok")).await;
-    let mut secret = http::HeaderMap::new();
-    secret.insert("x-api-key", "k1".parse().unwrap());
-    let client = LimitedClient::builder().host_headers(&addr.to_string(), secret).without_timers().build().unwrap();
-    let base = url::Url::parse(&format!("http://{addr}/")).unwrap();
+async fn redirects_follow_the_host_policy_alike_on_both_wires() {
+    for http1_wire in [false, true] {
+        let other = TestServer::start(100, Duration::from_secs(60), 0).await;
+        let addr = redirecting_server(other.url("/ok")).await;
+        let base = url::Url::parse(&format!("http://{addr}/")).unwrap();
+        let mut secret = http::HeaderMap::new();
+        secret.insert("x-api-key", "k1".parse().unwrap());
+        let builder = || {
+            LimitedClient::builder()
+                .host_headers(&addr.to_string(), secret.clone())
+                .http1_direct(http1_wire)
+                .without_timers()
+        };
+        let mut caller = http::HeaderMap::new();
+        caller.insert("authorization", "Bearer caller-token".parse().unwrap());
+        caller.insert("x-trace", "t1".parse().unwrap());
+        let request =
+            |path: &str| RequestSpec { headers: caller.clone(), ..RequestSpec::get(base.join(path).unwrap()) };
 
-    let response = client.get(base.join("away").unwrap()).await.unwrap();
-    assert_eq!(response.status, 307, "the cross-origin redirect is the answer");
-    assert!(other.arrivals().is_empty(), "the other origin received nothing, and so no key");
+        let client = builder().build().unwrap();
+        let response = client.send(request("away")).await.unwrap();
+        assert_eq!(response.status, 307, "wire {http1_wire}: the cross-origin redirect is the answer");
+        assert!(other.arrivals().is_empty(), "wire {http1_wire}: the other origin received nothing, and so no key");
+        let response = client.send(request("hop")).await.unwrap();
+        assert_eq!(
+            (response.status.as_u16(), response.body.as_ref()),
+            (200, b"landed".as_ref()),
+            "wire {http1_wire}: same origin is followed"
+        );
 
-    let response = client.get(base.join("hop").unwrap()).await.unwrap();
-    assert_eq!((response.status.as_u16(), response.body.as_ref()), (200, b"landed".as_ref()), "same origin: followed");
+        let client = builder().redirects(&addr.to_string(), RedirectPolicy::AnyOrigin).build().unwrap();
+        let response = client.send(request("away")).await.unwrap();
+        assert_eq!(response.status, 200, "wire {http1_wire}: allowed, the redirect is followed");
+        let arrivals = other.arrivals();
+        assert_eq!(arrivals.len(), 1);
+        let sent = &arrivals[0].headers;
+        assert!(sent.get("x-api-key").is_none(), "wire {http1_wire}: the host's key went to another origin");
+        assert!(sent.get("authorization").is_none(), "wire {http1_wire}: credentials went to another origin");
+        assert_eq!(sent.get("x-trace").unwrap(), "t1", "wire {http1_wire}: the caller's other headers go along");
+
+        let client = builder().redirects(&addr.to_string(), RedirectPolicy::None).build().unwrap();
+        assert_eq!(client.send(request("hop")).await.unwrap().status, 307, "wire {http1_wire}: policy none");
+    }
 }
 
 #[tokio::test(start_paused = true)]

@@ -7,9 +7,12 @@ use std::time::Duration;
 
 use ratescope::engine::{BudgetSpec, Rate};
 use ratescope::store::{
-    AdmittedVia, FailPolicy, PROBE_INTERVAL, RedisStore, RedisStoreOptions, SharedGate, StoreHealth, StoreState,
+    AdmittedVia, FailPolicy, PROBE_INTERVAL, RedisStore, RedisStoreOptions, SharedGate, StoreError, StoreHealth,
+    StoreState,
 };
 use tokio::time::Instant;
+
+mod redis_support;
 
 /// A store whose server is away (nothing listens on port 1).
 fn unreachable_store() -> RedisStore {
@@ -99,4 +102,54 @@ async fn bad_gate_settings_are_refused() {
     assert!(SharedGate::new(store.clone(), health.clone(), "a{b}", &[window(5, 60)], FailPolicy::Open).is_err());
     let zero = FailPolicy::Local { instances: 0 };
     assert!(SharedGate::new(store, health, "team", &[window(5, 60)], zero).is_err());
+}
+
+/// A store that will never let us in: every request fails at once, with an error that says
+/// why, instead of waiting for a store that is not coming (a wrong password under fail-closed
+/// used to log a warning every half second forever). Real servers: a redis-server of the
+/// test's own that wants a password, and a TCP port that answers in HTTP, not RESP.
+#[tokio::test]
+async fn a_store_that_refuses_us_fails_requests_at_once_whatever_the_policy() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    let server = std::process::Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+        .args(["--requirepass", "right-password"])
+        .stdout(std::process::Stdio::null())
+        .spawn();
+    let Ok(mut server) = server else {
+        redis_support::skip_or_fail("redis-server could not be started");
+        return;
+    };
+    let not_redis = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let not_redis_url = format!("redis://{}", not_redis.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = not_redis.accept().await {
+            use tokio::io::AsyncWriteExt;
+            let _ = stream.write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n").await;
+        }
+    });
+    for _ in 0..200 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let wrong_password = format!("redis://:wrong-password@127.0.0.1:{port}");
+    let no_password = format!("redis://127.0.0.1:{port}");
+    for url in [&wrong_password, &no_password, &not_redis_url] {
+        for policy in [FailPolicy::Closed, FailPolicy::Open, FailPolicy::Local { instances: 2 }] {
+            let store = RedisStore::connect_lazy(url, "ratescope-test", RedisStoreOptions::default()).unwrap();
+            let gate = SharedGate::new(store, StoreHealth::new(), "team/api", &[window(5, 60)], policy).unwrap();
+            // Before the fix fail-closed never returned: the guard turns that hang into a failure.
+            let result = tokio::time::timeout(Duration::from_secs(20), gate.admit(1)).await;
+            let err = result.unwrap_or_else(|_| panic!("{url} under {policy}: still waiting")).unwrap_err();
+            assert!(matches!(err, StoreError::Refused(_)), "{url} under {policy}: {err}");
+            assert!(err.to_string().contains("check the URL's user and password"), "{err}");
+            assert!(!err.to_string().contains("wrong-password"), "the password leaked: {err}");
+        }
+    }
+    let _ = server.kill();
+    let _ = server.wait();
 }

@@ -68,6 +68,10 @@ pub struct BurstArgs {
     /// Print the summary as one JSON object (schema in ratescope::run::Summary).
     #[arg(long)]
     pub json: bool,
+    /// The longest wait for each attempt's response, connecting included (e.g. 5s); a stalled
+    /// server then fails the attempt as "no response" after this long instead of a minute.
+    #[arg(long, value_parser = duration_arg, value_name = "DURATION", default_value = "60s")]
+    pub timeout: Duration,
     /// Write one row per HTTP attempt to this CSV file.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
@@ -124,6 +128,7 @@ impl BurstArgs {
             retry,
             adaptive: self.adaptive,
             shared: None,
+            timeout: Some(self.timeout),
         })
     }
 }
@@ -168,7 +173,7 @@ fn profile_client(reference: &str, args: &BurstArgs, spec: &mut BurstSpec) -> an
     }
     spec.limits = entries.iter().find(|(key, _)| key.path_prefix.is_none()).map(|(_, config)| config.clone());
     let secrets = SecretStore::open_default()?;
-    let mut builder = profile.client_builder(&secrets)?;
+    let mut builder = profile.client_builder(&secrets)?.request_timeout(args.timeout);
     if let Some(shared) = args.shared.settings(profile.shared_settings()?)? {
         builder = shared.attach(builder)?.0;
     }
@@ -194,7 +199,7 @@ pub fn run(args: BurstArgs) -> anyhow::Result<ExitCode> {
             None
         }
     };
-    spec.validate()?;
+    spec.validate().map_err(|err| super::as_usage(err.into()))?;
     let (summary, results) = runtime.block_on(async {
         let burst = match client {
             Some(client) => Burst::start(spec, client)?,

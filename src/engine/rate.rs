@@ -8,8 +8,8 @@ use super::ConfigError;
 
 /// `amount` units per `per`: the refill of a token bucket or the allowance of a window.
 ///
-/// Stored as an exact integer ratio so the engine's arithmetic never drifts;
-/// fractional amounts such as `2.5/1s` are scaled to `5/2s`.
+/// Stored as an exact integer ratio in lowest terms so the engine's arithmetic never drifts;
+/// fractional amounts are scaled and reduced: `2.5/1s` is `5/2s`, `0.5/1s` is `1/2s`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Rate {
     amount: u64,
@@ -54,8 +54,10 @@ impl Rate {
         if scaled < 1.0 {
             return Err(ConfigError::NotPositive(amount));
         }
+        // Only the scaling is taken back out: 2.5/1s is 25/10s, then 5/2s; 10/1s stays 10/1s.
+        let (amount, scale) = lowest_terms(scaled as u64, scale);
         let per = per.checked_mul(scale).ok_or(ConfigError::DurationTooLong(per))?;
-        Self::new(scaled as u64, per)
+        Self::new(amount, per)
     }
 
     /// Units per interval (numerator).
@@ -72,6 +74,16 @@ impl Rate {
     pub fn per_second(&self) -> f64 {
         self.amount as f64 / self.per.as_secs_f64()
     }
+}
+
+/// `amount/scale` with their common factor taken out (`25/10` → `5/2`).
+fn lowest_terms(amount: u64, scale: u32) -> (u64, u32) {
+    let (mut a, mut b) = (amount, u64::from(scale));
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    let common = a.max(1);
+    (amount / common, (u64::from(scale) / common) as u32)
 }
 
 /// Longest period accepted: about 10 years, enough for any real budget and far from overflow.
@@ -156,7 +168,11 @@ mod tests {
         assert_eq!((rate.amount(), rate.per()), (1000, Duration::from_secs(3600)));
         let rate: Rate = " 2.5 / 500ms ".parse().unwrap();
         assert_eq!(rate.per_second(), 5.0);
-        assert_eq!(rate.to_string(), "25/5s");
+        assert_eq!(rate.to_string(), "5/1s");
+        assert_eq!("10/1s".parse::<Rate>().unwrap().to_string(), "10/1s");
+        assert_eq!("2.5/1s".parse::<Rate>().unwrap().to_string(), "5/2s");
+        assert_eq!("0.5/1s".parse::<Rate>().unwrap().to_string(), "1/2s");
+        assert_eq!("0.125/1ms".parse::<Rate>().unwrap().to_string(), "1/8ms");
         assert_eq!("100/1d".parse::<Rate>().unwrap().to_string(), "100/1d");
     }
 

@@ -138,6 +138,7 @@ impl Composer {
             retry,
             adaptive: host.adaptive && self.limiter_on,
             shared: if self.limiter_on { self.shared.settings(profile)? } else { None },
+            timeout: None,
         };
         spec.validate().map_err(|err| err.to_string())?;
         Ok(FireRequest { spec, builder })

@@ -82,8 +82,11 @@ pub fn summary_ui(ui: &mut Ui, summary: &Summary) -> SummaryAction {
 
     if !summary.errors.is_empty() {
         ui.add_space(8.0);
-        for (error, count) in &summary.errors {
-            ui.add(Label::new(RichText::new(format!("failed ×{count}: {error}")).color(ERROR_COLOR)).wrap());
+        for (cause, count) in &summary.errors {
+            let line = ui.add(Label::new(RichText::new(format!("failed ×{count}: {cause}")).color(ERROR_COLOR)).wrap());
+            if let Some(example) = summary.error_examples.get(cause) {
+                line.on_hover_text(format!("e.g. {example}"));
+            }
         }
     }
 
@@ -133,7 +136,15 @@ mod tests {
     use super::*;
 
     fn summary() -> Summary {
-        let percentiles = |base: f64| Percentiles { p50: base, p90: base * 2.0, p99: base * 3.0, max: base * 4.0 };
+        let percentiles = |base: f64| Percentiles {
+            min: base / 2.0,
+            mean: base * 1.2,
+            p50: base,
+            p90: base * 2.0,
+            p95: base * 2.5,
+            p99: base * 3.0,
+            max: base * 4.0,
+        };
         Summary {
             requests: 50,
             sent: 57,
@@ -148,7 +159,9 @@ mod tests {
             service_ms: percentiles(10.0),
             queue_wait_ms: percentiles(250.0),
             total_ms: percentiles(333.3),
-            errors: BTreeMap::from([("connection refused".into(), 3)]),
+            service_histogram: Vec::new(),
+            errors: BTreeMap::from([("could not connect".into(), 3)]),
+            error_examples: BTreeMap::from([("could not connect".into(), "connection refused".into())]),
             limiter: "bucket 5 @ 3/1s".into(),
             shared: None,
         }
@@ -182,7 +195,7 @@ mod tests {
             "queue wait",
             "750.0",
             "1333.2",
-            "failed ×3: connection refused",
+            "failed ×3: could not connect",
         ] {
             assert!(harness.query_by_label(text).is_some(), "{text:?} is not shown");
         }

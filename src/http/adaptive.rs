@@ -232,7 +232,7 @@ mod tests {
         let nothing = RateLimitInfo::parse(Some(200), &Default::default(), None, std::time::SystemTime::now());
         let learned = learned_config(&LimiterConfig::new(), &nothing, Some(2.5), vec![]).unwrap();
         assert_eq!(learned.budgets[0].name, PACED_BUDGET);
-        assert_eq!(learned.budgets[0].describe(), "bucket 1 @ 25/10s");
+        assert_eq!(learned.budgets[0].describe(), "bucket 1 @ 5/2s");
     }
 
     #[test]

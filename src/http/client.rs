@@ -26,6 +26,7 @@ use super::cache::{CacheConfig, CacheStats, CachedResponse, Lookup, ResponseCach
 use super::events::{Event, EventKind, EventSink};
 use super::headers::RateLimitInfo;
 use super::http1::Http1Transport;
+use super::redirect::{self, RedirectPolicy};
 use super::retry::{Decision, GiveUpReason, Outcome, RetryPolicy};
 use super::transport::{Exchanged, Transport, TransportError};
 use crate::engine::{AcquireError, LimitKey, Limiter, LimiterConfig, Permit, Priority, Registry, format_wait};
@@ -106,6 +107,9 @@ pub enum ClientError {
     GaveUp { reason: GiveUpReason, last_status: Option<u16>, attempts: u32 },
     #[error("could not reach {host}: {message}")]
     Transport { host: String, message: String, attempts: u32 },
+    /// Connected (or still connecting) when the request timeout ran out.
+    #[error("no response from {host} within the request timeout")]
+    NoResponse { host: String, attempts: u32 },
     #[error("the limiter refused the request: {0}")]
     Limiter(#[from] AcquireError),
     #[error("could not build the HTTP client: {0}")]
@@ -115,6 +119,23 @@ pub enum ClientError {
 }
 
 impl ClientError {
+    /// The cause in a few stable words, for counting failures by kind (the message may hold
+    /// times and addresses that differ between requests of one cause).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::NoHost(_) => "no host in the URL",
+            Self::GaveUp { reason: GiveUpReason::AttemptsExhausted { .. }, .. } => "gave up after retries",
+            Self::GaveUp { reason: GiveUpReason::RetryAfterTooLong { .. }, .. } => "Retry-After beyond the maximum",
+            Self::GaveUp { reason: GiveUpReason::NotIdempotent { .. }, .. } => "not retried: method not idempotent",
+            Self::GaveUp { reason: GiveUpReason::NotRetryable, .. } => "not retryable",
+            Self::Transport { .. } => "could not connect",
+            Self::NoResponse { .. } => "no response in time",
+            Self::Limiter(_) => "refused by the limiter",
+            Self::Build(_) => "could not build the client",
+            Self::Shared(_) => "refused by the shared budget",
+        }
+    }
+
     /// The last HTTP status seen, if any.
     pub fn last_status(&self) -> Option<u16> {
         match self {
@@ -156,6 +177,7 @@ pub struct ClientBuilder {
     events: EventSink,
     default_headers: HeaderMap,
     host_headers: HashMap<String, HeaderMap>,
+    redirects: HashMap<String, RedirectPolicy>,
     key_retry: HashMap<String, RetryPolicy>,
     gates: HashMap<String, SharedGate>,
     shared: Option<SharedHandle>,
@@ -177,6 +199,7 @@ impl Default for ClientBuilder {
             events: EventSink::none(),
             default_headers: HeaderMap::new(),
             host_headers: HashMap::new(),
+            redirects: HashMap::new(),
             key_retry: HashMap::new(),
             gates: HashMap::new(),
             shared: None,
@@ -227,6 +250,14 @@ impl ClientBuilder {
         self
     }
 
+    /// Which redirects requests to `host` (`host` or `host:port`) follow; the default is
+    /// [`RedirectPolicy::SameOrigin`]. The same on every wire (reqwest, the HTTP/1.1 wire, a
+    /// transport of the caller's).
+    pub fn redirects(mut self, host: &str, policy: RedirectPolicy) -> Self {
+        self.redirects.insert(host.to_ascii_lowercase(), policy);
+        self
+    }
+
     /// The retry policy for requests paced by the limiter keyed `key` (instead of the default one).
     pub fn key_retry(mut self, key: String, policy: RetryPolicy) -> Self {
         self.key_retry.insert(key, policy);
@@ -255,6 +286,12 @@ impl ClientBuilder {
     pub fn timeouts(mut self, connect: Option<Duration>, request: Option<Duration>) -> Self {
         self.connect_timeout = connect;
         self.request_timeout = request;
+        self
+    }
+
+    /// The longest wait for one attempt's response (connecting included).
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = Some(timeout);
         self
     }
 
@@ -290,8 +327,10 @@ impl ClientBuilder {
         }
         // reqwest is built without a default TLS provider; ring is ours (ignore "already installed").
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let mut http =
-            reqwest::Client::builder().pool_idle_timeout(self.pool_idle_timeout).redirect(same_origin_redirects());
+        // Redirects are followed by the client itself (`send_once`), alike on every wire.
+        let mut http = reqwest::Client::builder()
+            .pool_idle_timeout(self.pool_idle_timeout)
+            .redirect(reqwest::redirect::Policy::none());
         if let Some(timeout) = self.connect_timeout {
             http = http.connect_timeout(timeout);
         }
@@ -313,6 +352,7 @@ impl ClientBuilder {
                 events: self.events,
                 default_headers: self.default_headers,
                 host_headers: self.host_headers,
+                redirects: self.redirects,
                 key_retry: self.key_retry,
                 gates: self.gates,
                 shared: self.shared,
@@ -343,6 +383,7 @@ struct Inner {
     events: EventSink,
     default_headers: HeaderMap,
     host_headers: HashMap<String, HeaderMap>,
+    redirects: HashMap<String, RedirectPolicy>,
     key_retry: HashMap<String, RetryPolicy>,
     gates: HashMap<String, SharedGate>,
     shared: Option<SharedHandle>,
@@ -353,20 +394,14 @@ struct Inner {
     http1: Option<(Http1Transport, bool)>,
 }
 
-/// Redirects within one origin are followed (at most ten); one to another origin is not: the
-/// 3xx is the answer. Per-host headers (API keys among them) are never sent to a host they
-/// were not given for, whatever their name (reqwest itself strips only `Authorization`,
-/// `Cookie` and their kin).
-fn same_origin_redirects() -> reqwest::redirect::Policy {
-    const MOST: usize = 10;
-    reqwest::redirect::Policy::custom(|attempt| {
-        let from = attempt.previous().last().map(Url::origin);
-        if attempt.previous().len() > MOST || from != Some(attempt.url().origin()) {
-            attempt.stop()
-        } else {
-            attempt.follow()
-        }
-    })
+/// The entry of `map` for `url`'s host: `host:port` first when the URL names a port, then `host`.
+fn per_host<'a, T>(map: &'a HashMap<String, T>, url: &Url) -> Option<&'a T> {
+    if map.is_empty() {
+        return None;
+    }
+    let host = url.host_str()?.to_ascii_lowercase();
+    let with_port = url.port().and_then(|port| map.get(&format!("{host}:{port}")));
+    with_port.or_else(|| map.get(&host))
 }
 
 /// Whether the environment asks for an HTTP proxy (reqwest would honour it).
@@ -477,15 +512,7 @@ impl LimitedClient {
             None => None,
         };
         let retry = key.as_ref().and_then(|key| inner.key_retry.get(key)).unwrap_or(&inner.retry);
-        let mut headers = inner.default_headers.clone();
-        if !inner.host_headers.is_empty() {
-            let with_port = spec.url.port().map(|port| format!("{host}:{port}"));
-            let extra = with_port.and_then(|authority| inner.host_headers.get(&authority));
-            if let Some(extra) = extra.or_else(|| inner.host_headers.get(host.as_ref())) {
-                headers.extend(extra.clone());
-            }
-        }
-        headers.extend(spec.headers.clone());
+        let mut headers = self.headers_for(&spec.url, &spec.headers);
         if let (Some(cache), Some(uri)) = (&inner.cache, &uri) {
             match cache.lookup(&spec.method, uri, &headers, SystemTime::now()) {
                 Lookup::Fresh(cached) => {
@@ -632,9 +659,13 @@ impl LimitedClient {
                     return Ok(response);
                 }
                 Decision::GiveUp(GiveUpReason::NotRetryable) if response.is_none() => {
-                    let message = outcome_text(&outcome);
-                    emit(EventKind::Failed { error: message.clone(), attempts: attempt });
-                    return Err(ClientError::Transport { host: host.into_owned(), message, attempts: attempt });
+                    let host = host.into_owned();
+                    let err = match outcome {
+                        Outcome::Timeout => ClientError::NoResponse { host, attempts: attempt },
+                        _ => ClientError::Transport { host, message: outcome_text(&outcome), attempts: attempt },
+                    };
+                    emit(EventKind::Failed { error: err.to_string(), attempts: attempt });
+                    return Err(err);
                 }
                 Decision::GiveUp(reason) => {
                     let last_status = response.map(|(status, ..)| status.as_u16());
@@ -677,7 +708,51 @@ impl LimitedClient {
         (Http1Transport::serves(url) && (!proxied || is_loopback(url))).then_some(Wire::Http1(wire))
     }
 
+    /// The client's headers for `url` (its defaults, then its host's), then the caller's.
+    fn headers_for(&self, url: &Url, caller: &HeaderMap) -> HeaderMap {
+        let inner = &*self.inner;
+        let mut headers = inner.default_headers.clone();
+        if let Some(extra) = per_host(&inner.host_headers, url) {
+            headers.extend(extra.clone());
+        }
+        headers.extend(caller.clone());
+        headers
+    }
+
+    /// One attempt: the request, and the redirects its host's policy follows
+    /// ([`redirect::next_hop`]). A hop to another origin carries the caller's headers without
+    /// credentials plus the client's headers for that origin, never the first host's.
     async fn send_once(&self, spec: &RequestSpec, headers: &HeaderMap) -> Attempt {
+        let mut attempt = self.exchange_once(spec, headers).await;
+        let mut hop_spec: Option<RequestSpec> = None;
+        let mut hop_headers: Option<HeaderMap> = None;
+        for _ in 0..redirect::MAX_REDIRECTS {
+            let Attempt::Response { status, headers: answer, .. } = &attempt else { break };
+            let current = hop_spec.as_ref().unwrap_or(spec);
+            let policy = per_host(&self.inner.redirects, &current.url).copied().unwrap_or_default();
+            let Some(hop) = redirect::next_hop(policy, &current.url, &current.method, *status, answer) else { break };
+            let carried = hop_headers.as_ref().unwrap_or(headers);
+            let next_headers = if hop.cross_origin {
+                self.headers_for(&hop.url, &redirect::strip_credentials(&spec.headers))
+            } else {
+                carried.clone()
+            };
+            let next = RequestSpec {
+                method: hop.method,
+                url: hop.url,
+                headers: spec.headers.clone(),
+                body: if hop.keeps_body { current.body.clone() } else { None },
+                priority: spec.priority,
+                cost: spec.cost,
+            };
+            attempt = self.exchange_once(&next, &next_headers).await;
+            hop_spec = Some(next);
+            hop_headers = Some(next_headers);
+        }
+        attempt
+    }
+
+    async fn exchange_once(&self, spec: &RequestSpec, headers: &HeaderMap) -> Attempt {
         if let Some(wire) = self.wire_for(&spec.url) {
             return match wire_request(spec, headers) {
                 Ok(request) => attempt_of(wire.exchange(request).await),
@@ -769,8 +844,10 @@ fn attempt_of(exchanged: Exchanged) -> Attempt {
     }
 }
 
+/// A connection that could not be made (a connect timeout included) is a connection error; a
+/// timeout after that is a missing response.
 fn classify(err: &reqwest::Error) -> Attempt {
-    if err.is_timeout() {
+    if err.is_timeout() && !err.is_connect() {
         return Attempt::Timeout;
     }
     Attempt::ConnectionError(error_chain(err))
@@ -891,7 +968,7 @@ fn outcome_text(outcome: &Outcome<'_>) -> String {
     match outcome {
         Outcome::Status { status, .. } => status.to_string(),
         Outcome::ConnectionError { message } => format!("connection error: {message}"),
-        Outcome::Timeout => "timeout".to_owned(),
+        Outcome::Timeout => "no response in time".to_owned(),
     }
 }
 

@@ -143,7 +143,9 @@ impl Http1Transport {
             (authority.host().trim_start_matches('[').trim_end_matches(']'), authority.port_u16().unwrap_or(80));
         let connect = TcpStream::connect(address);
         let stream = match self.connect_timeout {
-            Some(limit) => tokio::time::timeout(limit, connect).await.map_err(|_| TransportError::TimedOut)?,
+            Some(limit) => tokio::time::timeout(limit, connect)
+                .await
+                .map_err(|_| TransportError::Failed(format!("connecting to {authority} took longer than {limit:?}")))?,
             None => connect.await,
         }
         .map_err(|err| TransportError::Failed(format!("connecting to {authority} failed: {err}")))?;

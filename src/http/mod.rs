@@ -6,6 +6,7 @@ pub mod events;
 pub mod headers;
 pub mod http1;
 pub mod mirror;
+pub mod redirect;
 pub mod retry;
 pub mod transport;
 
@@ -13,5 +14,6 @@ pub use client::{Adaptive, AttemptRecord, ClientBuilder, ClientError, LimitedCli
 pub use events::{Event, EventKind, EventSink};
 pub use headers::{RateLimitInfo, ServerBudget};
 pub use http1::Http1Transport;
+pub use redirect::RedirectPolicy;
 pub use retry::{Jitter, RetryPolicy};
 pub use transport::{Exchanged, Transport, TransportError};

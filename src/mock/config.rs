@@ -261,7 +261,14 @@ impl MockConfig {
     /// A config from a TOML file; errors name the file and, when they can, the line.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, MockError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| MockError::Read { path: path.to_owned(), source })?;
+        let bytes = crate::files::read_capped(path, crate::files::MAX_CONFIG_BYTES).map_err(|err| match err {
+            crate::files::FileError::Io { source, .. } => MockError::Read { path: path.to_owned(), source },
+            too_large => too_large.into(),
+        })?;
+        let text = String::from_utf8(bytes).map_err(|_| MockError::Read {
+            path: path.to_owned(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, "the file is not UTF-8 text"),
+        })?;
         Self::parse(&text, Location::new(path.display().to_string()))
     }
 

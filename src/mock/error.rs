@@ -47,6 +47,8 @@ impl fmt::Display for Location {
 pub enum MockError {
     #[error("cannot read the mock config {}: {source}", path.display())]
     Read { path: PathBuf, source: io::Error },
+    #[error(transparent)]
+    Files(#[from] crate::files::FileError),
     /// The text is not TOML, or does not have the shape of a mock config.
     #[error("{location}: {message}")]
     Toml { location: Location, message: String },

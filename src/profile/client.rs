@@ -36,6 +36,7 @@ impl Profile {
             if !headers.is_empty() {
                 builder = builder.host_headers(&compiled.key.host, headers);
             }
+            builder = builder.redirects(&compiled.key.host, host.redirects);
             let keys: Vec<String> = std::iter::once(compiled.key.to_string())
                 .chain(compiled.paths.iter().map(|(key, _)| key.to_string()))
                 .collect();

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::engine::{BudgetKind, BudgetSpec, LimitKey, LimiterConfig, format_period};
-use crate::http::RetryPolicy;
+use crate::http::{RedirectPolicy, RetryPolicy};
 
 /// Budgets whose name starts with this were learned from a server at run time; profiles never keep them.
 pub const LEARNED_PREFIX: &str = "server:";
@@ -63,6 +63,10 @@ pub struct HostProfile {
     /// Absent: the default policy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry: Option<RetryEntry>,
+    /// Which redirects to follow: `same-origin` (default), `any-origin` (another origin gets
+    /// no headers or secrets of this host) or `none`.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub redirects: RedirectPolicy,
     /// Limits of their own for paths under a prefix.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub paths: Vec<PathOverride>,
@@ -138,6 +142,10 @@ pub struct RetryEntry {
     pub retry_non_idempotent: Option<bool>,
 }
 
+fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
+}
+
 fn is_false(value: &bool) -> bool {
     !*value
 }
@@ -198,6 +206,7 @@ impl HostProfile {
             headers: BTreeMap::new(),
             secret_headers: Vec::new(),
             retry: None,
+            redirects: RedirectPolicy::default(),
             paths: Vec::new(),
         }
     }

@@ -11,9 +11,8 @@ use super::model::Profile;
 use super::{DEMO_TOML, config_dir};
 use crate::files::{self, WriteOptions};
 
-/// The largest profile file read: far beyond any real profile, small enough to refuse
-/// `/dev/zero` or a log file given by mistake before it fills memory.
-pub const MAX_PROFILE_BYTES: u64 = 1 << 20;
+/// The largest profile file read ([`files::MAX_CONFIG_BYTES`]).
+pub const MAX_PROFILE_BYTES: u64 = files::MAX_CONFIG_BYTES;
 /// How old a temporary file left by an interrupted save must be before a start removes it.
 const STALE_TEMP_AGE: Duration = Duration::from_secs(60);
 

@@ -62,6 +62,9 @@ impl Profile {
             if host.adaptive {
                 line(&mut out, "adaptive", true)?;
             }
+            if host.redirects != Default::default() {
+                line(&mut out, "redirects", host.redirects)?;
+            }
             budgets(&mut out, &host.budgets)?;
             if !host.headers.is_empty() {
                 let pairs: Vec<(&str, String)> = host
@@ -206,6 +209,18 @@ mod tests {
             err.to_string().ends_with("host 'b': budget 'rate': rate \"0/1s\": a rate of zero never refills: use a positive amount such as 10/1s"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_redirect_policy_survives_the_round_trip_and_a_bad_one_is_named() {
+        let mut profile = Profile::demo().unwrap();
+        profile.hosts[0].redirects = crate::http::RedirectPolicy::AnyOrigin;
+        let text = profile.to_toml().unwrap();
+        assert!(text.contains("redirects = \"any-origin\""), "{text}");
+        assert_eq!(Profile::from_toml(&text).unwrap(), profile);
+        let bad = text.replace("any-origin", "always");
+        let err = Profile::from_toml(&bad).unwrap_err().to_string();
+        assert!(err.contains("always") && err.contains("same-origin"), "{err}");
     }
 
     #[test]

@@ -25,10 +25,18 @@ pub enum RequestOutcome {
     /// A final response below 400.
     Succeeded { status: u16 },
     /// A final response of 400 or more, or no usable response.
-    Failed { status: Option<u16>, error: String },
+    Failed {
+        status: Option<u16>,
+        /// The cause in a few stable words ([`ClientError::kind`]), for counting by cause.
+        kind: &'static str,
+        error: String,
+    },
     /// Dropped by cancellation (queued or in flight).
     Cancelled,
 }
+
+/// The [`RequestOutcome::Failed`] kind of a final response of 400 or more.
+pub const FINAL_STATUS: &str = "final status";
 
 /// One request of a burst.
 #[derive(Debug, Clone)]
@@ -235,6 +243,7 @@ impl Plan {
             Ok(response) => (
                 RequestOutcome::Failed {
                     status: Some(response.status.as_u16()),
+                    kind: FINAL_STATUS,
                     error: format!("final status {}", response.status),
                 },
                 response.from_cache,
@@ -277,7 +286,7 @@ impl Counters {
 }
 
 pub(super) fn panicked() -> RequestOutcome {
-    RequestOutcome::Failed { status: None, error: "the request task panicked".to_owned() }
+    RequestOutcome::Failed { status: None, kind: "panicked", error: "the request task panicked".to_owned() }
 }
 
 async fn drive(
@@ -357,5 +366,5 @@ async fn drive_tasks(
 }
 
 fn failure(err: &ClientError) -> RequestOutcome {
-    RequestOutcome::Failed { status: err.last_status(), error: err.to_string() }
+    RequestOutcome::Failed { status: err.last_status(), kind: err.kind(), error: err.to_string() }
 }

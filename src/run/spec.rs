@@ -99,6 +99,8 @@ pub struct BurstSpec {
     pub adaptive: bool,
     /// Share `limits`' budgets with other processes through a store (Redis); `None` keeps them in-process.
     pub shared: Option<SharedSettings>,
+    /// The longest wait for each attempt's response; `None` keeps the client's default (60 s).
+    pub timeout: Option<Duration>,
 }
 
 /// A spec that cannot run.
@@ -120,6 +122,8 @@ pub enum SpecError {
     Arrival(String),
     #[error("a concurrency of 0 would never send anything")]
     ZeroConcurrency,
+    #[error("a timeout of 0 would fail every request before it is sent")]
+    ZeroTimeout,
     #[error(transparent)]
     Limits(#[from] ConfigError),
     #[error(transparent)]
@@ -143,6 +147,7 @@ impl BurstSpec {
             retry: RetryPolicy::default(),
             adaptive: false,
             shared: None,
+            timeout: None,
         }
     }
 
@@ -183,6 +188,9 @@ impl BurstSpec {
             return Err(SpecError::Arrival(format!(
                 "a ramp needs finite rates (from {from} >= 0 to {to} > 0 per second) over a positive duration"
             )));
+        }
+        if self.timeout.is_some_and(|timeout| timeout.is_zero()) {
+            return Err(SpecError::ZeroTimeout);
         }
         if self.raw_concurrency == Some(0) {
             return Err(SpecError::ZeroConcurrency);
@@ -239,6 +247,9 @@ impl BurstSpec {
             .events(events)
             // Raw bursts are load generation: plain-http hosts get the lean HTTP/1.1 wire.
             .http1_direct(self.limits.is_none());
+        if let Some(timeout) = self.timeout {
+            builder = builder.request_timeout(timeout);
+        }
         if let Some(shared) = &self.shared {
             builder = shared.attach(builder)?.0;
         }

@@ -5,8 +5,11 @@
 //! `status_counts` (status code as a string → attempts), `retries`, `cache_hits`,
 //! `elapsed_s`, `achieved_rps` (finished requests per second), `service_ms` (send to
 //! response, every attempt), `queue_wait_ms` (time in the limiter, per request) and
-//! `total_ms` (first queued to final response, per request), each `{p50, p90, p99, max}`,
-//! `errors` (message → requests), and `limiter` (the limits, or `"none"`).
+//! `total_ms` (first queued to final response, per request), each
+//! `{min, mean, p50, p90, p95, p99, max}`, `service_histogram` (`[{up_to_ms, count}]`, ten
+//! equal slices from the fastest to the slowest attempt), `errors` (cause in a few stable words →
+//! requests), `error_examples` (cause → the first full message), and `limiter` (the limits, or
+//! `"none"`).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -15,39 +18,76 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use super::runner::{RequestOutcome, RequestResult};
+use super::runner::{FINAL_STATUS, RequestOutcome, RequestResult};
 use crate::store::SharedReport;
 
-/// Latency percentiles in milliseconds.
+/// Latency figures in milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Default)]
 pub struct Percentiles {
+    pub min: f64,
+    pub mean: f64,
     pub p50: f64,
     pub p90: f64,
+    pub p95: f64,
     pub p99: f64,
     pub max: f64,
 }
 
+/// One slice of [`Summary::service_histogram`]: attempts that took at most `up_to_ms` (and more
+/// than the slice before).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct HistogramBucket {
+    pub up_to_ms: f64,
+    pub count: u64,
+}
+
+/// The slices of a latency histogram.
+const HISTOGRAM_SLICES: u64 = 10;
+
+/// Microsecond resolution up to one day, 3 significant figures.
+fn histogram_of(values: impl Iterator<Item = Duration>) -> Option<Histogram<u64>> {
+    let mut histogram = Histogram::<u64>::new_with_bounds(1, 86_400_000_000, 3).ok()?;
+    for value in values {
+        let micros = u64::try_from(value.as_micros()).unwrap_or(u64::MAX).clamp(1, 86_400_000_000);
+        let _ = histogram.record(micros);
+    }
+    (!histogram.is_empty()).then_some(histogram)
+}
+
+fn ms(micros: u64) -> f64 {
+    micros as f64 / 1000.0
+}
+
 impl Percentiles {
     fn of(values: impl Iterator<Item = Duration>) -> Self {
-        // Microsecond resolution up to one day, 3 significant figures.
-        let Ok(mut histogram) = Histogram::<u64>::new_with_bounds(1, 86_400_000_000, 3) else {
-            return Self::default();
-        };
-        for value in values {
-            let micros = u64::try_from(value.as_micros()).unwrap_or(u64::MAX).clamp(1, 86_400_000_000);
-            let _ = histogram.record(micros);
-        }
-        if histogram.is_empty() {
-            return Self::default();
-        }
-        let ms = |micros: u64| micros as f64 / 1000.0;
+        let Some(histogram) = histogram_of(values) else { return Self::default() };
         Self {
+            min: ms(histogram.min()),
+            mean: histogram.mean() / 1000.0,
             p50: ms(histogram.value_at_quantile(0.50)),
             p90: ms(histogram.value_at_quantile(0.90)),
+            p95: ms(histogram.value_at_quantile(0.95)),
             p99: ms(histogram.value_at_quantile(0.99)),
             max: ms(histogram.max()),
         }
     }
+}
+
+/// Ten equal slices from the smallest value to the largest, as oha and hey print them.
+fn slices(values: impl Iterator<Item = Duration>) -> Vec<HistogramBucket> {
+    let Some(histogram) = histogram_of(values) else { return Vec::new() };
+    let (low, high) = (histogram.min(), histogram.max());
+    // `span` microseconds from low to high, both included; fewer slices when that is narrow.
+    let span = high - low + 1;
+    let count = if histogram.equivalent(low, high) { 1 } else { HISTOGRAM_SLICES.min(span) };
+    let width = span.div_ceil(count);
+    let mut buckets: Vec<HistogramBucket> =
+        (1..=count).map(|i| HistogramBucket { up_to_ms: ms(low + width * i - 1), count: 0 }).collect();
+    for value in histogram.iter_recorded() {
+        let slice = (value.value_iterated_to().saturating_sub(low) / width).min(count - 1);
+        buckets[slice as usize].count += value.count_at_value();
+    }
+    buckets
 }
 
 /// The figures of one burst.
@@ -66,7 +106,9 @@ pub struct Summary {
     pub service_ms: Percentiles,
     pub queue_wait_ms: Percentiles,
     pub total_ms: Percentiles,
+    pub service_histogram: Vec<HistogramBucket>,
     pub errors: BTreeMap<String, u64>,
+    pub error_examples: BTreeMap<String, String>,
     pub limiter: String,
     /// Shared budgets: store, keys, state and counts; absent when budgets were in-process.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -90,7 +132,9 @@ impl Summary {
             service_ms: Percentiles::of(results.iter().flat_map(|r| r.attempts.iter().map(|a| a.service_time))),
             queue_wait_ms: Percentiles::of(results.iter().filter(|r| r.finished()).map(RequestResult::queue_wait)),
             total_ms: Percentiles::of(results.iter().filter(|r| r.finished()).map(|r| r.total)),
+            service_histogram: slices(results.iter().flat_map(|r| r.attempts.iter().map(|a| a.service_time))),
             errors: BTreeMap::new(),
+            error_examples: BTreeMap::new(),
             limiter,
             shared: None,
         };
@@ -104,9 +148,14 @@ impl Summary {
             }
             match &result.outcome {
                 RequestOutcome::Succeeded { .. } => summary.succeeded += 1,
-                RequestOutcome::Failed { error, .. } => {
+                RequestOutcome::Failed { status, kind, error } => {
                     summary.failed += 1;
-                    *summary.errors.entry(error.clone()).or_default() += 1;
+                    let cause = match status {
+                        Some(status) if *kind == FINAL_STATUS => format!("final status {status}"),
+                        _ => (*kind).to_owned(),
+                    };
+                    summary.error_examples.entry(cause.clone()).or_insert_with(|| error.clone());
+                    *summary.errors.entry(cause).or_default() += 1;
                 }
                 RequestOutcome::Cancelled => summary.cancelled += 1,
             }
@@ -134,16 +183,135 @@ impl fmt::Display for Summary {
         let statuses: Vec<String> = self.status_counts.iter().map(|(status, n)| format!("{status}×{n}")).collect();
         writeln!(f, "statuses:      {}", if statuses.is_empty() { "-".to_owned() } else { statuses.join("  ") })?;
         writeln!(f, "elapsed:       {:.3}s   achieved: {:.2} req/s", self.elapsed_s, self.achieved_rps)?;
-        writeln!(f, "                  p50       p90       p99       max   (ms)")?;
+        writeln!(f, "                  min      mean       p50       p95       p99       max   (ms)")?;
         for (name, p) in [("service", self.service_ms), ("queue wait", self.queue_wait_ms), ("total", self.total_ms)] {
-            writeln!(f, "{name:<12} {:>9.1} {:>9.1} {:>9.1} {:>9.1}", p.p50, p.p90, p.p99, p.max)?;
+            writeln!(
+                f,
+                "{name:<12} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
+                p.min, p.mean, p.p50, p.p95, p.p99, p.max
+            )?;
         }
+        histogram_lines(f, &self.service_histogram)?;
         if let Some(shared) = &self.shared {
             writeln!(f, "{shared}")?;
         }
-        for (error, n) in &self.errors {
-            writeln!(f, "failed ×{n}: {error}")?;
+        for (cause, n) in &self.errors {
+            match self.error_examples.get(cause) {
+                Some(example) if example != cause => writeln!(f, "failed ×{n}: {cause} (e.g. {example})")?,
+                _ => writeln!(f, "failed ×{n}: {cause}")?,
+            }
         }
         Ok(())
+    }
+}
+
+/// The service-time histogram as bars, the longest 40 wide.
+fn histogram_lines(f: &mut fmt::Formatter<'_>, buckets: &[HistogramBucket]) -> fmt::Result {
+    let Some(most) = buckets.iter().map(|bucket| bucket.count).max().filter(|&most| most > 0) else {
+        return Ok(());
+    };
+    writeln!(f, "service time histogram (attempts up to each time):")?;
+    for bucket in buckets {
+        let bar = "■".repeat((bucket.count * 40).div_ceil(most) as usize);
+        writeln!(f, "  {:>9.1} ms [{:>6}] {bar}", bucket.up_to_ms, bucket.count)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use tokio::time::Instant;
+
+    use super::*;
+    use crate::engine::Priority;
+    use crate::http::AttemptRecord;
+
+    fn result(index: usize, service_ms: u64, outcome: RequestOutcome) -> RequestResult {
+        let now = Instant::now();
+        let attempt = AttemptRecord {
+            attempt: 1,
+            sent_at: now,
+            queue_wait: Duration::ZERO,
+            service_time: Duration::from_millis(service_ms),
+            status: Some(200),
+            error: None,
+            retry_delay: None,
+            server_remaining: None,
+            retry_after: None,
+        };
+        RequestResult {
+            index,
+            method: http::Method::GET,
+            path: Arc::from("/"),
+            priority: Priority::Normal,
+            burst_start: now,
+            arrived: now,
+            total: Duration::from_millis(service_ms),
+            attempts: vec![attempt],
+            from_cache: false,
+            outcome,
+        }
+    }
+
+    #[test]
+    fn latency_figures_and_histogram_cover_every_attempt() {
+        let results: Vec<_> =
+            (1..=100).map(|ms| result(ms as usize, ms, RequestOutcome::Succeeded { status: 200 })).collect();
+        let summary = Summary::from_results(100, &results, Duration::from_secs(1), "none".into());
+        let service = summary.service_ms;
+        // Three significant figures: the histogram's values are within 0.1% of the recorded ones.
+        assert_eq!(service.min, 1.0);
+        assert!((100.0..100.1).contains(&service.max), "{service:?}");
+        assert!((service.mean - 50.5).abs() < 0.1, "{service:?}");
+        assert!((94.0..=96.0).contains(&service.p95), "{service:?}");
+        let counted: u64 = summary.service_histogram.iter().map(|bucket| bucket.count).sum();
+        assert_eq!(counted, 100);
+        assert_eq!(summary.service_histogram.len(), 10);
+        assert!(summary.service_histogram.iter().all(|bucket| (9..=11).contains(&bucket.count)));
+        let text = summary.to_string();
+        assert!(text.contains("service time histogram") && text.contains("■"), "{text}");
+        // All alike: one slice, not a panic.
+        let same: Vec<_> = (0..3).map(|i| result(i, 7, RequestOutcome::Succeeded { status: 200 })).collect();
+        let summary = Summary::from_results(3, &same, Duration::from_secs(1), "none".into());
+        assert_eq!(summary.service_histogram.len(), 1);
+        assert_eq!(summary.service_histogram[0].count, 3);
+    }
+
+    #[test]
+    fn failures_count_by_cause_not_by_message() {
+        let failed = |error: &str, kind: &'static str, status: Option<u16>| RequestOutcome::Failed {
+            status,
+            kind,
+            error: error.to_owned(),
+        };
+        let results = vec![
+            result(
+                0,
+                5,
+                failed(
+                    "gave up after 3 attempts; last: connection error: took 1.000000213s",
+                    "gave up after retries",
+                    None,
+                ),
+            ),
+            result(
+                1,
+                5,
+                failed(
+                    "gave up after 3 attempts; last: connection error: took 1.000000987s",
+                    "gave up after retries",
+                    None,
+                ),
+            ),
+            result(2, 5, failed("final status 404 Not Found", FINAL_STATUS, Some(404))),
+        ];
+        let summary = Summary::from_results(3, &results, Duration::from_secs(1), "none".into());
+        assert_eq!(summary.errors.len(), 2, "{:?}", summary.errors);
+        assert_eq!(summary.errors["gave up after retries"], 2);
+        assert_eq!(summary.errors["final status 404"], 1);
+        assert!(summary.error_examples["gave up after retries"].ends_with("1.000000213s"));
+        assert!(summary.to_string().contains("failed ×2: gave up after retries (e.g. gave up after 3 attempts"));
     }
 }

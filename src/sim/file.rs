@@ -93,7 +93,8 @@ pub struct LimitsEntry {
 
 /// Reads a burst-spec file; errors name the file and what is wrong.
 pub fn burst_from_file(path: &Path) -> Result<BurstSpec, String> {
-    let text = std::fs::read_to_string(path).map_err(|err| format!("cannot read {}: {err}", path.display()))?;
+    let bytes = crate::files::read_capped(path, crate::files::MAX_CONFIG_BYTES).map_err(|err| err.to_string())?;
+    let text = String::from_utf8(bytes).map_err(|_| format!("{}: the file is not UTF-8 text", path.display()))?;
     burst_from_toml(&text).map_err(|err| format!("{}: {err}", path.display()))
 }
 
@@ -180,6 +181,7 @@ impl BurstFile {
             adaptive: self.adaptive,
             // A simulation's budgets are its own: virtual time cannot share Redis's clock.
             shared: None,
+            timeout: None,
         })
     }
 }

@@ -76,7 +76,16 @@ pub enum SimError {
     Spec(#[from] SpecError),
     #[error("the simulator could not start: {0}")]
     Runtime(String),
+    #[error(
+        "{0} requests is more than the simulator runs ({MAX_SIM_REQUESTS}): it keeps every request's record, about 4 KB each"
+    )]
+    TooManyRequests(usize),
 }
+
+/// The most requests one simulation runs. Every request's record is kept for the summary and
+/// the charts: 100,000 requests peaked at 370 MB of memory (BENCHMARKS.md, "Simulator memory"),
+/// so this cap keeps a simulation under about a gigabyte.
+pub const MAX_SIM_REQUESTS: usize = 250_000;
 
 /// Runs `spec` against a server configured by `server`, in virtual time.
 ///
@@ -84,6 +93,10 @@ pub enum SimError {
 /// call it from async code through `spawn_blocking`.
 pub fn simulate(server: &MockConfig, spec: BurstSpec, options: &SimOptions) -> Result<Simulation, SimError> {
     spec.validate()?;
+    let planned = spec.planned_requests();
+    if planned > MAX_SIM_REQUESTS {
+        return Err(SimError::TooManyRequests(planned));
+    }
     let mut config = server.clone();
     config.server.seed.get_or_insert(options.seed);
     config.validate()?;

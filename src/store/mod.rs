@@ -229,6 +229,13 @@ pub enum StoreError {
     /// was already running may still have spent the cost); apply the caller's fail policy.
     #[error("the budget store did not answer within {after:?} ({operation})")]
     Timeout { operation: &'static str, after: Duration },
+    /// The store will not let us in however long we wait: a wrong password, a user whose ACL
+    /// lacks the commands, or a server that does not speak Redis. Every request fails at once,
+    /// whatever the fail policy: retrying would only hide a configuration error.
+    #[error(
+        "the budget store refused us: {0} (check the URL's user and password, the user's ACL, and that the port is Redis)"
+    )]
+    Refused(String),
     /// The store answered with an error or an unexpected reply (a key of the wrong type, a
     /// script bug, no permission to run scripts).
     #[error("the budget script failed: {0}")]

@@ -264,23 +264,31 @@ fn decision(reply: &[i64], budgets: usize) -> Result<StoreDecision, StoreError> 
     }
 }
 
-/// Sorts a Redis error into "could not ask" (unreachable or timeout) and "asked, and it failed".
+/// Sorts a Redis error into "could not ask" (unreachable or timeout), "will never be let in"
+/// (a wrong password, an ACL without the scripts, a server that does not speak Redis) and
+/// "asked, and it failed".
 fn classify(err: &RedisError, operation: &'static str, after: Duration) -> StoreError {
     if err.is_timeout() {
         return StoreError::Timeout { operation, after };
+    }
+    let refused = matches!(
+        err.kind(),
+        ErrorKind::AuthenticationFailed | ErrorKind::Parse | ErrorKind::Server(ServerErrorKind::NoPerm)
+    ) || matches!(err.code(), Some("NOAUTH" | "WRONGPASS" | "NOPERM"));
+    if refused {
+        return StoreError::Refused(err.to_string());
     }
     let unavailable = err.is_io_error()
         || err.is_connection_refusal()
         || err.is_connection_dropped()
         || matches!(
             err.kind(),
-            ErrorKind::AuthenticationFailed
-                | ErrorKind::Server(
-                    ServerErrorKind::BusyLoading
-                        | ServerErrorKind::ClusterDown
-                        | ServerErrorKind::MasterDown
-                        | ServerErrorKind::TryAgain
-                )
+            ErrorKind::Server(
+                ServerErrorKind::BusyLoading
+                    | ServerErrorKind::ClusterDown
+                    | ServerErrorKind::MasterDown
+                    | ServerErrorKind::TryAgain
+            )
         );
     if unavailable {
         StoreError::Unreachable(err.to_string())
