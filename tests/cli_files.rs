@@ -169,6 +169,8 @@ fn usage_errors_exit_2_like_claps_own() {
         &["burst", "http://127.0.0.1:9/", "-H", "Authorization Bearer s3cret"],
         &["burst", "http://127.0.0.1:9/", "--no-such-flag"],
         &["headers", "--now", "-5"],
+        &["burst", "http://127.0.0.1:9/", "--rate", "1/1s", "--redis", "redis://127.0.0.1:9"],
+        &["burst", "http://127.0.0.1:9/", "--timeout", "0s"],
     ] {
         let run = ratescope(config.path(), args);
         let stderr = text(&run.stderr);

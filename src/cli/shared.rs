@@ -22,8 +22,13 @@ pub struct SharedArgs {
 }
 
 impl SharedArgs {
-    /// The shared-budget settings from these flags over a profile's `[shared]` table, if any.
+    /// The shared-budget settings from these flags over a profile's `[shared]` table, if any;
+    /// impossible flags are usage errors.
     pub fn settings(&self, from_profile: Option<SharedSettings>) -> anyhow::Result<Option<SharedSettings>> {
+        self.build(from_profile).map_err(super::as_usage)
+    }
+
+    fn build(&self, from_profile: Option<SharedSettings>) -> anyhow::Result<Option<SharedSettings>> {
         let mut settings = match (&self.redis, from_profile) {
             (Some(url), profile) => {
                 let name = self
