@@ -175,7 +175,7 @@ fn profile_client(reference: &str, args: &BurstArgs, spec: &mut BurstSpec) -> an
     let secrets = SecretStore::open_default()?;
     let mut builder = profile.client_builder(&secrets)?.request_timeout(args.timeout);
     if let Some(shared) = args.shared.settings(profile.shared_settings()?)? {
-        builder = shared.attach(builder)?.0;
+        builder = builder.share_budgets(&shared)?.0;
     }
     Ok(builder.build()?)
 }

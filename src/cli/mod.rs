@@ -77,12 +77,9 @@ pub enum Command {
     Proxy(Box<proxy::ProxyArgs>),
 }
 
-/// When the command line started running (for the app's time-to-first-frame report).
-pub static PROCESS_START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-
 /// Runs the command line; errors are printed on stderr and become a non-zero exit status.
 pub fn main(cli: Cli) -> ExitCode {
-    let _ = PROCESS_START.set(std::time::Instant::now());
+    crate::telemetry::process_start();
     init_tracing();
     let result = match cli.command {
         Some(Command::Pace(args)) => pace::run(args),

@@ -515,9 +515,8 @@ impl eframe::App for App {
         }
         if let Some((since, after, frames)) = &mut self.smoke {
             *frames += 1;
-            if *frames == 1
-                && let Some(start) = crate::cli::PROCESS_START.get()
-            {
+            if *frames == 1 {
+                let start = crate::telemetry::process_start();
                 println!("smoke: first frame {:.0} ms after start", start.elapsed().as_secs_f64() * 1000.0);
             }
             if since.elapsed() >= *after {

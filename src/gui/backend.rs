@@ -379,7 +379,7 @@ fn fire(request: FireRequest) -> Result<(Running, mpsc::Receiver<Event>, usize),
     let mut builder = request.builder.events(sink);
     if let Some(shared) = &request.spec.shared {
         // Connects lazily: an unreachable Redis shows in the indicator, as the fail policy acts.
-        builder = shared.attach(builder).map_err(|err| err.to_string())?.0;
+        builder = builder.share_budgets(shared).map_err(|err| err.to_string())?.0;
     }
     let client = builder.build().map_err(|err| err.to_string())?;
     let registry = Arc::clone(client.registry());

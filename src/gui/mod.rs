@@ -33,6 +33,8 @@ pub const DEMO_PORT: u16 = 8787;
 /// Opens the window and runs until it is closed. With `screenshot`, fires the demo burst,
 /// saves a PNG of the window after the delay and exits.
 pub fn run(screenshot: Option<(std::path::PathBuf, std::time::Duration)>) -> anyhow::Result<()> {
+    // A library user's start: the command line has set it already.
+    crate::telemetry::process_start();
     let options = eframe::NativeOptions {
         renderer: eframe::Renderer::Glow,
         viewport: egui::ViewportBuilder::default()

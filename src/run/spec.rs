@@ -251,7 +251,7 @@ impl BurstSpec {
             builder = builder.request_timeout(timeout);
         }
         if let Some(shared) = &self.shared {
-            builder = shared.attach(builder)?.0;
+            builder = builder.share_budgets(shared)?.0;
         }
         Ok(builder)
     }

@@ -13,7 +13,6 @@ use serde::Serialize;
 
 use super::{FailPolicy, RedisStore, RedisStoreOptions, SharedCounts, SharedGate, StoreError, StoreHealth};
 use crate::engine::{LimitKey, LimiterConfig, Registry};
-use crate::http::ClientBuilder;
 
 /// The prefix of every Redis key ratescope writes for shared budgets.
 pub const SHARED_PREFIX: &str = "ratescope";
@@ -84,15 +83,6 @@ impl SharedSettings {
     /// The URL with any password replaced by `***`, for messages.
     pub fn display_url(&self) -> String {
         redacted_url(&self.url)
-    }
-
-    /// Moves the budgets of every limiter key in `builder`'s registry into the store: each key
-    /// gets a [`SharedGate`] and keeps only lanes and concurrency locally. Connects lazily, so
-    /// a down Redis is the fail policy's business, not an error here. Needs a tokio runtime.
-    pub fn attach(&self, builder: ClientBuilder) -> Result<(ClientBuilder, SharedHandle), StoreError> {
-        let (gates, handle) = self.share(builder.registry_handle())?;
-        let builder = gates.into_iter().fold(builder, |builder, (key, gate)| builder.shared_gate(key, gate));
-        Ok((builder.shared_handle(handle.clone()), handle))
     }
 
     /// Moves the budgets of every limiter key of `registry` into gates (returned by limiter

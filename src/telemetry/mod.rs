@@ -6,3 +6,12 @@ mod series;
 
 pub use recorder::{LogRow, Telemetry};
 pub use series::{OutcomeRates, Series};
+
+static PROCESS_START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+
+/// When the process started, as near as ratescope knows: the first call of this (the command
+/// line calls it first thing; a library user's first call is the app's start), for the app's
+/// time-to-first-frame report.
+pub fn process_start() -> std::time::Instant {
+    *PROCESS_START.get_or_init(std::time::Instant::now)
+}

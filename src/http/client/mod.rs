@@ -5,11 +5,12 @@
 //! limiter) → the limiter of its key (priority lane, concurrency slot) → the wire →
 //! header interpretation → adaptive limits → on 429/503 the whole key pauses → the retry
 //! policy decides: done, retry after a delay (the slot is released while waiting), or give up.
+//! `send_recorded` reads as that list: each step is a method of `request::Request`; the wire
+//! (reqwest, the HTTP/1.1 wire, a transport) and redirects live in `wire`.
 
-use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
@@ -21,16 +22,22 @@ use thiserror::Error;
 use tokio::time::Instant;
 use url::Url;
 
+mod request;
+mod wire;
+
+use request::Request;
+use wire::proxy_configured;
+
 use super::adaptive;
-use super::cache::{CacheConfig, CacheStats, CachedResponse, Lookup, ResponseCache};
-use super::events::{Event, EventKind, EventSink};
+use super::cache::{CacheConfig, CacheStats, CachedResponse, ResponseCache};
+use super::events::{EventKind, EventSink};
 use super::headers::RateLimitInfo;
 use super::http1::Http1Transport;
-use super::redirect::{self, RedirectPolicy};
+use super::redirect::RedirectPolicy;
 use super::retry::{Decision, GiveUpReason, Outcome, RetryPolicy};
-use super::transport::{Exchanged, Transport, TransportError};
-use crate::engine::{AcquireError, LimitKey, Limiter, LimiterConfig, Permit, Priority, Registry, format_wait};
-use crate::store::{SharedGate, SharedHandle, StoreError, local_part};
+use super::transport::Transport;
+use crate::engine::{AcquireError, LimitKey, Limiter, LimiterConfig, Priority, Registry, format_wait};
+use crate::store::{SharedGate, SharedHandle, SharedSettings, StoreError, local_part};
 
 /// One request to send.
 #[derive(Debug, Clone)]
@@ -321,6 +328,16 @@ impl ClientBuilder {
         self
     }
 
+    /// Moves the budgets of every limiter key in the registry into the store `settings` name:
+    /// each key gets a [`SharedGate`] and keeps only lanes and concurrency locally. Connects
+    /// lazily, so a down Redis is the fail policy's business, not an error here. Needs a tokio
+    /// runtime.
+    pub fn share_budgets(self, settings: &SharedSettings) -> Result<(Self, SharedHandle), StoreError> {
+        let (gates, handle) = settings.share(&self.registry)?;
+        let builder = gates.into_iter().fold(self, |builder, (key, gate)| builder.shared_gate(key, gate));
+        Ok((builder.shared_handle(handle.clone()), handle))
+    }
+
     pub fn build(self) -> Result<LimitedClient, ClientError> {
         for policy in std::iter::once(&self.retry).chain(self.key_retry.values()) {
             policy.validate().map_err(|err| ClientError::Build(err.to_string()))?;
@@ -394,30 +411,6 @@ struct Inner {
     http1: Option<(Http1Transport, bool)>,
 }
 
-/// The entry of `map` for `url`'s host: `host:port` first when the URL names a port, then `host`.
-fn per_host<'a, T>(map: &'a HashMap<String, T>, url: &Url) -> Option<&'a T> {
-    if map.is_empty() {
-        return None;
-    }
-    let host = url.host_str()?.to_ascii_lowercase();
-    let with_port = url.port().and_then(|port| map.get(&format!("{host}:{port}")));
-    with_port.or_else(|| map.get(&host))
-}
-
-/// Whether the environment asks for an HTTP proxy (reqwest would honour it).
-fn proxy_configured() -> bool {
-    ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"]
-        .iter()
-        .any(|name| std::env::var_os(name).is_some_and(|value| !value.is_empty()))
-}
-
-/// What one attempt on the wire produced.
-enum Attempt {
-    Response { status: StatusCode, headers: HeaderMap, body: Bytes },
-    ConnectionError(String),
-    Timeout,
-}
-
 impl LimitedClient {
     pub fn builder() -> ClientBuilder {
         ClientBuilder::default()
@@ -482,208 +475,23 @@ impl LimitedClient {
         spec: RequestSpec,
         log: &mut Vec<AttemptRecord>,
     ) -> Result<LimitedResponse, ClientError> {
-        let inner = &*self.inner;
-        let listening = inner.events.is_enabled();
-        // Ids only name events; without a listener the shared counter is left alone.
-        let id = if listening { inner.next_id.fetch_add(1, Ordering::Relaxed) } else { 0 };
-        let started = Instant::now();
-        let host = spec.url.host_str().ok_or_else(|| ClientError::NoHost(spec.url.clone()))?;
-        // `url` lowercases the hosts of http(s) URLs already; other schemes may keep capitals.
-        let host: Cow<'_, str> = if host.bytes().any(|byte| byte.is_ascii_uppercase()) {
-            host.to_ascii_lowercase().into()
-        } else {
-            host.into()
-        };
-        let limiter = self.limiter_for(&host, &spec.url);
-        let key = limiter.as_ref().map(|limiter| limiter.key().to_owned());
-        let adaptive = limiter.as_ref().filter(|limiter| self.adaptive_for(limiter.key()));
-        if let Some(limiter) = adaptive {
-            // Before the first admission, so the first request of a key goes alone as its scout.
-            adaptive::watch(limiter);
+        let mut request = Request::prepare(self, spec)?;
+        if let Some(cached) = request.cached() {
+            return Ok(cached);
         }
-        let emit = |kind: EventKind| {
-            if listening {
-                inner.events.emit(Event { request_id: id, key: key.clone(), at: Instant::now(), kind });
-            }
-        };
-        // Only the cache needs the URL as an `http::Uri`.
-        let uri: Option<http::Uri> = match &inner.cache {
-            Some(_) => Some(spec.url.as_str().parse().map_err(|_| ClientError::NoHost(spec.url.clone()))?),
-            None => None,
-        };
-        let retry = key.as_ref().and_then(|key| inner.key_retry.get(key)).unwrap_or(&inner.retry);
-        let mut headers = self.headers_for(&spec.url, &spec.headers);
-        if let (Some(cache), Some(uri)) = (&inner.cache, &uri) {
-            match cache.lookup(&spec.method, uri, &headers, SystemTime::now()) {
-                Lookup::Fresh(cached) => {
-                    emit(EventKind::CacheHit { revalidated: false });
-                    emit(EventKind::Finished { status: cached.status.as_u16(), attempts: 0, total: started.elapsed() });
-                    let rate_limit =
-                        RateLimitInfo::parse(Some(cached.status.as_u16()), &cached.headers, None, SystemTime::now());
-                    return Ok(cached_response(cached, rate_limit, 0, Duration::ZERO, Duration::ZERO, started));
-                }
-                Lookup::Revalidate(with_validators) => headers = with_validators,
-                Lookup::Miss => {}
-            }
-        }
-        let mut attempt = 0u32;
-        let mut queue_wait = Duration::ZERO;
-        let mut previous_delay = None;
+        let mut attempt = 0;
         loop {
             attempt += 1;
-            let mut this_wait = Duration::ZERO;
-            let permit = match &limiter {
-                Some(limiter) => {
-                    emit(EventKind::Queued { attempt, priority: spec.priority });
-                    let queued_at = Instant::now();
-                    let permit = match limiter.acquire(spec.priority, spec.cost).await {
-                        Ok(permit) => permit,
-                        Err(err) => {
-                            emit(EventKind::Failed { error: err.to_string(), attempts: attempt - 1 });
-                            return Err(err.into());
-                        }
-                    };
-                    if let Some(gate) = inner.gates.get(limiter.key()) {
-                        // Boxed: a store round trip is a large future most requests never make.
-                        match Box::pin(gate.admit(spec.cost)).await {
-                            Ok(admission) => {
-                                if let Some(state) = admission.state_change {
-                                    emit(EventKind::StoreState { state });
-                                }
-                                emit(EventKind::SharedAdmitted {
-                                    attempt,
-                                    via: admission.via,
-                                    waited: admission.waited,
-                                    remaining: admission.remaining,
-                                });
-                            }
-                            Err(err) => {
-                                emit(EventKind::Failed { error: err.to_string(), attempts: attempt - 1 });
-                                return Err(err.into());
-                            }
-                        }
-                    }
-                    let waited = queued_at.elapsed();
-                    queue_wait += waited;
-                    this_wait = waited;
-                    emit(EventKind::Admitted { attempt, queue_wait: waited });
-                    Some(permit)
-                }
-                None => None,
-            };
-            emit(EventKind::Sent { attempt, method: spec.method.to_string(), path: spec.url.path().to_owned() });
-            let sent_at = Instant::now();
-            // Boxed: the HTTP exchange is the largest state, and only in-flight requests need it
-            // (thousands may wait in the limiter with a small future each).
-            let result = Box::pin(self.send_once(&spec, &headers)).await;
-            let service_time = sent_at.elapsed();
-            let mut error_message = String::new();
-            let (status_outcome, response) = match result {
-                Attempt::Response { status, headers: response_headers, body } => {
-                    let head = ResponseHead { status, headers: &response_headers, body: Some(body.as_ref()) };
-                    let info = head.interpret(attempt, service_time, listening, &emit);
-                    if let Some(limiter) = adaptive {
-                        let ticket = permit.as_ref().and_then(Permit::ticket);
-                        for note in adaptive::observe(limiter, ticket, status.as_u16(), &info, Instant::now()) {
-                            emit(EventKind::Adaptive { note });
-                        }
-                    }
-                    let outcome = Outcome::Status { status: status.as_u16(), retry_after: info.retry_after };
-                    (Some(outcome), Some((status, response_headers, body, info)))
-                }
-                Attempt::ConnectionError(message) => {
-                    error_message = message;
-                    (None, None)
-                }
-                Attempt::Timeout => (Some(Outcome::Timeout), None),
-            };
-            let outcome = status_outcome.unwrap_or(Outcome::ConnectionError { message: &error_message });
-            let decision = retry.decide(attempt, &outcome, &spec.method, previous_delay, &mut SharedRng(&inner.rng));
-            log.push(AttemptRecord {
-                attempt,
-                sent_at,
-                queue_wait: this_wait,
-                service_time,
-                status: response.as_ref().map(|(status, ..)| status.as_u16()),
-                error: response.is_none().then(|| outcome_text(&outcome)),
-                retry_delay: match &decision {
-                    Decision::Retry { delay, .. } => Some(*delay),
-                    _ => None,
-                },
-                server_remaining: response.as_ref().and_then(|(.., info)| info.most_restrictive()?.remaining),
-                retry_after: response.as_ref().and_then(|(.., info)| info.retry_after),
-            });
-            if let (Some(limiter), Some((status, _, _, info))) = (&limiter, &response)
-                && let Some((pause, reason)) = pause_on_throttle(limiter, *status, info, &decision, retry, attempt)
-            {
-                emit(EventKind::KeyPaused { pause, reason });
-            }
-            // Released only now, after any pause and learned limit took effect (so a waiter let in
-            // by this slot already sees them), and before any retry wait (which holds no slot).
-            drop(permit);
+            let admission = request.admit(attempt).await?;
+            let sent = request.exchange(attempt, &admission).await;
+            let decision = request.decide(attempt, &sent);
+            request.record(attempt, admission, &sent, &decision, log);
             match decision {
-                Decision::Retry { delay, reason } => {
-                    let cause = match &response {
-                        Some((status, ..)) => status_text(*status),
-                        None => outcome_text(&outcome),
-                    };
-                    emit(EventKind::RetryScheduled { attempt, delay, reason, cause });
-                    previous_delay = Some(delay);
-                    tokio::time::sleep(delay).await;
-                }
-                Decision::Done => {
-                    let Some((status, response_headers, body, info)) = response else {
-                        // The policy only finishes on a response; treat anything else as given up.
-                        return Err(self.give_up(GiveUpReason::NotRetryable, None, attempt, &emit));
-                    };
-                    let fresh = CachedResponse { status, headers: response_headers, body };
-                    let (served, revalidated) = match (&inner.cache, &uri) {
-                        (Some(cache), Some(uri)) => {
-                            match cache.store(&spec.method, uri, &headers, &fresh, SystemTime::now()) {
-                                Some(cached) => (cached, true),
-                                None => (fresh, false),
-                            }
-                        }
-                        _ => (fresh, false),
-                    };
-                    if revalidated {
-                        emit(EventKind::CacheHit { revalidated: true });
-                    }
-                    emit(EventKind::Finished {
-                        status: served.status.as_u16(),
-                        attempts: attempt,
-                        total: started.elapsed(),
-                    });
-                    let mut response = cached_response(served, info, attempt, queue_wait, service_time, started);
-                    response.from_cache = revalidated;
-                    return Ok(response);
-                }
-                Decision::GiveUp(GiveUpReason::NotRetryable) if response.is_none() => {
-                    let host = host.into_owned();
-                    let err = match outcome {
-                        Outcome::Timeout => ClientError::NoResponse { host, attempts: attempt },
-                        _ => ClientError::Transport { host, message: outcome_text(&outcome), attempts: attempt },
-                    };
-                    emit(EventKind::Failed { error: err.to_string(), attempts: attempt });
-                    return Err(err);
-                }
-                Decision::GiveUp(reason) => {
-                    let last_status = response.map(|(status, ..)| status.as_u16());
-                    return Err(self.give_up(reason, last_status, attempt, &emit));
-                }
+                Decision::Retry { delay, reason } => request.wait_to_retry(attempt, &sent, delay, reason).await,
+                Decision::Done => return request.finish(attempt, sent),
+                Decision::GiveUp(reason) => return Err(request.give_up(attempt, sent, reason)),
             }
         }
-    }
-
-    fn give_up(
-        &self,
-        reason: GiveUpReason,
-        last_status: Option<u16>,
-        attempts: u32,
-        emit: &impl Fn(EventKind),
-    ) -> ClientError {
-        emit(EventKind::Failed { error: reason.to_string(), attempts });
-        ClientError::GaveUp { reason, last_status, attempts }
     }
 
     fn adaptive_for(&self, key: &str) -> bool {
@@ -695,101 +503,6 @@ impl LimitedClient {
     /// port) on its first request: the server's word becomes its limit.
     fn limiter_for(&self, host: &str, url: &Url) -> Option<Limiter> {
         adaptive::limiter_for(&self.inner.registry, &self.inner.adaptive, host, url)
-    }
-
-    /// The wire other than reqwest that carries a request to `url`, if any: the in-process
-    /// transport when one is set, else the direct HTTP/1.1 wire for a plain-http host (a
-    /// loopback one only, when a proxy is configured).
-    fn wire_for(&self, url: &url::Url) -> Option<Wire<'_>> {
-        if let Some(transport) = &self.inner.transport {
-            return Some(Wire::InProcess(transport.as_ref()));
-        }
-        let (wire, proxied) = self.inner.http1.as_ref()?;
-        (Http1Transport::serves(url) && (!proxied || is_loopback(url))).then_some(Wire::Http1(wire))
-    }
-
-    /// The client's headers for `url` (its defaults, then its host's), then the caller's.
-    fn headers_for(&self, url: &Url, caller: &HeaderMap) -> HeaderMap {
-        let inner = &*self.inner;
-        let mut headers = inner.default_headers.clone();
-        if let Some(extra) = per_host(&inner.host_headers, url) {
-            headers.extend(extra.clone());
-        }
-        headers.extend(caller.clone());
-        headers
-    }
-
-    /// One attempt: the request, and the redirects its host's policy follows
-    /// ([`redirect::next_hop`]). A hop to another origin carries the caller's headers without
-    /// credentials plus the client's headers for that origin, never the first host's.
-    async fn send_once(&self, spec: &RequestSpec, headers: &HeaderMap) -> Attempt {
-        let mut attempt = self.exchange_once(spec, headers).await;
-        let mut hop_spec: Option<RequestSpec> = None;
-        let mut hop_headers: Option<HeaderMap> = None;
-        for _ in 0..redirect::MAX_REDIRECTS {
-            let Attempt::Response { status, headers: answer, .. } = &attempt else { break };
-            let current = hop_spec.as_ref().unwrap_or(spec);
-            let policy = per_host(&self.inner.redirects, &current.url).copied().unwrap_or_default();
-            let Some(hop) = redirect::next_hop(policy, &current.url, &current.method, *status, answer) else { break };
-            let carried = hop_headers.as_ref().unwrap_or(headers);
-            let next_headers = if hop.cross_origin {
-                self.headers_for(&hop.url, &redirect::strip_credentials(&spec.headers))
-            } else {
-                carried.clone()
-            };
-            let next = RequestSpec {
-                method: hop.method,
-                url: hop.url,
-                headers: spec.headers.clone(),
-                body: if hop.keeps_body { current.body.clone() } else { None },
-                priority: spec.priority,
-                cost: spec.cost,
-            };
-            attempt = self.exchange_once(&next, &next_headers).await;
-            hop_spec = Some(next);
-            hop_headers = Some(next_headers);
-        }
-        attempt
-    }
-
-    async fn exchange_once(&self, spec: &RequestSpec, headers: &HeaderMap) -> Attempt {
-        if let Some(wire) = self.wire_for(&spec.url) {
-            return match wire_request(spec, headers) {
-                Ok(request) => attempt_of(wire.exchange(request).await),
-                Err(message) => Attempt::ConnectionError(message),
-            };
-        }
-        let mut request = self.inner.http.request(spec.method.clone(), spec.url.clone()).headers(headers.clone());
-        if let Some(body) = &spec.body {
-            request = request.body(body.clone());
-        }
-        let response = match request.send().await {
-            Ok(response) => response,
-            Err(err) => return classify(&err),
-        };
-        let status = response.status();
-        let mut response = response;
-        let headers = std::mem::take(response.headers_mut());
-        match response.bytes().await {
-            Ok(body) => Attempt::Response { status, headers, body },
-            Err(err) => classify(&err),
-        }
-    }
-}
-
-/// A wire other than reqwest.
-enum Wire<'a> {
-    InProcess(&'a dyn Transport),
-    /// Awaited directly, without the boxed future of [`Transport::exchange`].
-    Http1(&'a Http1Transport),
-}
-
-impl Wire<'_> {
-    async fn exchange(self, request: http::Request<Bytes>) -> Exchanged {
-        match self {
-            Wire::InProcess(transport) => transport.exchange(request).await,
-            Wire::Http1(wire) => wire.exchange_within_deadline(request).await,
-        }
     }
 }
 
@@ -809,48 +522,6 @@ impl rand::RngCore for SharedRng<'_> {
     fn fill_bytes(&mut self, destination: &mut [u8]) {
         self.0.lock().fill_bytes(destination);
     }
-}
-
-fn is_loopback(url: &url::Url) -> bool {
-    match url.host() {
-        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
-        None => false,
-    }
-}
-
-/// The request of one attempt for a transport other than reqwest, or why it cannot be sent.
-fn wire_request(spec: &RequestSpec, headers: &HeaderMap) -> Result<http::Request<Bytes>, String> {
-    let mut request = http::Request::new(spec.body.clone().unwrap_or_default());
-    *request.method_mut() = spec.method.clone();
-    *request.headers_mut() = headers.clone();
-    match spec.url.as_str().parse() {
-        Ok(uri) => *request.uri_mut() = uri,
-        Err(err) => return Err(format!("'{}' is not a URI: {err}", spec.url)),
-    }
-    Ok(request)
-}
-
-/// What a transport's exchange means for the attempt.
-fn attempt_of(exchanged: Exchanged) -> Attempt {
-    match exchanged {
-        Ok(response) => {
-            let (parts, body) = response.into_parts();
-            Attempt::Response { status: parts.status, headers: parts.headers, body }
-        }
-        Err(TransportError::TimedOut) => Attempt::Timeout,
-        Err(TransportError::Failed(message)) => Attempt::ConnectionError(message),
-    }
-}
-
-/// A connection that could not be made (a connect timeout included) is a connection error; a
-/// timeout after that is a missing response.
-fn classify(err: &reqwest::Error) -> Attempt {
-    if err.is_timeout() && !err.is_connect() {
-        return Attempt::Timeout;
-    }
-    Attempt::ConnectionError(error_chain(err))
 }
 
 /// A response as it arrived, for [`interpret`](Self::interpret).

@@ -1,0 +1,376 @@
+//! One request's life in the client, as the named steps `send_recorded` runs top to bottom:
+//! prepare, the cache, admission, the wire, interpretation, the retry decision, recording,
+//! and the end (a response or an error).
+
+use std::borrow::Cow;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use http::{HeaderMap, StatusCode};
+use tokio::time::Instant;
+
+use super::wire::Attempt;
+use super::{
+    AttemptRecord, ClientError, LimitedClient, LimitedResponse, RequestSpec, ResponseHead, SharedRng, cached_response,
+    outcome_text, pause_on_throttle, status_text,
+};
+use crate::engine::{Limiter, Permit};
+use crate::http::adaptive;
+use crate::http::cache::{CachedResponse, Lookup};
+use crate::http::events::{Event, EventKind};
+use crate::http::headers::RateLimitInfo;
+use crate::http::retry::{Decision, GiveUpReason, Outcome, RetryPolicy, RetryReason};
+
+/// A request on its way: what was decided about it before the first attempt, and what its
+/// attempts have added up to.
+pub(super) struct Request<'c> {
+    client: &'c LimitedClient,
+    spec: RequestSpec,
+    /// Lower case.
+    host: String,
+    limiter: Option<Limiter>,
+    /// Whether the key follows the server's budgets (its limiter has a mirror).
+    adaptive: bool,
+    retry: &'c RetryPolicy,
+    /// The client's headers for the host, then the caller's (and the cache's validators).
+    headers: HeaderMap,
+    /// The URL as an `http::Uri`, only when there is a cache (which keys on it).
+    uri: Option<http::Uri>,
+    /// Events are built only when someone listens; the id only names them.
+    listening: bool,
+    id: u64,
+    started: Instant,
+    queue_wait: Duration,
+    previous_delay: Option<Duration>,
+}
+
+/// The limiter's (and the shared store's) yes for one attempt.
+pub(super) struct Admission {
+    permit: Option<Permit>,
+    waited: Duration,
+}
+
+/// One attempt on the wire, read: the response and what its headers say, or why none came.
+pub(super) struct Sent {
+    sent_at: Instant,
+    service_time: Duration,
+    answer: Answer,
+}
+
+enum Answer {
+    Response { status: StatusCode, headers: HeaderMap, body: Bytes, info: RateLimitInfo },
+    ConnectionError(String),
+    Timeout,
+}
+
+impl Answer {
+    /// The answer as the retry policy sees it.
+    fn outcome(&self) -> Outcome<'_> {
+        match self {
+            Self::Response { status, info, .. } => {
+                Outcome::Status { status: status.as_u16(), retry_after: info.retry_after }
+            }
+            Self::ConnectionError(message) => Outcome::ConnectionError { message },
+            Self::Timeout => Outcome::Timeout,
+        }
+    }
+
+    fn status(&self) -> Option<StatusCode> {
+        match self {
+            Self::Response { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    fn info(&self) -> Option<&RateLimitInfo> {
+        match self {
+            Self::Response { info, .. } => Some(info),
+            _ => None,
+        }
+    }
+
+    /// What the attempt ended with, for events and give-up reasons: "429 Too Many Requests".
+    fn cause(&self) -> String {
+        match self.status() {
+            Some(status) => status_text(status),
+            None => outcome_text(&self.outcome()),
+        }
+    }
+}
+
+impl<'c> Request<'c> {
+    /// Everything decided once per request: its host (lower case), its key's limiter and
+    /// retry policy, whether the key is adaptive (then it gets its mirror before the first
+    /// admission, so the key's first request goes alone as a scout), and its headers.
+    pub(super) fn prepare(client: &'c LimitedClient, spec: RequestSpec) -> Result<Self, ClientError> {
+        let inner = &*client.inner;
+        let listening = inner.events.is_enabled();
+        // Ids only name events; without a listener the shared counter is left alone.
+        let id = if listening { inner.next_id.fetch_add(1, Ordering::Relaxed) } else { 0 };
+        let host = spec.url.host_str().ok_or_else(|| ClientError::NoHost(spec.url.clone()))?;
+        // `url` lowercases the hosts of http(s) URLs already; other schemes may keep capitals.
+        let host: Cow<'_, str> = if host.bytes().any(|byte| byte.is_ascii_uppercase()) {
+            host.to_ascii_lowercase().into()
+        } else {
+            host.into()
+        };
+        let host = host.into_owned();
+        let limiter = client.limiter_for(&host, &spec.url);
+        let adaptive = limiter.as_ref().is_some_and(|limiter| client.adaptive_for(limiter.key()));
+        if let (true, Some(limiter)) = (adaptive, &limiter) {
+            adaptive::watch(limiter);
+        }
+        let uri = match &inner.cache {
+            Some(_) => Some(spec.url.as_str().parse().map_err(|_| ClientError::NoHost(spec.url.clone()))?),
+            None => None,
+        };
+        let retry = limiter.as_ref().and_then(|limiter| inner.key_retry.get(limiter.key())).unwrap_or(&inner.retry);
+        let headers = client.headers_for(&spec.url, &spec.headers);
+        Ok(Self {
+            client,
+            spec,
+            host,
+            limiter,
+            adaptive,
+            retry,
+            headers,
+            uri,
+            listening,
+            id,
+            started: Instant::now(),
+            queue_wait: Duration::ZERO,
+            previous_delay: None,
+        })
+    }
+
+    fn emit(&self, kind: EventKind) {
+        if self.listening {
+            let key = self.limiter.as_ref().map(|limiter| limiter.key().to_owned());
+            self.client.inner.events.emit(Event { request_id: self.id, key, at: Instant::now(), kind });
+        }
+    }
+
+    /// A fresh cached response, returned without touching the limiter; a stale one adds its
+    /// validators (If-None-Match, If-Modified-Since) to the request's headers instead.
+    pub(super) fn cached(&mut self) -> Option<LimitedResponse> {
+        let (Some(cache), Some(uri)) = (&self.client.inner.cache, &self.uri) else { return None };
+        match cache.lookup(&self.spec.method, uri, &self.headers, SystemTime::now()) {
+            Lookup::Fresh(cached) => {
+                self.emit(EventKind::CacheHit { revalidated: false });
+                let total = self.started.elapsed();
+                self.emit(EventKind::Finished { status: cached.status.as_u16(), attempts: 0, total });
+                let rate_limit =
+                    RateLimitInfo::parse(Some(cached.status.as_u16()), &cached.headers, None, SystemTime::now());
+                Some(cached_response(cached, rate_limit, 0, Duration::ZERO, Duration::ZERO, self.started))
+            }
+            Lookup::Revalidate(with_validators) => {
+                self.headers = with_validators;
+                None
+            }
+            Lookup::Miss => None,
+        }
+    }
+
+    /// Waits for the key's limiter (priority lane, budgets, concurrency slot), then for the
+    /// key's shared budgets when it has any. A key without a limiter goes straight on.
+    pub(super) async fn admit(&mut self, attempt: u32) -> Result<Admission, ClientError> {
+        let Some(limiter) = &self.limiter else { return Ok(Admission { permit: None, waited: Duration::ZERO }) };
+        self.emit(EventKind::Queued { attempt, priority: self.spec.priority });
+        let queued_at = Instant::now();
+        let permit = match limiter.acquire(self.spec.priority, self.spec.cost).await {
+            Ok(permit) => permit,
+            Err(err) => return Err(self.fail(err.to_string(), err.into(), attempt - 1)),
+        };
+        if let Some(gate) = self.client.inner.gates.get(limiter.key()) {
+            // Boxed: a store round trip is a large future most requests never make.
+            match Box::pin(gate.admit(self.spec.cost)).await {
+                Ok(admission) => {
+                    if let Some(state) = admission.state_change {
+                        self.emit(EventKind::StoreState { state });
+                    }
+                    let (via, waited, remaining) = (admission.via, admission.waited, admission.remaining);
+                    self.emit(EventKind::SharedAdmitted { attempt, via, waited, remaining });
+                }
+                Err(err) => return Err(self.fail(err.to_string(), err.into(), attempt - 1)),
+            }
+        }
+        let waited = queued_at.elapsed();
+        self.queue_wait += waited;
+        self.emit(EventKind::Admitted { attempt, queue_wait: waited });
+        Ok(Admission { permit: Some(permit), waited })
+    }
+
+    /// Sends the attempt (following redirects as the host's policy says) and reads the
+    /// answer: its rate-limit headers, and, for an adaptive key, what the mirror makes of it.
+    pub(super) async fn exchange(&self, attempt: u32, admission: &Admission) -> Sent {
+        let spec = &self.spec;
+        self.emit(EventKind::Sent { attempt, method: spec.method.to_string(), path: spec.url.path().to_owned() });
+        let sent_at = Instant::now();
+        // Boxed: the HTTP exchange is the largest state, and only in-flight requests need it
+        // (thousands may wait in the limiter with a small future each).
+        let result = Box::pin(self.client.send_once(spec, &self.headers)).await;
+        let service_time = sent_at.elapsed();
+        let answer = match result {
+            Attempt::Response { status, headers, body } => {
+                let info = self.interpret(attempt, service_time, status, &headers, &body, admission);
+                Answer::Response { status, headers, body, info }
+            }
+            Attempt::ConnectionError(message) => Answer::ConnectionError(message),
+            Attempt::Timeout => Answer::Timeout,
+        };
+        Sent { sent_at, service_time, answer }
+    }
+
+    fn interpret(
+        &self,
+        attempt: u32,
+        service_time: Duration,
+        status: StatusCode,
+        headers: &HeaderMap,
+        body: &Bytes,
+        admission: &Admission,
+    ) -> RateLimitInfo {
+        let head = ResponseHead { status, headers, body: Some(body.as_ref()) };
+        let info = head.interpret(attempt, service_time, self.listening, &|kind| self.emit(kind));
+        if let (true, Some(limiter)) = (self.adaptive, &self.limiter) {
+            let ticket = admission.permit.as_ref().and_then(Permit::ticket);
+            for note in adaptive::observe(limiter, ticket, status.as_u16(), &info, Instant::now()) {
+                self.emit(EventKind::Adaptive { note });
+            }
+        }
+        info
+    }
+
+    /// The retry policy's word on the attempt.
+    pub(super) fn decide(&self, attempt: u32, sent: &Sent) -> Decision {
+        let rng = &mut SharedRng(&self.client.inner.rng);
+        self.retry.decide(attempt, &sent.answer.outcome(), &self.spec.method, self.previous_delay, rng)
+    }
+
+    /// Appends the attempt to `log`; after a throttling answer pauses the whole key; then
+    /// releases the attempt's slot (after the pause, so a waiter it lets in already sees it;
+    /// before any retry wait, which holds no slot).
+    pub(super) fn record(
+        &self,
+        attempt: u32,
+        admission: Admission,
+        sent: &Sent,
+        decision: &Decision,
+        log: &mut Vec<AttemptRecord>,
+    ) {
+        let info = sent.answer.info();
+        log.push(AttemptRecord {
+            attempt,
+            sent_at: sent.sent_at,
+            queue_wait: admission.waited,
+            service_time: sent.service_time,
+            status: sent.answer.status().map(|status| status.as_u16()),
+            error: info.is_none().then(|| outcome_text(&sent.answer.outcome())),
+            retry_delay: match decision {
+                Decision::Retry { delay, .. } => Some(*delay),
+                _ => None,
+            },
+            server_remaining: info.and_then(|info| info.most_restrictive()?.remaining),
+            retry_after: info.and_then(|info| info.retry_after),
+        });
+        if let (Some(limiter), Some(status), Some(info)) = (&self.limiter, sent.answer.status(), info)
+            && let Some((pause, reason)) = pause_on_throttle(limiter, status, info, decision, self.retry, attempt)
+        {
+            self.emit(EventKind::KeyPaused { pause, reason });
+        }
+        drop(admission);
+    }
+
+    /// Sleeps the delay the policy chose before the next attempt.
+    pub(super) async fn wait_to_retry(&mut self, attempt: u32, sent: &Sent, delay: Duration, reason: RetryReason) {
+        self.emit(EventKind::RetryScheduled { attempt, delay, reason, cause: sent.answer.cause() });
+        self.previous_delay = Some(delay);
+        tokio::time::sleep(delay).await;
+    }
+
+    /// The final response: stored in the cache when it may be (a 304 then serves the cached
+    /// body), reported as `Finished`.
+    pub(super) fn finish(self, attempt: u32, sent: Sent) -> Result<LimitedResponse, ClientError> {
+        let Answer::Response { status, headers, body, info } = sent.answer else {
+            // The policy only finishes on a response; anything else is a give-up.
+            return Err(self.give_up(attempt, sent, GiveUpReason::NotRetryable));
+        };
+        let fresh = CachedResponse { status, headers, body };
+        let stored = match (&self.client.inner.cache, &self.uri) {
+            (Some(cache), Some(uri)) => cache.store(&self.spec.method, uri, &self.headers, &fresh, SystemTime::now()),
+            _ => None,
+        };
+        let revalidated = stored.is_some();
+        let served = stored.unwrap_or(fresh);
+        if revalidated {
+            self.emit(EventKind::CacheHit { revalidated: true });
+        }
+        let total = self.started.elapsed();
+        self.emit(EventKind::Finished { status: served.status.as_u16(), attempts: attempt, total });
+        let mut response = cached_response(served, info, attempt, self.queue_wait, sent.service_time, self.started);
+        response.from_cache = revalidated;
+        Ok(response)
+    }
+
+    /// The error the request ends with: no response at all names the cause on the wire
+    /// (could not connect, or none in time); otherwise the policy's reason and the last status.
+    pub(super) fn give_up(self, attempt: u32, sent: Sent, reason: GiveUpReason) -> ClientError {
+        let err = match (&sent.answer, reason) {
+            (Answer::Timeout, GiveUpReason::NotRetryable) => {
+                ClientError::NoResponse { host: self.host.clone(), attempts: attempt }
+            }
+            (Answer::ConnectionError(_), GiveUpReason::NotRetryable) => ClientError::Transport {
+                host: self.host.clone(),
+                message: outcome_text(&sent.answer.outcome()),
+                attempts: attempt,
+            },
+            (answer, reason) => {
+                ClientError::GaveUp { reason, last_status: answer.status().map(|s| s.as_u16()), attempts: attempt }
+            }
+        };
+        let message = match &err {
+            ClientError::GaveUp { reason, .. } => reason.to_string(),
+            other => other.to_string(),
+        };
+        self.fail(message, err, attempt)
+    }
+
+    /// Reports `message` as the request's `Failed` event after `attempts` attempts, and
+    /// returns `err`.
+    fn fail(&self, message: String, err: ClientError, attempts: u32) -> ClientError {
+        self.emit(EventKind::Failed { error: message, attempts });
+        err
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn response(status: u16, headers: &[(&str, &str)]) -> Answer {
+        let mut map = HeaderMap::new();
+        for (name, value) in headers {
+            map.insert(http::HeaderName::from_bytes(name.as_bytes()).unwrap(), value.parse().unwrap());
+        }
+        let info = RateLimitInfo::parse(Some(status), &map, None, SystemTime::UNIX_EPOCH);
+        Answer::Response { status: StatusCode::from_u16(status).unwrap(), headers: map, body: Bytes::new(), info }
+    }
+
+    #[test]
+    fn an_answer_is_what_the_retry_policy_and_the_log_see() {
+        let throttled = response(429, &[("retry-after", "7")]);
+        assert_eq!(throttled.outcome(), Outcome::Status { status: 429, retry_after: Some(Duration::from_secs(7)) });
+        assert_eq!(throttled.cause(), "429 Too Many Requests");
+        assert_eq!(throttled.status(), Some(StatusCode::TOO_MANY_REQUESTS));
+        assert!(throttled.info().is_some());
+
+        let refused = Answer::ConnectionError("connection refused".into());
+        assert_eq!(refused.outcome(), Outcome::ConnectionError { message: "connection refused" });
+        assert_eq!(refused.cause(), "connection error: connection refused");
+        assert_eq!((refused.status(), refused.info().is_none()), (None, true));
+
+        assert_eq!(Answer::Timeout.outcome(), Outcome::Timeout);
+        assert_eq!(Answer::Timeout.cause(), "no response in time");
+    }
+}

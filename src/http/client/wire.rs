@@ -1,0 +1,176 @@
+//! The wire of one attempt: reqwest, the HTTP/1.1 wire of raw bursts, or a transport of the
+//! caller's; the client's headers for a host; and redirects, followed alike on every wire.
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+use http::{HeaderMap, StatusCode};
+use url::Url;
+
+use super::{LimitedClient, RequestSpec, error_chain};
+use crate::http::http1::Http1Transport;
+use crate::http::redirect;
+use crate::http::transport::{Exchanged, Transport, TransportError};
+
+/// The entry of `map` for `url`'s host: `host:port` first when the URL names a port, then `host`.
+pub(super) fn per_host<'a, T>(map: &'a HashMap<String, T>, url: &Url) -> Option<&'a T> {
+    if map.is_empty() {
+        return None;
+    }
+    let host = url.host_str()?.to_ascii_lowercase();
+    let with_port = url.port().and_then(|port| map.get(&format!("{host}:{port}")));
+    with_port.or_else(|| map.get(&host))
+}
+
+/// Whether the environment asks for an HTTP proxy (reqwest would honour it).
+pub(super) fn proxy_configured() -> bool {
+    ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"]
+        .iter()
+        .any(|name| std::env::var_os(name).is_some_and(|value| !value.is_empty()))
+}
+
+/// What one attempt on the wire produced.
+pub(super) enum Attempt {
+    Response { status: StatusCode, headers: HeaderMap, body: Bytes },
+    ConnectionError(String),
+    Timeout,
+}
+
+/// A wire other than reqwest.
+enum Wire<'a> {
+    InProcess(&'a dyn Transport),
+    /// Awaited directly, without the boxed future of [`Transport::exchange`].
+    Http1(&'a Http1Transport),
+}
+
+impl Wire<'_> {
+    async fn exchange(self, request: http::Request<Bytes>) -> Exchanged {
+        match self {
+            Wire::InProcess(transport) => transport.exchange(request).await,
+            Wire::Http1(wire) => wire.exchange_within_deadline(request).await,
+        }
+    }
+}
+
+fn is_loopback(url: &url::Url) -> bool {
+    match url.host() {
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        None => false,
+    }
+}
+
+/// The request of one attempt for a transport other than reqwest, or why it cannot be sent.
+fn wire_request(spec: &RequestSpec, headers: &HeaderMap) -> Result<http::Request<Bytes>, String> {
+    let mut request = http::Request::new(spec.body.clone().unwrap_or_default());
+    *request.method_mut() = spec.method.clone();
+    *request.headers_mut() = headers.clone();
+    match spec.url.as_str().parse() {
+        Ok(uri) => *request.uri_mut() = uri,
+        Err(err) => return Err(format!("'{}' is not a URI: {err}", spec.url)),
+    }
+    Ok(request)
+}
+
+/// What a transport's exchange means for the attempt.
+fn attempt_of(exchanged: Exchanged) -> Attempt {
+    match exchanged {
+        Ok(response) => {
+            let (parts, body) = response.into_parts();
+            Attempt::Response { status: parts.status, headers: parts.headers, body }
+        }
+        Err(TransportError::TimedOut) => Attempt::Timeout,
+        Err(TransportError::Failed(message)) => Attempt::ConnectionError(message),
+    }
+}
+
+/// A connection that could not be made (a connect timeout included) is a connection error; a
+/// timeout after that is a missing response.
+fn classify(err: &reqwest::Error) -> Attempt {
+    if err.is_timeout() && !err.is_connect() {
+        return Attempt::Timeout;
+    }
+    Attempt::ConnectionError(error_chain(err))
+}
+
+impl LimitedClient {
+    /// The wire other than reqwest that carries a request to `url`, if any: the in-process
+    /// transport when one is set, else the direct HTTP/1.1 wire for a plain-http host (a
+    /// loopback one only, when a proxy is configured).
+    fn wire_for(&self, url: &url::Url) -> Option<Wire<'_>> {
+        if let Some(transport) = &self.inner.transport {
+            return Some(Wire::InProcess(transport.as_ref()));
+        }
+        let (wire, proxied) = self.inner.http1.as_ref()?;
+        (Http1Transport::serves(url) && (!proxied || is_loopback(url))).then_some(Wire::Http1(wire))
+    }
+
+    /// The client's headers for `url` (its defaults, then its host's), then the caller's.
+    pub(super) fn headers_for(&self, url: &Url, caller: &HeaderMap) -> HeaderMap {
+        let inner = &*self.inner;
+        let mut headers = inner.default_headers.clone();
+        if let Some(extra) = per_host(&inner.host_headers, url) {
+            headers.extend(extra.clone());
+        }
+        headers.extend(caller.clone());
+        headers
+    }
+
+    /// One attempt: the request, and the redirects its host's policy follows
+    /// ([`redirect::next_hop`]). A hop to another origin carries the caller's headers without
+    /// credentials plus the client's headers for that origin, never the first host's.
+    pub(super) async fn send_once(&self, spec: &RequestSpec, headers: &HeaderMap) -> Attempt {
+        let mut attempt = self.exchange_once(spec, headers).await;
+        let mut hop_spec: Option<RequestSpec> = None;
+        let mut hop_headers: Option<HeaderMap> = None;
+        for _ in 0..redirect::MAX_REDIRECTS {
+            let Attempt::Response { status, headers: answer, .. } = &attempt else { break };
+            let current = hop_spec.as_ref().unwrap_or(spec);
+            let policy = per_host(&self.inner.redirects, &current.url).copied().unwrap_or_default();
+            let Some(hop) = redirect::next_hop(policy, &current.url, &current.method, *status, answer) else { break };
+            let carried = hop_headers.as_ref().unwrap_or(headers);
+            let next_headers = if hop.cross_origin {
+                self.headers_for(&hop.url, &redirect::strip_credentials(&spec.headers))
+            } else {
+                carried.clone()
+            };
+            let next = RequestSpec {
+                method: hop.method,
+                url: hop.url,
+                headers: spec.headers.clone(),
+                body: if hop.keeps_body { current.body.clone() } else { None },
+                priority: spec.priority,
+                cost: spec.cost,
+            };
+            attempt = self.exchange_once(&next, &next_headers).await;
+            hop_spec = Some(next);
+            hop_headers = Some(next_headers);
+        }
+        attempt
+    }
+
+    async fn exchange_once(&self, spec: &RequestSpec, headers: &HeaderMap) -> Attempt {
+        if let Some(wire) = self.wire_for(&spec.url) {
+            return match wire_request(spec, headers) {
+                Ok(request) => attempt_of(wire.exchange(request).await),
+                Err(message) => Attempt::ConnectionError(message),
+            };
+        }
+        let mut request = self.inner.http.request(spec.method.clone(), spec.url.clone()).headers(headers.clone());
+        if let Some(body) = &spec.body {
+            request = request.body(body.clone());
+        }
+        let response = match request.send().await {
+            Ok(response) => response,
+            Err(err) => return classify(&err),
+        };
+        let status = response.status();
+        let mut response = response;
+        let headers = std::mem::take(response.headers_mut());
+        match response.bytes().await {
+            Ok(body) => Attempt::Response { status, headers, body },
+            Err(err) => classify(&err),
+        }
+    }
+}
