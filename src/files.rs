@@ -244,6 +244,18 @@ pub fn read_all_capped(reader: impl Read, path: &Path, cap: u64) -> Result<Vec<u
     Ok(bytes)
 }
 
+/// The 1-based line and column (in characters) of byte `offset` of `text`, for errors that
+/// point into a file; an offset past the end, or inside a character, counts from before it.
+pub fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let mut offset = offset.min(text.len());
+    while !text.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    let before = &text[..offset];
+    let line_start = before.rfind('\n').map_or(0, |newline| newline + 1);
+    (before.matches('\n').count() + 1, before[line_start..].chars().count() + 1)
+}
+
 /// `1048576` → `1 MiB`.
 pub fn human_bytes(bytes: u64) -> String {
     const UNITS: [(&str, u64); 3] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
@@ -382,6 +394,16 @@ mod tests {
         assert_eq!(remove_stale_temp_files(dir.path(), Duration::from_secs(60)), 1);
         assert!(!stale.exists());
         assert!(fresh.exists() && other.exists());
+    }
+
+    #[test]
+    fn offsets_become_lines_and_columns() {
+        let text = "a = 1\nnamé = x\n";
+        assert_eq!(line_column(text, 0), (1, 1));
+        assert_eq!(line_column(text, 6), (2, 1));
+        assert_eq!(line_column(text, text.find('x').unwrap()), (2, 8), "columns count characters, not bytes");
+        assert_eq!(line_column(text, 10), (2, 4), "inside 'é': from before it");
+        assert_eq!(line_column(text, 999), (3, 1), "past the end: the end");
     }
 
     #[test]

@@ -25,9 +25,7 @@ impl Location {
 
     /// The same origin, placed at the byte `offset` of `text`.
     pub(crate) fn at(&self, text: &str, offset: usize) -> Self {
-        let before = text.get(..offset).unwrap_or(text);
-        let line = before.matches('\n').count() + 1;
-        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        let (line, column) = crate::files::line_column(text, offset);
         Self { origin: self.origin.clone(), line: Some(line), column: Some(column) }
     }
 }

@@ -21,6 +21,7 @@ use http::header::{DATE, RETRY_AFTER};
 use http::{HeaderMap, HeaderName, HeaderValue};
 
 use super::policy::{Decision, PolicyReport};
+use crate::http::headers::{PublishedPolicy, write_ietf};
 
 /// Which family of rate-limit headers a route sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -86,7 +87,10 @@ pub fn write_headers(
         insert(headers, RETRY_AFTER, secs.to_string());
     }
     match dialect {
-        Dialect::Ietf => write_ietf(headers, &decision.policies),
+        Dialect::Ietf => {
+            let published: Vec<PublishedPolicy> = decision.policies.iter().map(PublishedPolicy::from).collect();
+            write_ietf(headers, &published);
+        }
         Dialect::XRateLimit => {
             if let Some(policy) = most_restrictive(&decision.policies) {
                 insert(headers, name("x-ratelimit-limit"), policy.limit.to_string());
@@ -109,34 +113,6 @@ pub fn write_headers(
         }
         Dialect::None => {}
     }
-}
-
-/// Writes the IETF draft `RateLimit-Policy` and `RateLimit` fields, one item per policy
-/// (nothing when `policies` is empty). The proxy answers its own 429s with these too.
-pub fn write_ietf(headers: &mut HeaderMap, policies: &[PolicyReport]) {
-    if policies.is_empty() {
-        return;
-    }
-    // Names are validated to letters, digits, '-', '_' and '.', so they need no escaping in an sf-string.
-    let policy_items: Vec<String> = policies
-        .iter()
-        .map(|p| match p.window {
-            Some(window) => format!("\"{}\";q={};w={}", p.name, p.limit, ceil_secs(window).max(1)),
-            None => format!("\"{}\";q={}", p.name, p.limit),
-        })
-        .collect();
-    let limit_items: Vec<String> = policies
-        .iter()
-        .map(|p| {
-            if p.concurrency {
-                format!("\"{}\";r={}", p.name, p.remaining)
-            } else {
-                format!("\"{}\";r={};t={}", p.name, p.remaining, ceil_secs(p.reset))
-            }
-        })
-        .collect();
-    insert(headers, name("ratelimit-policy"), policy_items.join(", "));
-    insert(headers, name("ratelimit"), limit_items.join(", "));
 }
 
 /// The policy closest to exhaustion (lowest remaining share, then the longest reset); quotas

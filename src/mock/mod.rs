@@ -26,6 +26,6 @@ pub mod server;
 
 pub use config::{CountBy, DEMO_TOML, Faults, Latency, MockConfig, RouteConfig, ServerSettings};
 pub use error::{Location, MockError};
-pub use headers::{Dialect, write_headers, write_ietf};
+pub use headers::{Dialect, write_headers};
 pub use policy::{ConcurrencyGuard, Decision, PolicyKind, PolicyReport, PolicySpec, RoutePolicies};
 pub use server::{ARRIVAL_LOG_CAPACITY, Arrival, FaultKind, MockServer, MockService, Outcome, is_loopback};

@@ -120,6 +120,19 @@ pub struct PolicyReport {
     pub concurrency: bool,
 }
 
+impl From<&PolicyReport> for crate::http::headers::PublishedPolicy {
+    fn from(report: &PolicyReport) -> Self {
+        Self {
+            name: report.name.clone(),
+            limit: report.limit,
+            remaining: report.remaining,
+            reset: report.reset,
+            window: report.window,
+            concurrency: report.concurrency,
+        }
+    }
+}
+
 /// The answer for one request.
 #[derive(Debug)]
 pub struct Decision {

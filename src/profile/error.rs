@@ -18,13 +18,8 @@ pub struct Position {
 impl Position {
     /// Where byte `offset` of `text` is (an offset past the end means the end).
     pub fn of_offset(text: &str, offset: usize) -> Self {
-        let mut offset = offset.min(text.len());
-        while !text.is_char_boundary(offset) {
-            offset -= 1;
-        }
-        let before = &text[..offset];
-        let line_start = before.rfind('\n').map_or(0, |newline| newline + 1);
-        Self { line: before.matches('\n').count() + 1, column: before[line_start..].chars().count() + 1 }
+        let (line, column) = crate::files::line_column(text, offset);
+        Self { line, column }
     }
 }
 

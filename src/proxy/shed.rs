@@ -13,7 +13,7 @@ use http::{HeaderValue, StatusCode};
 use parking_lot::Mutex;
 
 use crate::engine::{BudgetKind, Limiter, LimiterConfig, Snapshot};
-use crate::mock::{PolicyReport, write_ietf};
+use crate::http::headers::{PublishedPolicy, write_ietf};
 
 /// Why a request was turned away, and when to come back.
 #[derive(Debug, Clone, PartialEq)]
@@ -21,7 +21,7 @@ pub struct Shed {
     pub reason: String,
     pub retry_after: Duration,
     /// The key's budgets as the draft headers describe them.
-    pub policies: Vec<PolicyReport>,
+    pub policies: Vec<PublishedPolicy>,
 }
 
 /// Requests waiting per limiter key.
@@ -81,7 +81,7 @@ pub(crate) fn estimated_wait(snapshot: &Snapshot, config: &LimiterConfig, ahead:
 }
 
 /// The key's budgets as draft `RateLimit-Policy` items: quota, window, what is left and when full.
-pub(crate) fn policies(snapshot: &Snapshot, config: &LimiterConfig) -> Vec<PolicyReport> {
+pub(crate) fn policies(snapshot: &Snapshot, config: &LimiterConfig) -> Vec<PublishedPolicy> {
     let mut reports = Vec::new();
     for spec in &config.budgets {
         let Some(state) = snapshot.budgets.iter().find(|budget| budget.name == spec.name) else { continue };
@@ -96,13 +96,12 @@ pub(crate) fn policies(snapshot: &Snapshot, config: &LimiterConfig) -> Vec<Polic
                 (*limit, *window, if used == 0 { 0.0 } else { window.as_secs_f64() })
             }
         };
-        reports.push(PolicyReport {
+        reports.push(PublishedPolicy {
             name: spec.name.clone(),
             limit,
             remaining: state.available.max(0.0).floor() as u64,
             reset: Duration::from_secs_f64(reset),
             window: Some(window),
-            denied: state.available < spec.cost as f64,
             concurrency: false,
         });
     }

@@ -163,17 +163,27 @@ impl fmt::Display for SharedReport {
 }
 
 /// `redis://user:secret@host` → `redis://user:***@host`.
-fn redacted_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    let (authority, path) = rest.split_at(authority_end);
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split_once(':').map_or("", |(user, _)| user);
-            format!("{scheme}://{user}:***@{host}{path}")
-        }
-        None => url.to_owned(),
+fn redacted_url(text: &str) -> String {
+    let Ok(mut url) = url::Url::parse(text) else {
+        // Not a URL: keep only what follows the last '@' (the host), if there is one.
+        return text.rsplit_once('@').map_or_else(|| text.to_owned(), |(_, host)| format!("***@{host}"));
+    };
+    if url.password().is_some() {
+        let _ = url.set_password(Some("***"));
     }
+    let secret =
+        |name: &str| ["pass", "auth", "token", "secret"].iter().any(|word| name.to_ascii_lowercase().contains(word));
+    if url.query_pairs().any(|(name, _)| secret(&name)) {
+        let pairs: Vec<(String, String)> = url
+            .query_pairs()
+            .map(|(name, value)| {
+                let value = if secret(&name) { "***".to_owned() } else { value.into_owned() };
+                (name.into_owned(), value)
+            })
+            .collect();
+        url.query_pairs_mut().clear().extend_pairs(pairs);
+    }
+    url.to_string()
 }
 
 #[cfg(test)]
@@ -185,6 +195,11 @@ mod tests {
         assert_eq!(redacted_url("redis://:hunter2@db:6379/0"), "redis://:***@db:6379/0");
         assert_eq!(redacted_url("redis://app:hunter2@db"), "redis://app:***@db");
         assert_eq!(redacted_url("redis://db:6379"), "redis://db:6379");
+        assert_eq!(
+            redacted_url("rediss://db/1?password=hunter2&protocol=resp3"),
+            "rediss://db/1?password=***&protocol=resp3"
+        );
+        assert_eq!(redacted_url("not a url:hunter2@db"), "***@db");
         let settings = SharedSettings::new("redis://:hunter2@db", "team").unwrap();
         assert!(!format!("{settings:?}").contains("hunter2"));
     }

@@ -25,6 +25,7 @@
 
 pub mod explain;
 mod ietf;
+mod publish;
 mod retry_after;
 mod suffixed;
 mod time;
@@ -38,6 +39,7 @@ use http::HeaderMap;
 use serde::Serialize;
 
 pub use explain::{HeadError, ParsedHead, explain_json, explain_table, parse_response_head};
+pub use publish::{PublishedPolicy, write_ietf};
 
 /// Everything a response says about the client's rate limits.
 #[derive(Debug, Clone, PartialEq, Serialize)]
