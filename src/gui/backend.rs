@@ -182,162 +182,208 @@ impl Locations {
     }
 }
 
+/// The background's state: what runs, and how to tell the UI. Every command is handled at
+/// once; anything that waits on a person or on a drain (file dialogs, the end of a burst,
+/// stopping the proxy) runs in a task of its own, so sampling and Cancel never stall.
+struct Service {
+    updates: std_mpsc::Sender<Update>,
+    repaint: Arc<dyn Fn() + Send + Sync>,
+    locations: Locations,
+    demo: Option<MockServer>,
+    running: Option<Running>,
+    proxy: Option<(ProxyServer, Arc<Registry>)>,
+}
+
 async fn serve(
     mut commands: mpsc::UnboundedReceiver<Command>,
     updates: std_mpsc::Sender<Update>,
     repaint: Arc<dyn Fn() + Send + Sync>,
     locations: Locations,
 ) {
-    let send = |update: Update| {
-        let _ = updates.send(update);
-        repaint();
-    };
-    let mut demo: Option<MockServer> = None;
-    let mut running: Option<Running> = None;
-    let mut proxy: Option<(ProxyServer, Arc<Registry>)> = None;
+    let mut service = Service { updates, repaint, locations, demo: None, running: None, proxy: None };
     let mut ticker = tokio::time::interval(SAMPLE_EVERY);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
         tokio::select! {
-            command = commands.recv() => {
-                let Some(command) = command else { break };
-                match command {
-                    Command::StartDemo { port } => {
-                        if let Some(server) = &demo {
-                            send(Update::DemoStarted { url: server.url(), description: describe(server) });
-                            continue;
-                        }
-                        match start_demo(port).await {
-                            Ok(server) => {
-                                send(Update::DemoStarted { url: server.url(), description: describe(&server) });
-                                demo = Some(server);
-                            }
-                            Err(err) => send(Update::DemoFailed(err)),
-                        }
-                    }
-                    Command::Fire(request) => {
-                        if let Some(previous) = running.take() {
-                            previous.burst.cancel();
-                            let _ = previous.burst.finish().await;
-                        }
-                        match fire(*request) {
-                            Ok((started, events, planned)) => {
-                                send(Update::BurstStarted { events, planned });
-                                running = Some(started);
-                            }
-                            Err(err) => send(Update::Error(err)),
-                        }
-                    }
-                    Command::Cancel => {
-                        if let Some(current) = &running {
-                            current.burst.cancel();
-                        }
-                    }
-                    Command::LoadProfiles => send(load_profiles(&locations)),
-                    Command::Save { profile, secrets } => send(save(&locations, &profile, &secrets)),
-                    Command::Delete { name } => send(delete(&locations, &name)),
-                    Command::Import => {
-                        let picked = rfd::AsyncFileDialog::new().set_title("Import a profile").add_filter("profile", &["toml"]).pick_file().await;
-                        if let Some(file) = picked {
-                            send(import(&locations, file.path()));
-                        }
-                    }
-                    Command::Export { profile } => {
-                        let picked = rfd::AsyncFileDialog::new()
-                            .set_title("Export the profile (without secrets)")
-                            .set_file_name(format!("{}.toml", profile.name))
-                            .save_file()
-                            .await;
-                        if let Some(file) = picked {
-                            send(export(&profile, file.path()));
-                        }
-                    }
-                    Command::SaveFile { title, default_name, contents } => {
-                        let picked = rfd::AsyncFileDialog::new().set_title(title).set_file_name(default_name).save_file().await;
-                        if let Some(file) = picked {
-                            send(write_atomically(file.path(), &contents));
-                        }
-                    }
-                    Command::Simulate(request) => {
-                        let (updates, repaint) = (updates.clone(), Arc::clone(&repaint));
-                        tokio::spawn(async move {
-                            let done = tokio::task::spawn_blocking(move || run_both(*request)).await;
-                            let _ = updates.send(Update::Simulated(done.unwrap_or_else(|err| Err(err.to_string()))));
-                            repaint();
-                        });
-                    }
-                    Command::Probe { url, max_requests } => {
-                        let (updates, repaint) = (updates.clone(), Arc::clone(&repaint));
-                        tokio::spawn(async move {
-                            let options = ProbeOptions { max_requests, ..ProbeOptions::default() };
-                            let found = probe(LimitedClient::builder(), &url, &options).await.map_err(|err| err.to_string());
-                            let _ = updates.send(Update::Probed(Box::new(found)));
-                            repaint();
-                        });
-                    }
-                    Command::StartProxy(config) => {
-                        if proxy.is_some() {
-                            send(Update::ProxyFailed("a proxy is already running: stop it first".into()));
-                            continue;
-                        }
-                        match start_proxy(*config).await {
-                            Ok((server, registry, update)) => {
-                                proxy = Some((server, registry));
-                                send(update);
-                            }
-                            Err(err) => send(Update::ProxyFailed(err)),
-                        }
-                    }
-                    Command::StopProxy => {
-                        if let Some((server, _)) = proxy.take() {
-                            send(match server.shutdown().await {
-                                Ok(drained) if drained.cut_off > 0 => Update::ProxyStopped(format!(
-                                    "proxy stopped; {} request(s) were cut off at the deadline",
-                                    drained.cut_off
-                                )),
-                                Ok(_) => Update::ProxyStopped("proxy stopped; every request in flight finished".into()),
-                                Err(err) => Update::ProxyStopped(format!("proxy stopped: {err}")),
-                            });
-                        }
-                    }
-                    Command::SetLimits { key, config } => {
-                        if let Some(current) = &running
-                            && let Err(err) = current.burst.client().set_limits(key, config)
-                        {
-                            send(Update::Error(format!("limits not applied: {err}")));
-                        }
-                    }
-                }
-            }
-            _ = ticker.tick(), if running.is_some() || proxy.is_some() => {
-                let Some(current) = running.take() else {
-                    if let Some((_, registry)) = &proxy {
-                        let snapshots = registry.active().iter().map(|limiter| limiter.snapshot()).collect();
-                        send(Update::Snapshots(snapshots));
-                    }
-                    continue;
-                };
-                let snapshots: Vec<Snapshot> = current.registry.active().iter().map(|limiter| limiter.snapshot()).collect();
-                let _ = updates.send(Update::Snapshots(snapshots));
-                let _ = updates.send(Update::Progress(current.burst.progress()));
-                if let Some(shared) = current.burst.client().shared() {
-                    let _ = updates.send(Update::Shared(shared.report()));
-                }
-                if current.burst.is_finished() {
-                    let (summary, results) = current.burst.finish().await;
-                    send(Update::Finished { summary: Box::new(summary), results });
-                } else {
-                    repaint();
-                    running = Some(current);
-                }
-            }
+            command = commands.recv() => match command {
+                Some(command) => service.handle(command).await,
+                None => break,
+            },
+            _ = ticker.tick(), if service.running.is_some() || service.proxy.is_some() => service.sample(),
         }
     }
-    if let Some((server, _)) = proxy {
-        let _ = server.shutdown().await;
+    service.stop().await;
+}
+
+impl Service {
+    fn send(&self, update: Update) {
+        let _ = self.updates.send(update);
+        (self.repaint)();
     }
-    if let Some(server) = demo {
-        let _ = server.shutdown().await;
+
+    /// Runs `work` in a task of its own and sends its update, if any, when it is done.
+    fn spawn_update(&self, work: impl Future<Output = Option<Update>> + Send + 'static) {
+        let (updates, repaint) = (self.updates.clone(), Arc::clone(&self.repaint));
+        tokio::spawn(async move {
+            if let Some(update) = work.await {
+                let _ = updates.send(update);
+                repaint();
+            }
+        });
+    }
+
+    async fn handle(&mut self, command: Command) {
+        match command {
+            Command::StartDemo { port } => self.start_demo(port).await,
+            Command::Fire(request) => self.fire(*request),
+            Command::Cancel => {
+                if let Some(current) = &self.running {
+                    current.burst.cancel();
+                }
+            }
+            Command::SetLimits { key, config } => {
+                if let Some(current) = &self.running
+                    && let Err(err) = current.burst.client().set_limits(key, config)
+                {
+                    self.send(Update::Error(format!("limits not applied: {err}")));
+                }
+            }
+            Command::LoadProfiles => self.send(load_profiles(&self.locations)),
+            Command::Save { profile, secrets } => self.send(save(&self.locations, &profile, &secrets)),
+            Command::Delete { name } => self.send(delete(&self.locations, &name)),
+            Command::Import | Command::Export { .. } | Command::SaveFile { .. } => self.ask_for_file(command),
+            Command::Simulate(request) => self.spawn_update(async move {
+                let done = tokio::task::spawn_blocking(move || run_both(*request)).await;
+                Some(Update::Simulated(done.unwrap_or_else(|err| Err(err.to_string()))))
+            }),
+            Command::Probe { url, max_requests } => self.spawn_update(async move {
+                let options = ProbeOptions { max_requests, ..ProbeOptions::default() };
+                let found = probe(LimitedClient::builder(), &url, &options).await.map_err(|err| err.to_string());
+                Some(Update::Probed(Box::new(found)))
+            }),
+            Command::StartProxy(config) => self.start_proxy(*config).await,
+            Command::StopProxy => self.stop_proxy(),
+        }
+    }
+
+    async fn start_demo(&mut self, port: u16) {
+        if let Some(server) = &self.demo {
+            self.send(Update::DemoStarted { url: server.url(), description: describe(server) });
+            return;
+        }
+        match start_demo(port).await {
+            Ok(server) => {
+                self.send(Update::DemoStarted { url: server.url(), description: describe(&server) });
+                self.demo = Some(server);
+            }
+            Err(err) => self.send(Update::DemoFailed(err)),
+        }
+    }
+
+    /// Starts a burst; one still running is cancelled and left to wind down in the background.
+    fn fire(&mut self, request: FireRequest) {
+        if let Some(previous) = self.running.take() {
+            previous.burst.cancel();
+            tokio::spawn(async move { drop(previous.burst.finish().await) });
+        }
+        match fire(request) {
+            Ok((started, events, planned)) => {
+                self.send(Update::BurstStarted { events, planned });
+                self.running = Some(started);
+            }
+            Err(err) => self.send(Update::Error(err)),
+        }
+    }
+
+    /// Import, export and save-as: the desktop's file dialog, in a task of its own.
+    fn ask_for_file(&self, command: Command) {
+        let locations = self.locations.clone();
+        self.spawn_update(async move {
+            match command {
+                Command::Import => {
+                    let dialog =
+                        rfd::AsyncFileDialog::new().set_title("Import a profile").add_filter("profile", &["toml"]);
+                    dialog.pick_file().await.map(|file| import(&locations, file.path()))
+                }
+                Command::Export { profile } => {
+                    let dialog = rfd::AsyncFileDialog::new()
+                        .set_title("Export the profile (without secrets)")
+                        .set_file_name(format!("{}.toml", profile.name));
+                    dialog.save_file().await.map(|file| export(&profile, file.path()))
+                }
+                Command::SaveFile { title, default_name, contents } => {
+                    let dialog = rfd::AsyncFileDialog::new().set_title(title).set_file_name(default_name);
+                    dialog.save_file().await.map(|file| write_atomically(file.path(), &contents))
+                }
+                _ => None,
+            }
+        });
+    }
+
+    async fn start_proxy(&mut self, config: ProxyConfig) {
+        if self.proxy.is_some() {
+            self.send(Update::ProxyFailed("a proxy is already running: stop it first".into()));
+            return;
+        }
+        match start_proxy(config).await {
+            Ok((server, registry, update)) => {
+                self.proxy = Some((server, registry));
+                self.send(update);
+            }
+            Err(err) => self.send(Update::ProxyFailed(err)),
+        }
+    }
+
+    /// Stops accepting at once; the drain of requests in flight runs in a task of its own.
+    fn stop_proxy(&mut self) {
+        let Some((server, _)) = self.proxy.take() else { return };
+        self.spawn_update(async move {
+            Some(match server.shutdown().await {
+                Ok(drained) if drained.cut_off > 0 => Update::ProxyStopped(format!(
+                    "proxy stopped; {} request(s) were cut off at the deadline",
+                    drained.cut_off
+                )),
+                Ok(_) => Update::ProxyStopped("proxy stopped; every request in flight finished".into()),
+                Err(err) => Update::ProxyStopped(format!("proxy stopped: {err}")),
+            })
+        });
+    }
+
+    /// Snapshots of the running burst's (or the proxy's) limiters, the burst's progress and
+    /// shared-store state; a finished burst's summary is made in a task of its own.
+    fn sample(&mut self) {
+        let Some(current) = self.running.take() else {
+            if let Some((_, registry)) = &self.proxy {
+                let snapshots = registry.active().iter().map(|limiter| limiter.snapshot()).collect();
+                self.send(Update::Snapshots(snapshots));
+            }
+            return;
+        };
+        let snapshots: Vec<Snapshot> = current.registry.active().iter().map(|limiter| limiter.snapshot()).collect();
+        let _ = self.updates.send(Update::Snapshots(snapshots));
+        let _ = self.updates.send(Update::Progress(current.burst.progress()));
+        if let Some(shared) = current.burst.client().shared() {
+            let _ = self.updates.send(Update::Shared(shared.report()));
+        }
+        if current.burst.is_finished() {
+            self.spawn_update(async move {
+                let (summary, results) = current.burst.finish().await;
+                Some(Update::Finished { summary: Box::new(summary), results })
+            });
+        } else {
+            (self.repaint)();
+            self.running = Some(current);
+        }
+    }
+
+    /// At the end: the proxy drains, the demo API stops.
+    async fn stop(self) {
+        if let Some((server, _)) = self.proxy {
+            let _ = server.shutdown().await;
+        }
+        if let Some(server) = self.demo {
+            let _ = server.shutdown().await;
+        }
     }
 }
 
@@ -458,5 +504,62 @@ fn write_atomically(path: &std::path::Path, contents: &[u8]) -> Update {
     match crate::files::write_bytes(path, contents, crate::files::WriteOptions::default()) {
         Ok(_) => Update::Info(format!("wrote {}", path.display())),
         Err(err) => Update::Error(format!("could not write: {err}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write as _;
+    use std::time::Instant;
+
+    use super::*;
+    use crate::proxy::Route;
+
+    /// Drains `backend` until `wanted` matches an update (returning every update seen), or
+    /// gives up after `limit` of real time (a hang, not a measurement).
+    fn wait_for(backend: &Backend, limit: Duration, wanted: impl Fn(&Update) -> bool) -> Vec<Update> {
+        let start = Instant::now();
+        let mut seen = Vec::new();
+        while start.elapsed() < limit {
+            for update in backend.drain() {
+                let found = wanted(&update);
+                seen.push(update);
+                if found {
+                    return seen;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("no such update within {limit:?}; saw {} others", seen.len());
+    }
+
+    /// Stopping a proxy whose request hangs upstream drains for the whole deadline; meanwhile
+    /// the backend keeps answering (it used to await the drain inside its loop, so loading the
+    /// profiles waited 30 s behind it).
+    #[test]
+    fn a_draining_proxy_does_not_hold_up_other_commands() {
+        let upstream = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let upstream_url = format!("http://{}", upstream.local_addr().unwrap());
+        let held = std::thread::spawn(move || upstream.accept().map(|(stream, _)| stream));
+        let config_dir = tempfile::tempdir().unwrap();
+        let backend = Backend::start(|| {}, Some(config_dir.path().to_owned())).unwrap();
+        let mut config = ProxyConfig::new(vec![Route::new("/api", &upstream_url).unwrap()]);
+        config.listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+        config.drain_deadline = Duration::from_secs(30);
+        backend.send(Command::StartProxy(Box::new(config)));
+        let seen = wait_for(&backend, Duration::from_secs(10), |update| matches!(update, Update::ProxyStarted { .. }));
+        let Some(Update::ProxyStarted { url, .. }) = seen.last() else { unreachable!() };
+        let address = format!("{}:{}", url.host_str().unwrap(), url.port().unwrap());
+        let mut caller = std::net::TcpStream::connect(address).unwrap();
+        caller.write_all(b"GET /api/hang HTTP/1.1\r\nhost: x\r\n\r\n").unwrap();
+        let _upstream_side = held.join().unwrap().unwrap();
+
+        backend.send(Command::StopProxy);
+        backend.send(Command::LoadProfiles);
+        let seen = wait_for(&backend, Duration::from_secs(10), |update| matches!(update, Update::Profiles { .. }));
+        assert!(
+            !seen.iter().any(|update| matches!(update, Update::ProxyStopped(_))),
+            "the profiles came only after the drain"
+        );
     }
 }
