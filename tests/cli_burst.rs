@@ -160,27 +160,30 @@ async fn two_processes_with_one_shared_key_stay_under_the_servers_limit_together
     let dir = tempfile::tempdir().unwrap();
     let url = format!("{}items", server.url());
     let key = format!("cli-test-{:016x}", rand::random::<u64>());
-    // The server holds 5 at once, refilling 10/s. Each process alone would send its first 4 at
-    // once (8 together: a 429 for 3 of them); sharing one bucket of 4 @ 8/s, they never collide.
+    // The server holds 5 at once, refilling 10/s. Each process alone sends its first 4 at once
+    // (8 together: 429s for some); sharing one bucket of 4 @ 8/s, they never collide. Each
+    // process names itself in x-api-key, so the server's log shows whether they overlapped.
     let redis = redis_support::redis_url();
-    let burst = args(&[
-        "burst",
-        &url,
-        "-n",
-        "10",
-        "--rate",
-        "8/1s",
-        "--burst",
-        "4",
-        "--retries",
-        "0",
-        "--redis",
-        &redis,
-        "--shared-key",
-        &key,
-        "--json",
-    ]);
-    let (first, second) = tokio::join!(ratescope(dir.path(), burst.clone()), ratescope(dir.path(), burst));
+    let burst = |process: &str, shared: bool| {
+        let mut items = args(&["burst", &url, "-n", "10", "--rate", "8/1s", "--burst", "4", "--retries", "0"]);
+        items.extend(args(&["-H", &format!("x-api-key: {process}"), "--json"]));
+        if shared {
+            items.extend(args(&["--redis", &redis, "--shared-key", &key]));
+        }
+        items
+    };
+
+    // The control: the same two processes, each with its own bucket, meet the server's limit.
+    let (first, second) =
+        tokio::join!(ratescope(dir.path(), burst("a", false)), ratescope(dir.path(), burst("b", false)));
+    let refused = server.arrivals().iter().filter(|arrival| arrival.outcome == Outcome::Limited(429)).count();
+    assert!(refused > 0, "unshared, the two bursts should meet the limit:\n{}\n{}", first.1, second.1);
+    server.clear_arrivals();
+    // Let the server's bucket fill again (5 tokens at 10/s).
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+
+    let (first, second) =
+        tokio::join!(ratescope(dir.path(), burst("a", true)), ratescope(dir.path(), burst("b", true)));
     for (code, stdout, stderr) in [first, second] {
         assert_eq!(code, 0, "{stdout}\n{stderr}");
         let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
@@ -193,6 +196,11 @@ async fn two_processes_with_one_shared_key_stay_under_the_servers_limit_together
     let arrivals = server.arrivals();
     assert_eq!(arrivals.len(), 20);
     assert!(arrivals.iter().all(|arrival| arrival.outcome == Outcome::Served(200)), "no 429 from the server");
+    // They ran together: each process's requests arrived between the other's.
+    let senders: Vec<&str> = arrivals.iter().map(|arrival| arrival.key.as_deref().unwrap_or("?")).collect();
+    let last = |who: &str| senders.iter().rposition(|sender| *sender == who).unwrap();
+    let first_of = |who: &str| senders.iter().position(|sender| *sender == who).unwrap();
+    assert!(first_of("a") < last("b") && first_of("b") < last("a"), "the processes did not overlap: {senders:?}");
 }
 
 #[tokio::test]

@@ -123,10 +123,20 @@ fn fields_validate_as_typed_and_ctrl_s_saves() {
     let dir = tempfile::tempdir().unwrap();
     let mut harness = harness(app(dir.path()));
     ready(&mut harness);
+    // As a person does: click into the field, select all, delete, then type key by key.
     let set_rate = |harness: &mut Harness<'_, App>, rate: &str| {
-        let editor = &mut harness.state_mut().editor;
-        let (current, host) = (editor.current, editor.host);
-        editor.profiles[current].profile.hosts[host].budgets[0].rate = Some(rate.to_owned());
+        harness.get_by_label("refill rate").focus();
+        harness.run_steps(2);
+        harness.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::A);
+        harness.key_press(egui::Key::Backspace);
+        harness.run_steps(1);
+        for key in rate.chars() {
+            harness.get_by_label("refill rate").type_text(&key.to_string());
+            harness.run_steps(1);
+        }
+        let editor = &harness.state().editor;
+        let typed = editor.profiles[editor.current].profile.hosts[editor.host].budgets[0].rate.clone();
+        assert_eq!(typed.as_deref(), Some(rate), "the field kept every key");
     };
     set_rate(&mut harness, "0/1s");
     harness.run_steps(2);

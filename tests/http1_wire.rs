@@ -16,23 +16,31 @@ use ratescope::http::{Http1Transport, Transport, TransportError};
 use ratescope::run::{Burst, BurstSpec};
 use tokio::net::TcpListener;
 
-/// A server that records the peer port of every request (one port per connection).
+/// A server that records the peer port of every request (one port per connection) and how
+/// many requests carried `accept: */*`, which reqwest adds and the HTTP/1.1 wire does not.
 struct Echo {
     address: SocketAddr,
     peers: Arc<Mutex<Vec<u16>>>,
+    reqwest_marked: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Echo {
     async fn start() -> Self {
         let peers = Arc::new(Mutex::new(Vec::new()));
         let record = Arc::clone(&peers);
+        let reqwest_marked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let marked = Arc::clone(&reqwest_marked);
         let app = Router::new()
             .route(
                 "/echo",
                 get(move |ConnectInfo(peer): ConnectInfo<SocketAddr>, uri: Uri, headers: HeaderMap| {
                     let record = Arc::clone(&record);
+                    let marked = Arc::clone(&marked);
                     async move {
                         record.lock().push(peer.port());
+                        if headers.get("accept").is_some_and(|value| value == "*/*") {
+                            marked.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
                         let host = headers.get("host").and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
                         ([("x-seen-host", host)], format!("{uri}"))
                     }
@@ -45,7 +53,7 @@ impl Echo {
         tokio::spawn(async move {
             axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await.unwrap();
         });
-        Self { address, peers }
+        Self { address, peers, reqwest_marked }
     }
 
     fn request(&self, path: &str) -> http::Request<Bytes> {
@@ -134,6 +142,16 @@ async fn raw_bursts_use_the_wire_and_count_every_response() {
     assert_eq!(summary.status_counts.get("200"), Some(&200));
     assert!(results.iter().all(|result| result.attempts.len() == 1));
     assert!(server.connections() <= 4, "four in flight need at most four connections: {}", server.connections());
+    let marked = || server.reqwest_marked.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(marked(), 0, "a raw burst went through reqwest, not the HTTP/1.1 wire");
+
+    // The control: a paced burst goes through reqwest, and the server can tell.
+    let mut paced = server.raw_burst("/echo", 20, 4);
+    paced.raw_concurrency = None;
+    paced.limits = Some(ratescope::engine::LimiterConfig::new().with_concurrency(4));
+    let (summary, _) = Burst::start_with_own_client(paced).unwrap().finish().await;
+    assert_eq!(summary.succeeded, 20);
+    assert_eq!(marked(), 20, "the server cannot tell reqwest's requests from the wire's");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

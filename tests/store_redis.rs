@@ -45,7 +45,9 @@ impl Fixture {
         let store = match RedisStore::connect(&url, &prefix).await {
             Ok(store) => store,
             Err(err) if err.is_unavailable() && !redis_required() => {
-                eprintln!("NOTICE: skipping Redis tests: {err} (set RATESCOPE_REQUIRE_REDIS=1 to fail instead)");
+                redis_support::notice(&format!(
+                    "skipping Redis tests: {err} (set RATESCOPE_REQUIRE_REDIS=1 to fail instead)"
+                ));
                 return None;
             }
             Err(err) if err.is_unavailable() => {

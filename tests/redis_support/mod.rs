@@ -21,7 +21,14 @@ pub fn skip_or_fail(what: &str) {
     if redis_required() {
         panic!("Redis is required (RATESCOPE_REQUIRE_REDIS=1) but {what}");
     }
-    eprintln!("NOTICE: skipping Redis test: {what} (set RATESCOPE_REQUIRE_REDIS=1 to fail instead)");
+    notice(&format!("skipping Redis test: {what} (set RATESCOPE_REQUIRE_REDIS=1 to fail instead)"));
+}
+
+/// A line on the real stderr: libtest captures `eprintln!` of a passing test, so a skip said
+/// that way would never be seen.
+pub fn notice(text: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr().lock(), "NOTICE: {text}");
 }
 
 /// Whether the shared server answers PING.
@@ -55,7 +62,13 @@ pub struct PrivateRedis {
 impl PrivateRedis {
     /// Starts one, or `None` (after the skip notice) when there is no `redis-server` binary.
     pub async fn start() -> Option<Self> {
-        let port = TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
+        let port = match TcpListener::bind("127.0.0.1:0").and_then(|listener| listener.local_addr()) {
+            Ok(address) => address.port(),
+            Err(err) => {
+                skip_or_fail(&format!("no loopback port for a private redis-server: {err}"));
+                return None;
+            }
+        };
         let mut server = Self { port, child: None };
         if let Err(err) = server.restart().await {
             skip_or_fail(&format!("a private redis-server could not start: {err}"));
