@@ -164,6 +164,41 @@ fn fields_validate_as_typed_and_ctrl_s_saves() {
     assert_eq!(rate.as_deref(), Some("7/1s"));
 }
 
+/// The window's `per` field, typed key by key over its text: every key stays, an invalid
+/// text is shown with its error instead of snapping back, and the valid one is what is saved.
+#[test]
+fn a_window_typed_key_by_key_keeps_every_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut harness = harness(app(dir.path()));
+    ready(&mut harness);
+    let field = "window, as limit/length";
+    let type_over = |harness: &mut Harness<'_, App>, text: &str| {
+        // The host's own window comes first; path overrides have theirs below.
+        harness.get_all_by_label(field).next().unwrap().focus();
+        harness.run_steps(2);
+        harness.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::A);
+        harness.key_press(egui::Key::Backspace);
+        harness.run_steps(1);
+        for key in text.chars() {
+            harness.get_all_by_label(field).next().unwrap().type_text(&key.to_string());
+            harness.run_steps(1);
+        }
+    };
+    let window = |harness: &Harness<'_, App>| {
+        let editor = &harness.state().editor;
+        let budget = &editor.profiles[editor.current].profile.hosts[editor.host].budgets[1];
+        (budget.limit, budget.window.clone())
+    };
+    type_over(&mut harness, "500/30");
+    assert_eq!(harness.get_all_by_label(field).next().unwrap().value().as_deref(), Some("500/30"), "kept as typed");
+    harness.get_by_label_contains("not a duration");
+    assert_eq!(window(&harness), (Some(100), Some("1m".to_owned())), "nothing invalid reached the model");
+    harness.get_all_by_label(field).next().unwrap().type_text("m");
+    harness.run_steps(2);
+    assert_eq!(window(&harness), (Some(500), Some("30m".to_owned())));
+    assert!(harness.query_by_label_contains("not a duration").is_none());
+}
+
 #[test]
 fn adding_a_host_shows_its_editor_and_refuses_a_bad_base_url() {
     let dir = tempfile::tempdir().unwrap();

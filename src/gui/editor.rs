@@ -8,6 +8,7 @@ use egui::{Color32, RichText};
 use url::Url;
 
 use super::app::SaveRequest;
+use super::draft;
 use crate::engine::{LimitKey, LimiterConfig, Rate, parse_duration};
 use crate::profile::{
     BudgetEntry, BudgetEntryKind, HostProfile, PathOverride, Profile, RetryEntry, SecretStatus, SecretStore,
@@ -177,7 +178,6 @@ fn budgets_ui(ui: &mut egui::Ui, budgets: &mut Vec<BudgetEntry>, salt: &str) -> 
                 }
                 BudgetEntryKind::SlidingWindow => {
                     let mut limit = budget.limit.unwrap_or(1);
-                    let mut text = format!("{}/{}", limit, budget.window.clone().unwrap_or_else(|| "1m".to_owned()));
                     ui.horizontal(|ui| {
                         ui.label("limit");
                         let slider = ui
@@ -188,21 +188,19 @@ fn budgets_ui(ui: &mut egui::Ui, budgets: &mut Vec<BudgetEntry>, salt: &str) -> 
                             changed = true;
                         }
                     });
-                    ui.horizontal(|ui| {
-                        ui.label("per");
-                        if ui
-                            .add(egui::TextEdit::singleline(&mut text).desired_width(90.0).hint_text("1000/1h"))
-                            .accessible_name("window, as limit/length")
-                            .on_hover_text("LIMIT/WINDOW: 100/1m, 1000/1h, 10000/1d")
-                            .changed()
-                            && let Ok((limit, window)) = parse_window(&text)
-                        {
-                            budget.limit = Some(limit);
-                            budget.window = Some(window);
-                            changed = true;
-                        }
-                    });
-                    error_label(ui, parse_window(&text).err());
+                    let model = || format!("{}/{}", limit, budget.window.as_deref().unwrap_or("1m"));
+                    let (typed, error) = ui
+                        .horizontal(|ui| {
+                            ui.label("per").on_hover_text("LIMIT/WINDOW: 100/1m, 1000/1h, 10000/1d");
+                            draft::parsed_text_ui(ui, "window, as limit/length", 90.0, model, parse_window)
+                        })
+                        .inner;
+                    if let Some((limit, window)) = typed {
+                        budget.limit = Some(limit);
+                        budget.window = Some(window);
+                        changed = true;
+                    }
+                    error_label(ui, error);
                     if budget.limit.is_none() || budget.window.is_none() {
                         budget.limit = Some(limit);
                         budget.window.get_or_insert_with(|| "1m".to_owned());

@@ -9,6 +9,7 @@ mod backend;
 pub mod charts;
 mod composer;
 pub mod discover;
+mod draft;
 mod editor;
 pub mod log;
 pub mod proxy;
