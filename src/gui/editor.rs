@@ -116,97 +116,15 @@ fn budgets_ui(ui: &mut egui::Ui, budgets: &mut Vec<BudgetEntry>, salt: &str) -> 
     let mut remove = None;
     for (index, budget) in budgets.iter_mut().enumerate() {
         ui.push_id((salt, index), |ui| {
-            ui.horizontal(|ui| {
-                changed |= ui
-                    .add(egui::TextEdit::singleline(&mut budget.name).desired_width(70.0))
-                    .accessible_name("budget name")
-                    .changed();
-                let kind = egui::ComboBox::from_id_salt("kind")
-                    .width(110.0)
-                    .selected_text(match budget.kind {
-                        BudgetEntryKind::TokenBucket => "token bucket",
-                        BudgetEntryKind::SlidingWindow => "sliding window",
-                    })
-                    .show_ui(ui, |ui| {
-                        changed |= ui
-                            .selectable_value(&mut budget.kind, BudgetEntryKind::TokenBucket, "token bucket")
-                            .changed();
-                        changed |= ui
-                            .selectable_value(&mut budget.kind, BudgetEntryKind::SlidingWindow, "sliding window")
-                            .changed();
-                    });
-                let _ = kind.response.accessible_name("budget kind");
-                if ui.small_button("x").on_hover_text("remove this budget").clicked() {
-                    remove = Some(index);
-                }
-            });
-            match budget.kind {
-                BudgetEntryKind::TokenBucket => {
-                    let mut capacity = budget.capacity.unwrap_or(1);
-                    ui.horizontal(|ui| {
-                        ui.label("burst");
-                        if ui
-                            .add(egui::Slider::new(&mut capacity, 1..=10_000).logarithmic(true))
-                            .accessible_name("burst capacity")
-                            .on_hover_text("capacity: how many go through at once")
-                            .changed()
-                        {
-                            budget.capacity = Some(capacity);
-                            changed = true;
-                        }
-                    });
-                    let mut rate = budget.rate.clone().unwrap_or_default();
-                    ui.horizontal(|ui| {
-                        ui.label("refill");
-                        if ui
-                            .add(egui::TextEdit::singleline(&mut rate).desired_width(90.0).hint_text("10/1s"))
-                            .accessible_name("refill rate")
-                            .on_hover_text("AMOUNT/DURATION: 10/1s, 600/1m, 2.5/1s")
-                            .changed()
-                        {
-                            budget.rate = Some(rate.clone());
-                            changed = true;
-                        }
-                        if let Ok(parsed) = rate.parse::<Rate>() {
-                            ui.weak(format!("{:.2}/s", parsed.per_second()));
-                        }
-                    });
-                    error_label(ui, rate_error(&rate));
-                    if budget.capacity.is_none() {
-                        budget.capacity = Some(capacity);
-                    }
-                }
-                BudgetEntryKind::SlidingWindow => {
-                    let mut limit = budget.limit.unwrap_or(1);
-                    ui.horizontal(|ui| {
-                        ui.label("limit");
-                        let slider = ui
-                            .add(egui::Slider::new(&mut limit, 1..=1_000_000).logarithmic(true))
-                            .accessible_name("window limit");
-                        if slider.changed() {
-                            budget.limit = Some(limit);
-                            changed = true;
-                        }
-                    });
-                    let model = || format!("{}/{}", limit, budget.window.as_deref().unwrap_or("1m"));
-                    let (typed, error) = ui
-                        .horizontal(|ui| {
-                            ui.label("per").on_hover_text("LIMIT/WINDOW: 100/1m, 1000/1h, 10000/1d");
-                            draft::parsed_text_ui(ui, "window, as limit/length", 90.0, model, parse_window)
-                        })
-                        .inner;
-                    if let Some((limit, window)) = typed {
-                        budget.limit = Some(limit);
-                        budget.window = Some(window);
-                        changed = true;
-                    }
-                    error_label(ui, error);
-                    if budget.limit.is_none() || budget.window.is_none() {
-                        budget.limit = Some(limit);
-                        budget.window.get_or_insert_with(|| "1m".to_owned());
-                    }
-                }
+            let (edited, removed) = budget_header_ui(ui, budget);
+            changed |= edited;
+            if removed {
+                remove = Some(index);
             }
+            changed |= match budget.kind {
+                BudgetEntryKind::TokenBucket => token_bucket_ui(ui, budget),
+                BudgetEntryKind::SlidingWindow => sliding_window_ui(ui, budget),
+            };
             ui.add_space(4.0);
         });
     }
@@ -214,6 +132,112 @@ fn budgets_ui(ui: &mut egui::Ui, budgets: &mut Vec<BudgetEntry>, salt: &str) -> 
         budgets.remove(index);
         changed = true;
     }
+    changed |= add_budget_ui(ui, budgets);
+    changed
+}
+
+/// A budget's name, kind and remove button. Returns whether it changed and whether it is to go.
+fn budget_header_ui(ui: &mut egui::Ui, budget: &mut BudgetEntry) -> (bool, bool) {
+    let mut changed = false;
+    let mut remove = false;
+    ui.horizontal(|ui| {
+        changed |= ui
+            .add(egui::TextEdit::singleline(&mut budget.name).desired_width(70.0))
+            .accessible_name("budget name")
+            .changed();
+        let kind = egui::ComboBox::from_id_salt("kind")
+            .width(110.0)
+            .selected_text(match budget.kind {
+                BudgetEntryKind::TokenBucket => "token bucket",
+                BudgetEntryKind::SlidingWindow => "sliding window",
+            })
+            .show_ui(ui, |ui| {
+                changed |=
+                    ui.selectable_value(&mut budget.kind, BudgetEntryKind::TokenBucket, "token bucket").changed();
+                changed |=
+                    ui.selectable_value(&mut budget.kind, BudgetEntryKind::SlidingWindow, "sliding window").changed();
+            });
+        let _ = kind.response.accessible_name("budget kind");
+        remove = ui.small_button("x").on_hover_text("remove this budget").clicked();
+    });
+    (changed, remove)
+}
+
+/// A token bucket's burst and refill rate. Returns whether it changed.
+fn token_bucket_ui(ui: &mut egui::Ui, budget: &mut BudgetEntry) -> bool {
+    let mut changed = false;
+    let mut capacity = budget.capacity.unwrap_or(1);
+    ui.horizontal(|ui| {
+        ui.label("burst");
+        if ui
+            .add(egui::Slider::new(&mut capacity, 1..=10_000).logarithmic(true))
+            .accessible_name("burst capacity")
+            .on_hover_text("capacity: how many go through at once")
+            .changed()
+        {
+            budget.capacity = Some(capacity);
+            changed = true;
+        }
+    });
+    let mut rate = budget.rate.clone().unwrap_or_default();
+    ui.horizontal(|ui| {
+        ui.label("refill");
+        if ui
+            .add(egui::TextEdit::singleline(&mut rate).desired_width(90.0).hint_text("10/1s"))
+            .accessible_name("refill rate")
+            .on_hover_text("AMOUNT/DURATION: 10/1s, 600/1m, 2.5/1s")
+            .changed()
+        {
+            budget.rate = Some(rate.clone());
+            changed = true;
+        }
+        if let Ok(parsed) = rate.parse::<Rate>() {
+            ui.weak(format!("{:.2}/s", parsed.per_second()));
+        }
+    });
+    error_label(ui, rate_error(&rate));
+    if budget.capacity.is_none() {
+        budget.capacity = Some(capacity);
+    }
+    changed
+}
+
+/// A sliding window's limit and length. Returns whether it changed.
+fn sliding_window_ui(ui: &mut egui::Ui, budget: &mut BudgetEntry) -> bool {
+    let mut changed = false;
+    let mut limit = budget.limit.unwrap_or(1);
+    ui.horizontal(|ui| {
+        ui.label("limit");
+        let slider =
+            ui.add(egui::Slider::new(&mut limit, 1..=1_000_000).logarithmic(true)).accessible_name("window limit");
+        if slider.changed() {
+            budget.limit = Some(limit);
+            changed = true;
+        }
+    });
+    let model = || format!("{}/{}", limit, budget.window.as_deref().unwrap_or("1m"));
+    let (typed, error) = ui
+        .horizontal(|ui| {
+            ui.label("per").on_hover_text("LIMIT/WINDOW: 100/1m, 1000/1h, 10000/1d");
+            draft::parsed_text_ui(ui, "window, as limit/length", 90.0, model, parse_window)
+        })
+        .inner;
+    if let Some((limit, window)) = typed {
+        budget.limit = Some(limit);
+        budget.window = Some(window);
+        changed = true;
+    }
+    error_label(ui, error);
+    if budget.limit.is_none() || budget.window.is_none() {
+        budget.limit = Some(limit);
+        budget.window.get_or_insert_with(|| "1m".to_owned());
+    }
+    changed
+}
+
+/// The buttons that add a budget. Returns whether one was added.
+fn add_budget_ui(ui: &mut egui::Ui, budgets: &mut Vec<BudgetEntry>) -> bool {
+    let mut changed = false;
     ui.horizontal(|ui| {
         let fresh_name = |prefix: &str, budgets: &[BudgetEntry]| {
             (1..)
@@ -543,193 +567,242 @@ impl Editor {
             return EditorAction::None;
         };
         ui.heading("Hosts");
-        for (index, host) in doc.profile.hosts.iter().enumerate() {
-            let text = format!("{}  ·  {}", host.name, host.base_url);
-            if ui.selectable_label(index == self.host, text).clicked() {
-                self.host = index;
-                self.confirm_delete_host = false;
-            }
-        }
-        ui.horizontal(|ui| {
-            if ui.button("+ host").clicked() {
-                let name = (1..)
-                    .map(|i| format!("host {i}"))
-                    .find(|name| doc.profile.hosts.iter().all(|h| &h.name != name))
-                    .unwrap_or_default();
-                doc.profile.hosts.push(HostProfile::new(name, "https://api.example.com"));
-                self.host = doc.profile.hosts.len() - 1;
-            }
-            if let Some(host) = doc.profile.hosts.get(self.host).cloned() {
-                if ui.button("duplicate").clicked() {
-                    let name = (2..)
-                        .map(|i| format!("{} {i}", host.name))
-                        .find(|name| doc.profile.hosts.iter().all(|h| &h.name != name))
-                        .unwrap_or_default();
-                    doc.profile.hosts.push(HostProfile { name, ..host.clone() });
-                    self.host = doc.profile.hosts.len() - 1;
-                }
-                if self.confirm_delete_host {
-                    if ui.button(RichText::new(format!("delete '{}'", host.name)).color(ERROR)).clicked() {
-                        let removed = doc.profile.hosts.remove(self.host);
-                        self.undo = Some((Undo::Host(self.current, Box::new(removed), self.host), Instant::now()));
-                        self.host = self.host.saturating_sub(1);
-                        self.confirm_delete_host = false;
-                    }
-                    if ui.button("keep").clicked() {
-                        self.confirm_delete_host = false;
-                    }
-                } else if ui.button("delete").clicked() {
-                    self.confirm_delete_host = true;
-                }
-            }
-        });
+        let selection = HostSelection {
+            profile: self.current,
+            host: &mut self.host,
+            confirm_delete: &mut self.confirm_delete_host,
+            undo: &mut self.undo,
+        };
+        host_list_ui(ui, &mut doc.profile.hosts, selection);
         ui.separator();
         let profile_name = doc.profile.name.clone();
         let Some(host) = doc.profile.hosts.get_mut(self.host) else {
             ui.label("This profile has no host yet: add one with + host.");
             return EditorAction::None;
         };
-        let mut limits_changed = false;
-        ui.heading(format!("Limits · {}", host.name));
-        ui.horizontal(|ui| {
-            ui.label("name");
-            ui.text_edit_singleline(&mut host.name).accessible_name("host name");
-        });
-        ui.horizontal(|ui| {
-            ui.label("base URL");
-            limits_changed |= ui.text_edit_singleline(&mut host.base_url).accessible_name("base URL").changed();
-        });
-        error_label(ui, base_url_error(&host.base_url));
-        ui.add_space(4.0);
-        limits_changed |= budgets_ui(ui, &mut host.budgets, "host");
-        limits_changed |= concurrency_ui(ui, &mut host.concurrency);
-        ui.checkbox(&mut host.adaptive, "adaptive: follow the limits the server publishes")
-            .on_hover_text("Server budgets tighten these limits, never loosen them; an exhausted budget pauses the host until it resets.");
-        egui::CollapsingHeader::new("Per-path limits").default_open(!host.paths.is_empty()).show(ui, |ui| {
-            let mut remove = None;
-            for (index, path) in host.paths.iter_mut().enumerate() {
-                ui.push_id(("path", index), |ui| {
-                    ui.horizontal(|ui| {
-                        ui.label("prefix");
-                        limits_changed |= ui
-                            .add(egui::TextEdit::singleline(&mut path.prefix).desired_width(120.0))
-                            .accessible_name("path prefix")
-                            .changed();
-                        if ui.small_button("x").clicked() {
-                            remove = Some(index);
-                        }
-                    });
-                    if !path.prefix.starts_with('/') {
-                        error_label(ui, Some("a prefix starts with /".into()));
-                    }
-                    limits_changed |= budgets_ui(ui, &mut path.budgets, "path");
-                    limits_changed |= concurrency_ui(ui, &mut path.concurrency);
-                    ui.separator();
-                });
-            }
-            if let Some(index) = remove {
-                host.paths.remove(index);
-                limits_changed = true;
-            }
-            if ui.button("+ path prefix").clicked() {
-                host.paths.push(PathOverride { prefix: "/search".into(), concurrency: None, budgets: Vec::new() });
-            }
-        });
-        egui::CollapsingHeader::new("Retry").show(ui, |ui| {
-            retry_ui(ui, &mut host.retry);
-        });
-        egui::CollapsingHeader::new("Headers").show(ui, |ui| {
-            let mut remove = None;
-            for (name, value) in host.headers.iter_mut() {
-                ui.horizontal(|ui| {
-                    ui.monospace(name.as_str());
-                    ui.text_edit_singleline(value).accessible_name(format!("value of {name}"));
-                    if ui.small_button("x").clicked() {
-                        remove = Some(name.clone());
-                    }
-                });
-            }
-            if let Some(name) = remove {
-                host.headers.remove(&name);
-            }
-            ui.horizontal(|ui| {
-                ui.add(egui::TextEdit::singleline(&mut self.new_header.0).hint_text("name").desired_width(90.0));
-                ui.add(egui::TextEdit::singleline(&mut self.new_header.1).hint_text("value").desired_width(110.0));
-                let valid = http::HeaderName::from_bytes(self.new_header.0.trim().as_bytes()).is_ok();
-                if ui.add_enabled(valid, egui::Button::new("add")).clicked() {
-                    host.headers.insert(self.new_header.0.trim().to_ascii_lowercase(), self.new_header.1.clone());
-                    self.new_header = Default::default();
-                }
-            });
-        });
+        let mut limits_changed = host_limits_ui(ui, host);
+        egui::CollapsingHeader::new("Per-path limits")
+            .default_open(!host.paths.is_empty())
+            .show(ui, |ui| limits_changed |= paths_ui(ui, &mut host.paths));
+        egui::CollapsingHeader::new("Retry").show(ui, |ui| retry_ui(ui, &mut host.retry));
+        egui::CollapsingHeader::new("Headers").show(ui, |ui| headers_ui(ui, &mut host.headers, &mut self.new_header));
         egui::CollapsingHeader::new("Secrets").show(ui, |ui| {
-            ui.weak("Kept apart from the profile, in a file only you can read; never exported.");
-            let mut remove = None;
-            for name in &host.secret_headers {
-                ui.horizontal(|ui| {
-                    ui.monospace(name.as_str());
-                    let status = match self.secrets.status(&profile_name, &host.name, name) {
-                        SecretStatus::Missing => RichText::new("missing").color(ERROR),
-                        SecretStatus::Stored => RichText::new("••••••••"),
-                        SecretStatus::FromEnv(vars) => RichText::new(format!("from ${}", vars.join(", $"))),
-                    };
-                    ui.label(status);
-                    let draft = self.secret_drafts.entry(name.clone()).or_default();
-                    ui.add(
-                        egui::TextEdit::singleline(draft)
-                            .password(true)
-                            .hint_text("new value or ${VAR}")
-                            .desired_width(120.0),
-                    )
-                    .accessible_name(format!("new secret value of {name}"));
-                    if ui.add_enabled(!draft.is_empty(), egui::Button::new("set")).clicked() {
-                        self.secrets.set(&profile_name, &host.name, name, std::mem::take(draft));
-                        // The store changed: saving writes it, so mark the profile as changed too.
-                    }
-                    if ui.small_button("x").clicked() {
-                        remove = Some(name.clone());
-                    }
-                });
-            }
-            if let Some(name) = remove {
-                host.secret_headers.retain(|existing| *existing != name);
-                self.secrets.remove(&profile_name, &host.name, &name);
-            }
-            ui.horizontal(|ui| {
-                ui.add(
-                    egui::TextEdit::singleline(&mut self.new_secret_name)
-                        .hint_text("e.g. authorization")
-                        .desired_width(140.0),
-                );
-                let valid = http::HeaderName::from_bytes(self.new_secret_name.trim().as_bytes()).is_ok();
-                if ui.add_enabled(valid, egui::Button::new("add secret header")).clicked() {
-                    host.secret_headers.push(self.new_secret_name.trim().to_ascii_lowercase());
-                    self.new_secret_name.clear();
-                }
-            });
+            let drafts = SecretDrafts { values: &mut self.secret_drafts, new_name: &mut self.new_secret_name };
+            secrets_ui(ui, host, &profile_name, &mut self.secrets, drafts);
         });
         ui.separator();
-        let config = host.limiter_config();
-        match &config {
-            Ok(config) => {
-                ui.label(RichText::new(format!("valid: {}", config.describe())).color(Color32::from_rgb(80, 180, 90)));
-            }
-            Err(err) => {
-                ui.label(RichText::new(err.to_string()).color(ERROR));
-            }
-        }
-        if limits_changed && running {
-            let mut changes = Vec::new();
-            if let (Ok(key), Ok(config)) = (host.key(), config) {
-                changes.push((key, config));
-            }
-            if let Ok(paths) = host.path_limits() {
-                changes.extend(paths);
-            }
-            if !changes.is_empty() {
-                return EditorAction::LiveLimits(changes);
-            }
-        }
-        EditorAction::None
+        validity_ui(ui, host, limits_changed && running)
     }
+}
+
+/// The editor's host selection and what deleting a host touches.
+struct HostSelection<'a> {
+    profile: usize,
+    host: &'a mut usize,
+    confirm_delete: &'a mut bool,
+    undo: &'a mut Option<(Undo, Instant)>,
+}
+
+/// The host list, and adding, duplicating and (after a confirmation, with undo) deleting hosts.
+fn host_list_ui(ui: &mut egui::Ui, hosts: &mut Vec<HostProfile>, selection: HostSelection<'_>) {
+    let HostSelection { profile, host: selected, confirm_delete, undo } = selection;
+    for (index, host) in hosts.iter().enumerate() {
+        let text = format!("{}  ·  {}", host.name, host.base_url);
+        if ui.selectable_label(index == *selected, text).clicked() {
+            *selected = index;
+            *confirm_delete = false;
+        }
+    }
+    ui.horizontal(|ui| {
+        if ui.button("+ host").clicked() {
+            let name = fresh_host_name(hosts, (1..).map(|i| format!("host {i}")));
+            hosts.push(HostProfile::new(name, "https://api.example.com"));
+            *selected = hosts.len() - 1;
+        }
+        let Some(host) = hosts.get(*selected).cloned() else { return };
+        if ui.button("duplicate").clicked() {
+            let name = fresh_host_name(hosts, (2..).map(|i| format!("{} {i}", host.name)));
+            hosts.push(HostProfile { name, ..host.clone() });
+            *selected = hosts.len() - 1;
+        }
+        if !*confirm_delete {
+            *confirm_delete = ui.button("delete").clicked();
+            return;
+        }
+        if ui.button(RichText::new(format!("delete '{}'", host.name)).color(ERROR)).clicked() {
+            let removed = hosts.remove(*selected);
+            *undo = Some((Undo::Host(profile, Box::new(removed), *selected), Instant::now()));
+            *selected = selected.saturating_sub(1);
+            *confirm_delete = false;
+        }
+        if ui.button("keep").clicked() {
+            *confirm_delete = false;
+        }
+    });
+}
+
+/// The first of `names` no host has yet.
+fn fresh_host_name(hosts: &[HostProfile], mut names: impl Iterator<Item = String>) -> String {
+    names.find(|name| hosts.iter().all(|host| &host.name != name)).unwrap_or_default()
+}
+
+/// The host's name, base URL, budgets, concurrency cap and adaptive switch. Returns whether
+/// its limits changed.
+fn host_limits_ui(ui: &mut egui::Ui, host: &mut HostProfile) -> bool {
+    let mut changed = false;
+    ui.heading(format!("Limits · {}", host.name));
+    ui.horizontal(|ui| {
+        ui.label("name");
+        ui.text_edit_singleline(&mut host.name).accessible_name("host name");
+    });
+    ui.horizontal(|ui| {
+        ui.label("base URL");
+        changed |= ui.text_edit_singleline(&mut host.base_url).accessible_name("base URL").changed();
+    });
+    error_label(ui, base_url_error(&host.base_url));
+    ui.add_space(4.0);
+    changed |= budgets_ui(ui, &mut host.budgets, "host");
+    changed |= concurrency_ui(ui, &mut host.concurrency);
+    ui.checkbox(&mut host.adaptive, "adaptive: follow the limits the server publishes").on_hover_text(
+        "Server budgets tighten these limits, never loosen them; an exhausted budget pauses the host until it resets.",
+    );
+    changed
+}
+
+/// Limits of their own for path prefixes. Returns whether any changed.
+fn paths_ui(ui: &mut egui::Ui, paths: &mut Vec<PathOverride>) -> bool {
+    let mut changed = false;
+    let mut remove = None;
+    for (index, path) in paths.iter_mut().enumerate() {
+        ui.push_id(("path", index), |ui| {
+            ui.horizontal(|ui| {
+                ui.label("prefix");
+                changed |= ui
+                    .add(egui::TextEdit::singleline(&mut path.prefix).desired_width(120.0))
+                    .accessible_name("path prefix")
+                    .changed();
+                if ui.small_button("x").clicked() {
+                    remove = Some(index);
+                }
+            });
+            if !path.prefix.starts_with('/') {
+                error_label(ui, Some("a prefix starts with /".into()));
+            }
+            changed |= budgets_ui(ui, &mut path.budgets, "path");
+            changed |= concurrency_ui(ui, &mut path.concurrency);
+            ui.separator();
+        });
+    }
+    if let Some(index) = remove {
+        paths.remove(index);
+        changed = true;
+    }
+    if ui.button("+ path prefix").clicked() {
+        paths.push(PathOverride { prefix: "/search".into(), concurrency: None, budgets: Vec::new() });
+    }
+    changed
+}
+
+/// Plain headers sent with every request to the host; a new one is added by name and value.
+fn headers_ui(ui: &mut egui::Ui, headers: &mut BTreeMap<String, String>, new_header: &mut (String, String)) {
+    let mut remove = None;
+    for (name, value) in headers.iter_mut() {
+        ui.horizontal(|ui| {
+            ui.monospace(name.as_str());
+            ui.text_edit_singleline(value).accessible_name(format!("value of {name}"));
+            if ui.small_button("x").clicked() {
+                remove = Some(name.clone());
+            }
+        });
+    }
+    if let Some(name) = remove {
+        headers.remove(&name);
+    }
+    ui.horizontal(|ui| {
+        ui.add(egui::TextEdit::singleline(&mut new_header.0).hint_text("name").desired_width(90.0));
+        ui.add(egui::TextEdit::singleline(&mut new_header.1).hint_text("value").desired_width(110.0));
+        let valid = http::HeaderName::from_bytes(new_header.0.trim().as_bytes()).is_ok();
+        if ui.add_enabled(valid, egui::Button::new("add")).clicked() {
+            headers.insert(new_header.0.trim().to_ascii_lowercase(), new_header.1.clone());
+            *new_header = Default::default();
+        }
+    });
+}
+
+/// What is being typed in the Secrets section: new values per header, and a new header's name.
+struct SecretDrafts<'a> {
+    values: &'a mut BTreeMap<String, String>,
+    new_name: &'a mut String,
+}
+
+/// Secret headers: their state (stored, from the environment, missing), new values, and
+/// adding or removing one. Values go to the secret store, never into the profile.
+fn secrets_ui(
+    ui: &mut egui::Ui,
+    host: &mut HostProfile,
+    profile: &str,
+    secrets: &mut SecretStore,
+    drafts: SecretDrafts,
+) {
+    ui.weak("Kept apart from the profile, in a file only you can read; never exported.");
+    let mut remove = None;
+    for name in &host.secret_headers {
+        ui.horizontal(|ui| {
+            ui.monospace(name.as_str());
+            let status = match secrets.status(profile, &host.name, name) {
+                SecretStatus::Missing => RichText::new("missing").color(ERROR),
+                SecretStatus::Stored => RichText::new("••••••••"),
+                SecretStatus::FromEnv(vars) => RichText::new(format!("from ${}", vars.join(", $"))),
+            };
+            ui.label(status);
+            let draft = drafts.values.entry(name.clone()).or_default();
+            ui.add(
+                egui::TextEdit::singleline(draft).password(true).hint_text("new value or ${VAR}").desired_width(120.0),
+            )
+            .accessible_name(format!("new secret value of {name}"));
+            if ui.add_enabled(!draft.is_empty(), egui::Button::new("set")).clicked() {
+                secrets.set(profile, &host.name, name, std::mem::take(draft));
+            }
+            if ui.small_button("x").clicked() {
+                remove = Some(name.clone());
+            }
+        });
+    }
+    if let Some(name) = remove {
+        host.secret_headers.retain(|existing| *existing != name);
+        secrets.remove(profile, &host.name, &name);
+    }
+    ui.horizontal(|ui| {
+        ui.add(egui::TextEdit::singleline(drafts.new_name).hint_text("e.g. authorization").desired_width(140.0));
+        let valid = http::HeaderName::from_bytes(drafts.new_name.trim().as_bytes()).is_ok();
+        if ui.add_enabled(valid, egui::Button::new("add secret header")).clicked() {
+            host.secret_headers.push(drafts.new_name.trim().to_ascii_lowercase());
+            drafts.new_name.clear();
+        }
+    });
+}
+
+/// Whether the host's limits are valid (said in green or red); when they changed during a
+/// burst, the new limits to apply at once.
+fn validity_ui(ui: &mut egui::Ui, host: &HostProfile, apply_now: bool) -> EditorAction {
+    let config = host.limiter_config();
+    match &config {
+        Ok(config) => {
+            ui.label(RichText::new(format!("valid: {}", config.describe())).color(Color32::from_rgb(80, 180, 90)));
+        }
+        Err(err) => {
+            ui.label(RichText::new(err.to_string()).color(ERROR));
+        }
+    }
+    if !apply_now {
+        return EditorAction::None;
+    }
+    let mut changes = Vec::new();
+    if let (Ok(key), Ok(config)) = (host.key(), config) {
+        changes.push((key, config));
+    }
+    if let Ok(paths) = host.path_limits() {
+        changes.extend(paths);
+    }
+    if changes.is_empty() { EditorAction::None } else { EditorAction::LiveLimits(changes) }
 }
