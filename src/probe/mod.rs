@@ -121,6 +121,24 @@ pub async fn probe(builder: ClientBuilder, url: &Url, options: &ProbeOptions) ->
     Ok(prober.report(found))
 }
 
+/// What spending a reported quota found (`Prober::spend`).
+struct Spent {
+    name: String,
+    limit: u64,
+    /// What the last answer said is left.
+    remaining: f64,
+    /// The last answer's reset, its first one's, and the longest seen.
+    reset: Duration,
+    first_reset: Duration,
+    longest_reset: Duration,
+    /// Requests spent on the quota (the one that reported it included).
+    spent: u64,
+    /// The sample index where the spending began.
+    drain_start: usize,
+    /// Refused although room was said to remain, or the budget stopped being reported.
+    interrupted: bool,
+}
+
 /// One response.
 #[derive(Debug, Clone)]
 struct Sample {
@@ -276,141 +294,175 @@ impl Prober {
     /// Path 2: limit, remaining and reset, but no window: spend what `remaining` allows, wait
     /// out the reset, look once more.
     async fn drain(&mut self, budget: ServerBudget) -> Result<Found, ProbeError> {
-        let margin = self.options.margin;
-        let limit = budget.limit.unwrap_or(1.0).floor().max(1.0) as u64;
-        let name = budget.name.clone();
-        let mut remaining = budget.remaining.unwrap_or(0.0);
-        let mut reset = budget.reset_after.unwrap_or_default();
-        let first_reset = reset;
-        let mut longest_reset = reset;
-        let mut spent = 1u64;
-        let drain_start = self.samples.len();
-        // Refused although room was said to remain, or the budget stopped being reported.
-        let mut interrupted = false;
-        while remaining >= 1.0 {
+        let spent = self.spend(budget).await?;
+        if spent.interrupted {
+            return Ok(self.unfinished_window(&spent.name, spent.limit, spent.longest_reset));
+        }
+        let drain_time =
+            self.samples.last().map_or(0.0, |s| s.answered) - self.samples[spent.drain_start.saturating_sub(1)].sent;
+        if spent.remaining >= 1.0 {
+            return Ok(self.not_drained(&spent, drain_time));
+        }
+        let Spent { name, limit, reset: empty_reset, longest_reset, .. } = &spent;
+        self.evidence.push(format!(
+            "'{name}': the quota of {limit} was spent in {} requests over {drain_time:.2}s, none refused; empty, it resets in {}",
+            spent.spent,
+            format_wait(*empty_reset)
+        ));
+        let first = self.samples[spent.drain_start.saturating_sub(1)].clone();
+        let first_range = self.first_window(&first, &spent);
+        let Some(after) = self.send_after_reset(first_range, *empty_reset).await? else {
+            return Ok(self.unfinished_window(name, *limit, *longest_reset));
+        };
+        let restored =
+            same_budget(&after.info, name, *limit).filter(|b| b.remaining.is_some_and(|r| r + 1.0 >= *limit as f64));
+        let Some(restored) = restored.cloned() else {
+            self.evidence.push(format!("after the reset: {}", describe_response(&after)));
+            return Ok(self.unfinished_window(name, *limit, *longest_reset));
+        };
+        Ok(self.found_after_reset(&spent, &first, first_range, &after, &restored))
+    }
+
+    /// Spends the quota `budget` reports, one request at a time, until it is empty, a request
+    /// is refused although room was said to remain, the budget stops being reported, or the
+    /// probe's request allowance runs out.
+    async fn spend(&mut self, budget: ServerBudget) -> Result<Spent, ProbeError> {
+        let reset = budget.reset_after.unwrap_or_default();
+        let mut spent = Spent {
+            limit: budget.limit.unwrap_or(1.0).floor().max(1.0) as u64,
+            name: budget.name,
+            remaining: budget.remaining.unwrap_or(0.0),
+            reset,
+            first_reset: reset,
+            longest_reset: reset,
+            spent: 1,
+            drain_start: self.samples.len(),
+            interrupted: false,
+        };
+        while spent.remaining >= 1.0 {
             let Some(sample) = self.send().await? else { break };
             if sample.status == 0 {
                 continue;
             }
             if sample.refused() {
-                interrupted = true;
-                self.evidence.push(format!(
-                    "request {}: refused although {} were said to remain",
-                    self.samples.len(),
-                    remaining
-                ));
+                spent.interrupted = true;
+                let message =
+                    format!("request {}: refused although {} were said to remain", self.samples.len(), spent.remaining);
+                self.evidence.push(message);
                 break;
             }
-            let Some(now) = same_budget(&sample.info, &name, limit) else {
+            let Some(now) = same_budget(&sample.info, &spent.name, spent.limit) else {
                 self.evidence.push(format!("request {}: {}", self.samples.len(), describe_response(&sample)));
-                interrupted = true;
+                spent.interrupted = true;
                 break;
             };
-            spent += 1;
-            remaining = now.remaining.unwrap_or(0.0);
-            reset = now.reset_after.unwrap_or_default();
-            longest_reset = longest_reset.max(reset);
+            spent.spent += 1;
+            spent.remaining = now.remaining.unwrap_or(0.0);
+            spent.reset = now.reset_after.unwrap_or_default();
+            spent.longest_reset = spent.longest_reset.max(spent.reset);
         }
-        if interrupted {
-            return Ok(self.unfinished_window(&name, limit, longest_reset));
-        }
-        let drain_time =
-            self.samples.last().map_or(0.0, |s| s.answered) - self.samples[drain_start.saturating_sub(1)].sent;
-        if remaining >= 1.0 {
-            self.evidence.push(format!(
-                "'{name}': {spent} requests in {:.2}s left {remaining} of {limit}; the maximum was reached before it ran out",
-                drain_time
-            ));
-            // Not drained. A reset that grew as requests were spent is a bucket's time to refill:
-            // stretch it as if the rest had been spent too. One that did not is a window's end:
-            // the window is at least that long; take the next whole second, minute, hour or day.
-            let grew = longest_reset > first_reset + Duration::from_secs(1);
-            let (period, how) = if grew {
-                (
-                    longest_reset.as_secs_f64().max(1.0) * limit as f64 / spent.max(1) as f64,
-                    "the reset grew as requests were spent (a refill): it is scaled as if all had been spent",
-                )
-            } else {
-                (
-                    natural_period(longest_reset.as_secs_f64()),
-                    "the reset did not grow (a window's end): the window is taken as the next whole second, minute, hour or day",
-                )
-            };
-            return Ok(Found {
-                found: Suggestion { budgets: vec![window_found(&name, limit, period)], concurrency: None },
-                confidence: Confidence::Low,
-                reasons: vec![
-                    format!(
-                        "the headers give a limit of {limit} but no window, and --max-requests was too small to spend it"
-                    ),
-                    how.into(),
-                    margin_reason(margin),
-                ],
-                discovered: 1,
-            });
-        }
+        Ok(spent)
+    }
+
+    /// The probe ran out of requests before the quota did. A reset that grew as requests were
+    /// spent is a bucket's time to refill: stretch it as if the rest had been spent too. One
+    /// that did not is a window's end: the window is at least that long; take the next whole
+    /// second, minute, hour or day.
+    fn not_drained(&mut self, spent: &Spent, drain_time: f64) -> Found {
+        let Spent { name, limit, remaining, first_reset, longest_reset, .. } = spent;
         self.evidence.push(format!(
-            "'{name}': the quota of {limit} was spent in {spent} requests over {drain_time:.2}s, none refused; empty, it resets in {}",
-            format_wait(reset)
+            "'{name}': {} requests in {drain_time:.2}s left {remaining} of {limit}; the maximum was reached before it ran out",
+            spent.spent
         ));
-        let empty_reset = reset;
-        let first = self.samples[drain_start.saturating_sub(1)].clone();
-        let last = self.samples.last().cloned().unwrap_or_else(|| first.clone());
-        let emptied_end = same_budget(&last.info, &name, limit).and_then(|budget| window_range(&last, budget));
-        // The first request started its window only if the window it implies ends when the
-        // spent quota says it does (a sliding counter's first reset is a refill, not a window).
-        let first_range = same_budget(&first.info, &name, limit)
+        let grew = *longest_reset > *first_reset + Duration::from_secs(1);
+        let (period, how) = if grew {
+            (
+                longest_reset.as_secs_f64().max(1.0) * *limit as f64 / spent.spent.max(1) as f64,
+                "the reset grew as requests were spent (a refill): it is scaled as if all had been spent",
+            )
+        } else {
+            (
+                natural_period(longest_reset.as_secs_f64()),
+                "the reset did not grow (a window's end): the window is taken as the next whole second, minute, hour or day",
+            )
+        };
+        Found {
+            found: Suggestion { budgets: vec![window_found(name, *limit, period)], concurrency: None },
+            confidence: Confidence::Low,
+            reasons: vec![
+                format!(
+                    "the headers give a limit of {limit} but no window, and --max-requests was too small to spend it"
+                ),
+                how.into(),
+                margin_reason(self.options.margin),
+            ],
+            discovered: 1,
+        }
+    }
+
+    /// The window the quota's first request started, as a range, when it did start one: only
+    /// if the window it implies ends when the spent quota says it does (a sliding counter's
+    /// first reset is a refill, not a window).
+    fn first_window(&self, first: &Sample, spent: &Spent) -> Option<(f64, f64)> {
+        let (name, limit) = (&spent.name, spent.limit);
+        let last = self.samples.last().unwrap_or(first);
+        let emptied_end = same_budget(&last.info, name, limit).and_then(|budget| window_range(last, budget));
+        same_budget(&first.info, name, limit)
             .filter(|budget| budget.remaining.is_some_and(|r| r + 1.0 == limit as f64))
-            .and_then(|budget| window_range(&first, budget))
+            .and_then(|budget| window_range(first, budget))
             .filter(|(lo, hi)| {
                 emptied_end.is_some_and(|(end_lo, end_hi)| {
                     let (end_lo, end_hi) = (last.sent + end_lo, last.answered + end_hi);
                     first.sent + lo < end_hi && end_lo < first.answered + hi
                 })
-            });
-        let Some(after) = self.send_after_reset(first_range, empty_reset).await? else {
-            return Ok(self.unfinished_window(&name, limit, longest_reset));
-        };
-        let restored =
-            same_budget(&after.info, &name, limit).filter(|b| b.remaining.is_some_and(|r| r + 1.0 >= limit as f64));
-        let Some(restored) = restored.cloned() else {
-            self.evidence.push(format!("after the reset: {}", describe_response(&after)));
-            return Ok(self.unfinished_window(&name, limit, longest_reset));
-        };
+            })
+    }
+
+    /// What the quota is, from how long it took to come back empty and how soon one request
+    /// on the restored quota resets: a bucket when that is much shorter, else a window.
+    fn found_after_reset(
+        &mut self,
+        spent: &Spent,
+        first: &Sample,
+        first_range: Option<(f64, f64)>,
+        after: &Sample,
+        restored: &ServerBudget,
+    ) -> Found {
+        let Spent { name, limit, reset: empty_reset, .. } = spent;
         let one_reset = restored.reset_after.unwrap_or_default();
         self.evidence.push(format!(
             "after waiting out the reset, one request on the restored quota resets in {}",
             format_wait(one_reset)
         ));
-        let empty = match window_range(&after, &restored) {
+        let empty = match window_range(after, restored) {
             Some(restored_range) => measured_window(first_range, restored_range, after.answered - first.sent),
             None => empty_reset.as_secs_f64().max(one_reset.as_secs_f64()),
         }
         .max(0.001);
         let (budget, kind) = if one_reset.as_secs_f64() * 2.0 < empty_reset.as_secs_f64() {
-            let per_s = limit as f64 / empty_reset.as_secs_f64();
-            (bucket_found(&name, limit, per_s), format!("a bucket of {limit} refilling {}/s", trim(per_s)))
+            let per_s = *limit as f64 / empty_reset.as_secs_f64();
+            (bucket_found(name, *limit, per_s), format!("a bucket of {limit} refilling {}/s", trim(per_s)))
         } else {
-            (window_found(&name, limit, empty), format!("a window of {limit} per {}s", trim(empty)))
+            (window_found(name, *limit, empty), format!("a window of {limit} per {}s", trim(empty)))
         };
         let reasons = vec![
-            format!("the headers ({}) give the limit and the reset but no window", source_of(&after.info, &name)),
+            format!("the headers ({}) give the limit and the reset but no window", source_of(&after.info, name)),
             format!(
                 "empty, the quota took {} to come back; after one request on a full quota, {}: {kind}",
-                format_wait(empty_reset),
+                format_wait(*empty_reset),
                 format_wait(one_reset)
             ),
             "a window is the first request's reset, known to the value's rounding; a request just past the whole second \
              inside that range, let through, bounds it from above (so what is found is never shorter than the window)"
                 .into(),
-            margin_reason(margin),
+            margin_reason(self.options.margin),
         ];
-        Ok(Found {
+        Found {
             found: Suggestion { budgets: vec![budget], concurrency: None },
             confidence: Confidence::Medium,
             reasons,
             discovered: 1,
-        })
+        }
     }
 
     /// After the quota was spent: waits for the window to end and sends one request. With the
