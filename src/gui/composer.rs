@@ -156,81 +156,14 @@ impl Composer {
         let base = editor.selected_host().map(|host| host.base_url.clone()).unwrap_or_default();
         ui.horizontal_wrapped(|ui| {
             ui.strong("Burst");
-            let method = egui::ComboBox::from_id_salt("method")
-                .width(70.0)
-                .selected_text(self.method.as_str())
-                .show_ui(ui, |ui| {
-                    for method in [Method::GET, Method::HEAD, Method::POST, Method::PUT, Method::DELETE] {
-                        let label = method.to_string();
-                        ui.selectable_value(&mut self.method, method, label);
-                    }
-                });
-            let _ = method.response.accessible_name("method");
-            let mut remove = None;
-            let many = self.endpoints.len() > 1;
-            for (index, endpoint) in self.endpoints.iter_mut().enumerate() {
-                ui.push_id(("endpoint", index), |ui| {
-                    ui.add(egui::TextEdit::singleline(&mut endpoint.path).desired_width(110.0).hint_text("/path"))
-                        .accessible_name("endpoint path")
-                        .on_hover_text(format!("{}{}", base.trim_end_matches('/'), endpoint.path));
-                    if many {
-                        ui.add(egui::DragValue::new(&mut endpoint.weight).range(0..=100).prefix("×"))
-                            .accessible_name("endpoint weight")
-                            .on_hover_text("weight: share of requests to this endpoint");
-                        if ui.small_button("x").clicked() {
-                            remove = Some(index);
-                        }
-                    }
-                });
-            }
-            if let Some(index) = remove {
-                self.endpoints.remove(index);
-            }
-            if ui.small_button("+").on_hover_text("add an endpoint").clicked() {
-                self.endpoints.push(EndpointDraft { path: "/search".into(), weight: 1 });
-            }
+            self.method_ui(ui);
+            self.endpoints_ui(ui, &base);
             ui.separator();
             ui.label("n");
             ui.add(egui::DragValue::new(&mut self.count).range(1..=1_000_000).speed(5.0))
                 .accessible_name("request count");
             ui.separator();
-            let arrival = egui::ComboBox::from_id_salt("arrival")
-                .selected_text(match self.arrival {
-                    ArrivalChoice::AllAtOnce => "all at once",
-                    ArrivalChoice::FixedRate => "fixed rate",
-                    ArrivalChoice::Ramp => "ramp",
-                    ArrivalChoice::ForDuration => "for a duration",
-                })
-                .show_ui(ui, |ui| {
-                    ui.selectable_value(&mut self.arrival, ArrivalChoice::AllAtOnce, "all at once");
-                    ui.selectable_value(&mut self.arrival, ArrivalChoice::FixedRate, "fixed rate");
-                    ui.selectable_value(&mut self.arrival, ArrivalChoice::Ramp, "ramp");
-                    ui.selectable_value(&mut self.arrival, ArrivalChoice::ForDuration, "for a duration");
-                });
-            let _ = arrival.response.accessible_name("arrival pattern");
-            match self.arrival {
-                ArrivalChoice::AllAtOnce => {}
-                ArrivalChoice::FixedRate | ArrivalChoice::ForDuration => {
-                    ui.add(egui::TextEdit::singleline(&mut self.rate).desired_width(60.0))
-                        .accessible_name("arrival rate")
-                        .on_hover_text("e.g. 20/1s");
-                    if self.arrival == ArrivalChoice::ForDuration {
-                        ui.label("for");
-                        ui.add(egui::TextEdit::singleline(&mut self.duration).desired_width(50.0))
-                            .accessible_name("arrival duration");
-                    }
-                }
-                ArrivalChoice::Ramp => {
-                    ui.add(egui::DragValue::new(&mut self.ramp_from).range(0.0..=10_000.0).suffix("/s"))
-                        .accessible_name("ramp start rate");
-                    ui.label("→");
-                    ui.add(egui::DragValue::new(&mut self.ramp_to).range(0.1..=10_000.0).suffix("/s"))
-                        .accessible_name("ramp end rate");
-                    ui.label("over");
-                    ui.add(egui::TextEdit::singleline(&mut self.ramp_over).desired_width(45.0))
-                        .accessible_name("ramp length");
-                }
-            }
+            self.arrival_ui(ui);
             ui.separator();
             lane_share_ui(ui, "high", &mut self.high).on_hover_text("share of the high lane");
             lane_share_ui(ui, "low", &mut self.low).on_hover_text("share of the low lane");
@@ -241,12 +174,8 @@ impl Composer {
             ui.checkbox(&mut self.limiter_on, "limiter").on_hover_text("off: send raw, to compare paced with unpaced");
             ui.separator();
             let fire = ui.add_enabled(!running, egui::Button::new(egui::RichText::new("Fire").strong()));
-            if fire.on_hover_text("Ctrl+Enter").clicked() {
-                pressed.fire = true;
-            }
-            if ui.add_enabled(running, egui::Button::new("Cancel")).on_hover_text("Esc").clicked() {
-                pressed.cancel = true;
-            }
+            pressed.fire = fire.on_hover_text("Ctrl+Enter").clicked();
+            pressed.cancel = ui.add_enabled(running, egui::Button::new("Cancel")).on_hover_text("Esc").clicked();
             ui.separator();
             let discover =
                 ui.button("Discover…").on_hover_text("Probe the first endpoint for its limits and suggest settings");
@@ -260,6 +189,85 @@ impl Composer {
             ui.label(egui::RichText::new(err).color(egui::Color32::from_rgb(230, 80, 70)).small());
         }
         pressed
+    }
+
+    fn method_ui(&mut self, ui: &mut egui::Ui) {
+        let method =
+            egui::ComboBox::from_id_salt("method").width(70.0).selected_text(self.method.as_str()).show_ui(ui, |ui| {
+                for method in [Method::GET, Method::HEAD, Method::POST, Method::PUT, Method::DELETE] {
+                    let label = method.to_string();
+                    ui.selectable_value(&mut self.method, method, label);
+                }
+            });
+        let _ = method.response.accessible_name("method");
+    }
+
+    /// The endpoints' paths (and weights, when there are several), with add and remove.
+    fn endpoints_ui(&mut self, ui: &mut egui::Ui, base: &str) {
+        let mut remove = None;
+        let many = self.endpoints.len() > 1;
+        for (index, endpoint) in self.endpoints.iter_mut().enumerate() {
+            ui.push_id(("endpoint", index), |ui| {
+                ui.add(egui::TextEdit::singleline(&mut endpoint.path).desired_width(110.0).hint_text("/path"))
+                    .accessible_name("endpoint path")
+                    .on_hover_text(format!("{}{}", base.trim_end_matches('/'), endpoint.path));
+                if many {
+                    ui.add(egui::DragValue::new(&mut endpoint.weight).range(0..=100).prefix("×"))
+                        .accessible_name("endpoint weight")
+                        .on_hover_text("weight: share of requests to this endpoint");
+                    if ui.small_button("x").clicked() {
+                        remove = Some(index);
+                    }
+                }
+            });
+        }
+        if let Some(index) = remove {
+            self.endpoints.remove(index);
+        }
+        if ui.small_button("+").on_hover_text("add an endpoint").clicked() {
+            self.endpoints.push(EndpointDraft { path: "/search".into(), weight: 1 });
+        }
+    }
+
+    /// How requests arrive: all at once, at a fixed rate (for a count or a duration), or a ramp.
+    fn arrival_ui(&mut self, ui: &mut egui::Ui) {
+        let arrival = egui::ComboBox::from_id_salt("arrival")
+            .selected_text(match self.arrival {
+                ArrivalChoice::AllAtOnce => "all at once",
+                ArrivalChoice::FixedRate => "fixed rate",
+                ArrivalChoice::Ramp => "ramp",
+                ArrivalChoice::ForDuration => "for a duration",
+            })
+            .show_ui(ui, |ui| {
+                ui.selectable_value(&mut self.arrival, ArrivalChoice::AllAtOnce, "all at once");
+                ui.selectable_value(&mut self.arrival, ArrivalChoice::FixedRate, "fixed rate");
+                ui.selectable_value(&mut self.arrival, ArrivalChoice::Ramp, "ramp");
+                ui.selectable_value(&mut self.arrival, ArrivalChoice::ForDuration, "for a duration");
+            });
+        let _ = arrival.response.accessible_name("arrival pattern");
+        match self.arrival {
+            ArrivalChoice::AllAtOnce => {}
+            ArrivalChoice::FixedRate | ArrivalChoice::ForDuration => {
+                ui.add(egui::TextEdit::singleline(&mut self.rate).desired_width(60.0))
+                    .accessible_name("arrival rate")
+                    .on_hover_text("e.g. 20/1s");
+                if self.arrival == ArrivalChoice::ForDuration {
+                    ui.label("for");
+                    ui.add(egui::TextEdit::singleline(&mut self.duration).desired_width(50.0))
+                        .accessible_name("arrival duration");
+                }
+            }
+            ArrivalChoice::Ramp => {
+                ui.add(egui::DragValue::new(&mut self.ramp_from).range(0.0..=10_000.0).suffix("/s"))
+                    .accessible_name("ramp start rate");
+                ui.label("→");
+                ui.add(egui::DragValue::new(&mut self.ramp_to).range(0.1..=10_000.0).suffix("/s"))
+                    .accessible_name("ramp end rate");
+                ui.label("over");
+                ui.add(egui::TextEdit::singleline(&mut self.ramp_over).desired_width(45.0))
+                    .accessible_name("ramp length");
+            }
+        }
     }
 }
 
