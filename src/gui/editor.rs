@@ -461,46 +461,9 @@ impl Editor {
                 self.profiles.push(ProfileDoc { profile: Profile { name, ..doc.profile.clone() }, saved: None });
                 self.current = self.profiles.len() - 1;
             }
-            match self.rename.take() {
-                Some(mut name) => {
-                    let response = ui.add(egui::TextEdit::singleline(&mut name).desired_width(120.0));
-                    let taken = name.trim() != doc.profile.name && !self.name_free_except(&name, self.current);
-                    let blank = name.trim().is_empty();
-                    let confirmed = response.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter));
-                    if taken || blank {
-                        ui.label(RichText::new(if blank { "needs a name" } else { "name taken" }).color(ERROR));
-                        self.rename = Some(name);
-                    } else if ui.button("OK").clicked() || confirmed {
-                        if let Some(current) = self.profiles.get_mut(self.current) {
-                            current.profile.name = name.trim().to_owned();
-                        }
-                    } else {
-                        self.rename = Some(name);
-                    }
-                }
-                None => {
-                    if ui.button("Rename").clicked() {
-                        self.rename = Some(doc.profile.name.clone());
-                    }
-                }
-            }
-            if self.confirm_delete_profile {
-                ui.label(format!("Delete '{}'?", doc.profile.name));
-                if ui.button(RichText::new("Delete").color(ERROR)).clicked() {
-                    self.confirm_delete_profile = false;
-                    let removed = self.profiles.remove(self.current);
-                    if removed.saved.is_some() {
-                        action = EditorAction::Delete(removed.profile.name.clone());
-                    }
-                    self.undo = Some((Undo::Profile(Box::new(removed), self.current), Instant::now()));
-                    self.current = self.current.saturating_sub(1);
-                    self.host = 0;
-                }
-                if ui.button("Keep").clicked() {
-                    self.confirm_delete_profile = false;
-                }
-            } else if ui.button("Delete").clicked() {
-                self.confirm_delete_profile = true;
+            self.rename_ui(ui, &doc);
+            if let Some(deleted) = self.delete_profile_ui(ui, &doc) {
+                action = deleted;
             }
             ui.separator();
             let save = ui.add_enabled(doc.is_dirty(), egui::Button::new("Save"));
@@ -515,6 +478,56 @@ impl Editor {
             action = EditorAction::Import;
         }
         self.undo_ui(ui);
+        action
+    }
+
+    /// Rename: a button, then a field that refuses a blank or taken name until it is fixed;
+    /// Enter or OK applies it.
+    fn rename_ui(&mut self, ui: &mut egui::Ui, doc: &ProfileDoc) {
+        let Some(mut name) = self.rename.take() else {
+            if ui.button("Rename").clicked() {
+                self.rename = Some(doc.profile.name.clone());
+            }
+            return;
+        };
+        let response = ui.add(egui::TextEdit::singleline(&mut name).desired_width(120.0));
+        let taken = name.trim() != doc.profile.name && !self.name_free_except(&name, self.current);
+        let blank = name.trim().is_empty();
+        let confirmed = response.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter));
+        if taken || blank {
+            ui.label(RichText::new(if blank { "needs a name" } else { "name taken" }).color(ERROR));
+            self.rename = Some(name);
+        } else if ui.button("OK").clicked() || confirmed {
+            if let Some(current) = self.profiles.get_mut(self.current) {
+                current.profile.name = name.trim().to_owned();
+            }
+        } else {
+            self.rename = Some(name);
+        }
+    }
+
+    /// Delete, after a confirmation, with an undo offer; a saved profile's file is moved aside
+    /// (the returned action).
+    fn delete_profile_ui(&mut self, ui: &mut egui::Ui, doc: &ProfileDoc) -> Option<EditorAction> {
+        if !self.confirm_delete_profile {
+            self.confirm_delete_profile = ui.button("Delete").clicked();
+            return None;
+        }
+        let mut action = None;
+        ui.label(format!("Delete '{}'?", doc.profile.name));
+        if ui.button(RichText::new("Delete").color(ERROR)).clicked() {
+            self.confirm_delete_profile = false;
+            let removed = self.profiles.remove(self.current);
+            if removed.saved.is_some() {
+                action = Some(EditorAction::Delete(removed.profile.name.clone()));
+            }
+            self.undo = Some((Undo::Profile(Box::new(removed), self.current), Instant::now()));
+            self.current = self.current.saturating_sub(1);
+            self.host = 0;
+        }
+        if ui.button("Keep").clicked() {
+            self.confirm_delete_profile = false;
+        }
         action
     }
 
