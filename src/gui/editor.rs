@@ -490,7 +490,8 @@ impl Editor {
             }
             return;
         };
-        let response = ui.add(egui::TextEdit::singleline(&mut name).desired_width(120.0));
+        let response =
+            ui.add(egui::TextEdit::singleline(&mut name).desired_width(120.0)).accessible_name("new profile name");
         let taken = name.trim() != doc.profile.name && !self.name_free_except(&name, self.current);
         let blank = name.trim().is_empty();
         let confirmed = response.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter));
@@ -818,4 +819,77 @@ fn validity_ui(ui: &mut egui::Ui, host: &HostProfile, apply_now: bool) -> Editor
         changes.extend(paths);
     }
     if changes.is_empty() { EditorAction::None } else { EditorAction::LiveLimits(changes) }
+}
+
+#[cfg(test)]
+mod tests {
+    use egui_kittest::Harness;
+    use egui_kittest::kittest::Queryable;
+
+    use super::*;
+
+    /// An editor holding the demo profile (saved), shown as the app shows it.
+    fn harness() -> Harness<'static, Editor> {
+        let demo = Profile::demo().unwrap();
+        let editor = Editor {
+            profiles: vec![ProfileDoc { profile: demo.clone(), saved: Some(demo) }],
+            loaded: true,
+            ..Editor::default()
+        };
+        Harness::builder().with_size(egui::vec2(900.0, 1400.0)).build_ui_state(
+            |ui, editor: &mut Editor| {
+                ui.horizontal(|ui| editor.profile_bar_ui(ui));
+                editor.editor_ui(ui, false);
+            },
+            editor,
+        )
+    }
+
+    #[test]
+    fn a_deleted_host_needs_a_confirmation_and_comes_back_with_undo() {
+        let mut harness = harness();
+        harness.get_by_label("duplicate").click();
+        harness.run();
+        assert_eq!(harness.state().profiles[0].profile.hosts.len(), 2);
+        assert_eq!(harness.state().host, 1, "the copy is selected");
+        harness.get_by_label("delete").click();
+        harness.run();
+        assert_eq!(harness.state().profiles[0].profile.hosts.len(), 2, "nothing goes before the confirmation");
+        harness.get_by_label("delete 'demo API 2'").click();
+        harness.run();
+        assert_eq!(harness.state().profiles[0].profile.hosts.len(), 1);
+        harness.get_by_label("Undo").click();
+        harness.run();
+        let hosts: Vec<&str> = harness.state().profiles[0].profile.hosts.iter().map(|h| h.name.as_str()).collect();
+        assert_eq!(hosts, ["demo API", "demo API 2"]);
+        assert!(harness.state().profiles[0].is_dirty(), "the changes are not saved yet");
+    }
+
+    #[test]
+    fn a_rename_refuses_a_blank_or_taken_name_until_it_is_fixed() {
+        let mut harness = harness();
+        harness.get_by_label("New").click();
+        harness.run();
+        assert_eq!(harness.state().profiles[1].profile.name, "profile 1");
+        harness.get_by_label("Rename").click();
+        harness.run();
+        harness.get_by_label("new profile name").focus();
+        harness.run();
+        harness.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::A);
+        harness.key_press(egui::Key::Backspace);
+        harness.run();
+        harness.get_by_label("needs a name");
+        for key in "demo".chars() {
+            harness.get_by_label("new profile name").type_text(&key.to_string());
+            harness.run();
+        }
+        harness.get_by_label("name taken");
+        assert_eq!(harness.state().profiles[1].profile.name, "profile 1", "nothing applied while refused");
+        harness.get_by_label("new profile name").type_text("2");
+        harness.run();
+        harness.get_by_label("OK").click();
+        harness.run();
+        assert_eq!(harness.state().profiles[1].profile.name, "demo2");
+        assert!(harness.state().rename.is_none());
+    }
 }
