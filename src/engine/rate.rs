@@ -132,8 +132,11 @@ pub fn format_period(per: Duration) -> String {
         (1_000_000, "ms"),
     ];
     let nanos = per.as_nanos();
+    // humantime reads `Nms` as N * 10^6 ns in a u64, so past about 584 years whole
+    // milliseconds are written in its mixed form instead, which [`parse_duration`] reads back.
+    let readable = |unit: u128| unit >= 1_000_000_000 || nanos <= u128::from(u64::MAX);
     for (unit, name) in UNITS {
-        if nanos >= unit && nanos.is_multiple_of(unit) {
+        if nanos >= unit && nanos.is_multiple_of(unit) && readable(unit) {
             return format!("{}{name}", nanos / unit);
         }
     }
@@ -193,5 +196,17 @@ mod tests {
         assert_eq!(format_wait(Duration::from_secs(3 * 3600 + 5 * 60)), "3h 5m");
         assert_eq!(format_period(Duration::from_secs(3600)), "1h");
         assert_eq!(format_period(Duration::from_millis(1500)), "1500ms");
+    }
+
+    #[test]
+    fn every_parsed_duration_prints_as_text_that_reads_back() {
+        // Found by fuzz/limits ("ms910y"): 910 years and 1 ms was printed as whole
+        // milliseconds, a count humantime cannot read back.
+        for text in ["ms910y", "1ms 600y", "83440006510y 25ms", "1s 900y", "584y 1ms"] {
+            let duration = parse_duration(text).unwrap();
+            let printed = format_period(duration);
+            assert_eq!(parse_duration(&printed).ok(), Some(duration), "{text} printed as {printed}");
+        }
+        assert_eq!(format_period(Duration::from_secs(400 * 365 * 86_400)), "146000d");
     }
 }

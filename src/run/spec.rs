@@ -110,6 +110,8 @@ pub enum SpecError {
     NoEndpoints,
     #[error("endpoint {0} has no host")]
     NoHost(Url),
+    #[error("endpoint {0}: its host is not one a limiter can be keyed by (letters, digits, '-', '.', '_')")]
+    BadHost(Url),
     #[error("endpoint {0} is not http or https")]
     Scheme(Url),
     #[error("every endpoint has weight 0")]
@@ -173,6 +175,10 @@ impl BurstSpec {
             if endpoint.url.host_str().is_none() {
                 return Err(SpecError::NoHost(endpoint.url.clone()));
             }
+            // Otherwise `keys` would leave the host out and its requests would go unlimited.
+            if key_of(&endpoint.url).is_none() {
+                return Err(SpecError::BadHost(endpoint.url.clone()));
+            }
         }
         if self.endpoints.iter().all(|endpoint| endpoint.weight == 0) {
             return Err(SpecError::ZeroWeights);
@@ -207,15 +213,7 @@ impl BurstSpec {
 
     /// The limiter keys of the endpoints' hosts (`host:port`), deduplicated.
     pub fn keys(&self) -> Vec<LimitKey> {
-        let mut keys: Vec<LimitKey> = self
-            .endpoints
-            .iter()
-            .filter_map(|endpoint| {
-                let host = endpoint.url.host_str()?;
-                let port = endpoint.url.port_or_known_default()?;
-                format!("{host}:{port}").parse().ok()
-            })
-            .collect();
+        let mut keys: Vec<LimitKey> = self.endpoints.iter().filter_map(|endpoint| key_of(&endpoint.url)).collect();
         keys.sort();
         keys.dedup();
         keys
@@ -257,6 +255,13 @@ impl BurstSpec {
     }
 }
 
+/// The limiter key (`host:port`) of requests to `url`.
+fn key_of(url: &Url) -> Option<LimitKey> {
+    let host = url.host_str()?;
+    let port = url.port_or_known_default()?;
+    format!("{host}:{port}").parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -285,6 +290,22 @@ mod tests {
         let ftp = Endpoint { url: "ftp://h/x".parse().unwrap(), weight: 1 };
         assert!(BurstSpec { endpoints: vec![ftp], ..ok.clone() }.validate().is_err());
         assert!(BurstSpec { raw_concurrency: Some(0), ..ok }.validate().is_err());
+    }
+
+    #[test]
+    fn a_host_no_limiter_can_key_is_refused() {
+        // Found by fuzz/sim_burst (`url = "http:&"`): URLs accept '&' in a host, limiter keys
+        // do not, so the host's requests were sent without the spec's limits.
+        let odd: Url = "http://&/x".parse().unwrap();
+        assert_eq!(odd.host_str(), Some("&"));
+        let spec = BurstSpec::get(odd, 10);
+        assert!(spec.keys().is_empty());
+        assert!(matches!(spec.validate(), Err(SpecError::BadHost(_))), "{:?}", spec.validate());
+        for fine in ["http://a_b.example/x", "https://[::1]:8443/", "http://xn--bcher-kva.example/"] {
+            let spec = BurstSpec::get(fine.parse().unwrap(), 10);
+            assert!(spec.validate().is_ok(), "{fine}: {:?}", spec.validate());
+            assert_eq!(spec.keys().len(), 1, "{fine}");
+        }
     }
 
     #[test]
