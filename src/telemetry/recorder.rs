@@ -41,6 +41,15 @@ struct Pending {
     path: String,
 }
 
+/// The parts of a `Response` event the recorder keeps.
+struct Answer<'a> {
+    attempt: u32,
+    status: u16,
+    service_time: std::time::Duration,
+    info: &'a crate::http::RateLimitInfo,
+    headers: &'a HeaderMap,
+}
+
 /// Everything the charts and the request log show, bounded in memory.
 #[derive(Debug, Clone)]
 pub struct Telemetry {
@@ -120,61 +129,12 @@ impl Telemetry {
                 pending.path.clone_from(path);
             }
             EventKind::Response { attempt, status, service_time, info, headers } => {
-                let service_ms = service_time.as_secs_f64() * 1000.0;
-                self.service_ms.push(t, service_ms);
-                self.outcomes.record(t, Some(*status));
-                for budget in &info.budgets {
-                    if let Some(remaining) = budget.remaining {
-                        let capacity = self.capacity;
-                        self.server_remaining
-                            .entry(budget.name.clone())
-                            .or_insert_with(|| Series::new(capacity))
-                            .push(t, remaining);
-                    }
-                }
-                if !info.budgets.is_empty() || info.retry_after.is_some() {
-                    self.latest_server = Some((event.key.clone(), (**info).clone()));
-                }
-                let pending = self.pending.remove(&(event.request_id, *attempt)).unwrap_or_default();
-                self.push_row(LogRow {
-                    at: t,
-                    request_id: event.request_id,
-                    attempt: *attempt,
-                    key: event.key.clone(),
-                    method: pending.method,
-                    path: pending.path,
-                    status: Some(*status),
-                    service_ms: Some(service_ms),
-                    queue_wait_ms: pending.queue_wait_ms,
-                    remaining: info.most_restrictive().and_then(|budget| budget.remaining),
-                    retry_after_s: info.retry_after.map(|delay| delay.as_secs_f64()),
-                    error: None,
-                    headers: (**headers).clone(),
-                    info: Some((**info).clone()),
-                });
+                let answer = Answer { attempt: *attempt, status: *status, service_time: *service_time, info, headers };
+                self.ingest_response(t, event, answer);
             }
             EventKind::RetryScheduled { delay, .. } => self.retries.push(t, delay.as_secs_f64()),
             EventKind::Finished { total, .. } => self.total_ms.push(t, total.as_secs_f64() * 1000.0),
-            EventKind::Failed { error, attempts } => {
-                let pending = self.pending.remove(&(event.request_id, *attempts)).unwrap_or_default();
-                self.outcomes.record(t, None);
-                self.push_row(LogRow {
-                    at: t,
-                    request_id: event.request_id,
-                    attempt: *attempts,
-                    key: event.key.clone(),
-                    method: pending.method,
-                    path: pending.path,
-                    status: None,
-                    service_ms: None,
-                    queue_wait_ms: pending.queue_wait_ms,
-                    remaining: None,
-                    retry_after_s: None,
-                    error: Some(error.clone()),
-                    headers: HeaderMap::new(),
-                    info: None,
-                });
-            }
+            EventKind::Failed { error, attempts } => self.ingest_failure(t, event, error, *attempts),
             EventKind::Lagged { dropped } => self.events_dropped += dropped,
             EventKind::Queued { .. } | EventKind::KeyPaused { .. } | EventKind::CacheHit { .. } => {}
             EventKind::SharedAdmitted { via, .. } => *self.shared_admissions.entry(via.name()).or_default() += 1,
@@ -190,6 +150,64 @@ impl Telemetry {
         if self.pending.len() > self.log_capacity * 4 {
             self.pending.clear();
         }
+    }
+
+    /// A response: its service time, status, what the server says is left, and a log row.
+    fn ingest_response(&mut self, t: f64, event: &Event, answer: Answer<'_>) {
+        let service_ms = answer.service_time.as_secs_f64() * 1000.0;
+        self.service_ms.push(t, service_ms);
+        self.outcomes.record(t, Some(answer.status));
+        for budget in &answer.info.budgets {
+            if let Some(remaining) = budget.remaining {
+                let capacity = self.capacity;
+                self.server_remaining
+                    .entry(budget.name.clone())
+                    .or_insert_with(|| Series::new(capacity))
+                    .push(t, remaining);
+            }
+        }
+        if !answer.info.budgets.is_empty() || answer.info.retry_after.is_some() {
+            self.latest_server = Some((event.key.clone(), (*answer.info).clone()));
+        }
+        let pending = self.pending.remove(&(event.request_id, answer.attempt)).unwrap_or_default();
+        self.push_row(LogRow {
+            at: t,
+            request_id: event.request_id,
+            attempt: answer.attempt,
+            key: event.key.clone(),
+            method: pending.method,
+            path: pending.path,
+            status: Some(answer.status),
+            service_ms: Some(service_ms),
+            queue_wait_ms: pending.queue_wait_ms,
+            remaining: answer.info.most_restrictive().and_then(|budget| budget.remaining),
+            retry_after_s: answer.info.retry_after.map(|delay| delay.as_secs_f64()),
+            error: None,
+            headers: answer.headers.clone(),
+            info: Some((*answer.info).clone()),
+        });
+    }
+
+    /// A request that ended without a response to return: a failure and a log row.
+    fn ingest_failure(&mut self, t: f64, event: &Event, error: &str, attempts: u32) {
+        let pending = self.pending.remove(&(event.request_id, attempts)).unwrap_or_default();
+        self.outcomes.record(t, None);
+        self.push_row(LogRow {
+            at: t,
+            request_id: event.request_id,
+            attempt: attempts,
+            key: event.key.clone(),
+            method: pending.method,
+            path: pending.path,
+            status: None,
+            service_ms: None,
+            queue_wait_ms: pending.queue_wait_ms,
+            remaining: None,
+            retry_after_s: None,
+            error: Some(error.to_owned()),
+            headers: HeaderMap::new(),
+            info: None,
+        });
     }
 
     /// Folds in a limiter snapshot: tokens per budget, queued, in flight.
