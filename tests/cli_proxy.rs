@@ -1,8 +1,8 @@
 //! `ratescope proxy` as a user runs it (real time): bad input is refused with a clear error,
-//! the key is injected but never printed, and Ctrl+C (SIGINT) drains a request in flight.
+//! the key is injected but never printed, and Ctrl+C (SIGINT) or SIGTERM drains a request in flight.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::{Child, ChildStderr, Command, Stdio};
 use std::sync::Arc;
 
 use axum::Router;
@@ -60,6 +60,57 @@ async fn holding_upstream() -> (std::net::SocketAddr, mpsc::UnboundedReceiver<Op
     (addr, arrivals, release)
 }
 
+/// Reads `stderr` until the proxy says it is shutting down; returns that line.
+async fn shutting_down(stderr: ChildStderr) -> (BufReader<ChildStderr>, String) {
+    let mut stderr = BufReader::new(stderr);
+    let reading = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        while stderr.read_line(&mut line).unwrap() > 0 {
+            if line.contains("shutting down") {
+                return (stderr, line);
+            }
+        }
+        panic!("the proxy never said it was shutting down: {line}");
+    });
+    reading.await.unwrap()
+}
+
+fn signal(child: &Child, name: &str) {
+    let status = Command::new("kill").args([&format!("-{name}"), &child.id().to_string()]).status().unwrap();
+    assert!(status.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drains_the_request_in_flight_as_ctrl_c_does() {
+    let (upstream, mut arrivals, release) = holding_upstream().await;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ratescope"))
+        .args(["proxy", "--listen", "127.0.0.1:0", "--route", &format!("up=http://{upstream}"), "--rate", "10/1s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    let url = first.trim().strip_prefix("ratescope proxy listening on ").expect(&first).to_owned();
+
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let request = tokio::spawn(reqwest::get(format!("{url}up/hold")));
+    // A guard against hanging forever if the request never arrives, not a timing assertion.
+    let arrived = tokio::time::timeout(std::time::Duration::from_secs(60), arrivals.recv()).await;
+    assert!(arrived.unwrap().is_some(), "the request reached the upstream");
+
+    signal(&child, "TERM");
+    let (_stderr, line) = shutting_down(child.stderr.take().unwrap()).await;
+    assert!(line.contains("SIGTERM") && line.contains("draining 1 request(s) in flight"), "{line}");
+    release.notify_one();
+    let response = request.await.unwrap().unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.text().await.unwrap(), "done", "the request in flight finished");
+    let exit = tokio::task::spawn_blocking(move || child.wait().unwrap()).await.unwrap();
+    assert_eq!(exit.code(), Some(0), "a clean drain exits 0: {exit:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctrl_c_drains_the_request_in_flight_and_the_key_is_never_printed() {
     let (upstream, mut arrivals, release) = holding_upstream().await;
@@ -83,21 +134,10 @@ async fn ctrl_c_drains_the_request_in_flight_and_the_key_is_never_printed() {
     let arrived = tokio::time::timeout(std::time::Duration::from_secs(60), arrivals.recv()).await;
     assert_eq!(arrived.unwrap().unwrap().as_deref(), Some(KEY), "the upstream got the injected key");
 
-    let status = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
-    assert!(status.success());
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    signal(&child, "INT");
     let mut printed = String::new();
-    let draining = tokio::task::spawn_blocking(move || {
-        let mut line = String::new();
-        while stderr.read_line(&mut line).unwrap() > 0 {
-            if line.contains("shutting down") {
-                return (stderr, line);
-            }
-        }
-        panic!("the proxy never said it was shutting down: {line}");
-    });
-    let (mut stderr, line) = draining.await.unwrap();
-    assert!(line.contains("draining 1 request(s) in flight"), "{line}");
+    let (mut stderr, line) = shutting_down(child.stderr.take().unwrap()).await;
+    assert!(line.contains("SIGINT") && line.contains("draining 1 request(s) in flight"), "{line}");
     printed.push_str(&line);
 
     release.notify_one();

@@ -1,6 +1,7 @@
 //! The proxy over loopback with the demo API as its upstream, on paused tokio time: pacing
 //! without upstream 429s, secret injection, load shedding, retries, the cache, streamed
-//! bodies, 502/504 and the graceful drain.
+//! bodies, 502/504, the graceful drain, and callers that misbehave on the wire (malformed
+//! chunked bodies, request heads that never finish).
 
 mod support;
 
@@ -10,13 +11,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::routing::post;
 use parking_lot::Mutex;
 use ratescope::engine::{BudgetSpec, LimitKey, LimiterConfig, Registry};
 use ratescope::http::{EventSink, RetryPolicy};
 use ratescope::mock::{MockConfig, MockServer, Outcome};
 use ratescope::proxy::{ProxyConfig, ProxyServer, Route, Shedding};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
 
 /// The upstream: `/items` refuses a 6th request in any second; `/search` counts per API key;
 /// `/slow` answers after 1 s; `/catalog` is cacheable.
@@ -357,4 +361,96 @@ async fn the_drain_deadline_cuts_off_what_is_still_running() {
     let response = in_flight.await.unwrap().unwrap();
     assert_eq!(response.status(), 503, "the cut-off caller is told");
     assert!(response.text().await.unwrap().contains("shut down before this request finished"));
+}
+
+/// Sends `raw` bytes on a new connection and returns everything read until the proxy closes it
+/// (a reset after the answer ends the read too).
+async fn raw_exchange(addr: SocketAddr, raw: &[u8]) -> String {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream.write_all(raw).await.unwrap();
+    let mut answer = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while let Ok(read @ 1..) = stream.read(&mut chunk).await {
+        answer.extend_from_slice(&chunk[..read]);
+    }
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_malformed_chunked_body_is_a_400_and_costs_no_token() {
+    let server = upstream().await;
+    // Three tokens, and the next one an hour away: a token spent would show at once.
+    let config = config(&server, Some(bucket(3, "1/1h")));
+    let registry = Arc::clone(&config.registry);
+    let proxy = ProxyServer::start(config).await.unwrap();
+    // A good first chunk, then a size line that is not hexadecimal.
+    let raw = b"POST /api/items HTTP/1.1\r\nHost: proxy\r\nTransfer-Encoding: chunked\r\n\
+                Connection: close\r\n\r\n5\r\nhello\r\nzz\r\nworld\r\n0\r\n\r\n";
+    let answer = raw_exchange(proxy.addr(), raw).await;
+    assert!(answer.starts_with("HTTP/1.1 400 "), "a 400, not a 502:\n{answer}");
+    assert!(answer.contains("the request body is malformed or incomplete"), "{answer}");
+    assert!(server.arrivals().is_empty(), "nothing reached the upstream");
+    let limiter = registry.limiter_for("127.0.0.1", Some(server.addr().port()), "/items").unwrap();
+    assert_eq!(limiter.snapshot().budgets[0].available, 3.0, "no token was spent");
+
+    let client = caller();
+    let started = Instant::now();
+    for _ in 0..3 {
+        let response = client.post(format!("{}api/items", proxy.url())).body("fine").send().await.unwrap();
+        assert_eq!(response.status(), 200);
+    }
+    assert_eq!(started.elapsed(), Duration::ZERO, "the whole budget was still there");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_body_that_breaks_after_the_replay_limit_is_a_400_not_a_502() {
+    // The upstream reads the whole body before it answers.
+    let sink = Router::new().route("/sink", post(|body: Bytes| async move { body.len().to_string() }));
+    let listener = tokio::net::TcpListener::bind(loopback()).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, sink).await });
+    let route = Route::new("s", &format!("http://{addr}")).unwrap();
+    let config = ProxyConfig { listen: loopback(), replay_limit: 16, ..ProxyConfig::new(vec![route]).without_timers() };
+    let proxy = ProxyServer::start(config).await.unwrap();
+    // 32 bytes (past the replay limit, so streamed upstream), then a broken size line.
+    let raw = b"POST /s/sink HTTP/1.1\r\nHost: proxy\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n\
+                20\r\n0123456789abcdef0123456789abcdef\r\nzz\r\n";
+    let answer = raw_exchange(proxy.addr(), raw).await;
+    assert!(answer.starts_with("HTTP/1.1 400 "), "the caller's fault, not the upstream's:\n{answer}");
+    assert!(answer.contains("the request body is malformed or incomplete"), "{answer}");
+    let whole = caller().post(format!("{}s/sink", proxy.url())).body(vec![b'x'; 100]).send().await.unwrap();
+    assert_eq!(whole.text().await.unwrap(), "100", "a whole streamed body still goes through");
+}
+
+#[tokio::test(start_paused = true)]
+async fn callers_that_stall_before_finishing_a_head_are_disconnected_at_the_head_timeout() {
+    let server = upstream().await;
+    let timeout = Duration::from_secs(5);
+    let config = ProxyConfig { head_timeout: Some(timeout), ..config(&server, None) };
+    let proxy = ProxyServer::start(config).await.unwrap();
+    let started = Instant::now();
+    // Slowloris: most of a head, then nothing. And a caller that connects and says nothing.
+    let mut trickling = TcpStream::connect(proxy.addr()).await.unwrap();
+    trickling.write_all(b"GET /api/items HTTP/1.1\r\nHost: proxy\r\nX-Slow: a").await.unwrap();
+    let mut silent = TcpStream::connect(proxy.addr()).await.unwrap();
+    while proxy.connections() < 2 {
+        tokio::task::yield_now().await;
+    }
+    let mut byte = [0u8; 1];
+    let early = tokio::time::timeout(timeout - Duration::from_millis(100), trickling.read(&mut byte)).await;
+    assert!(early.is_err(), "closed before the timeout: {early:?}");
+    trickling.write_all(b"b").await.unwrap();
+    // The guard only keeps a broken build from hanging; the assertion is on the paused clock.
+    let closed = tokio::time::timeout(Duration::from_secs(60), trickling.read(&mut byte)).await;
+    assert!(matches!(closed, Ok(Ok(0)) | Ok(Err(_))), "the trickling caller is cut off: {closed:?}");
+    let waited = started.elapsed();
+    assert!(waited >= timeout && waited < timeout + Duration::from_millis(100), "closed after {waited:?}");
+    let closed = tokio::time::timeout(Duration::from_secs(60), silent.read(&mut byte)).await;
+    assert!(matches!(closed, Ok(Ok(0)) | Ok(Err(_))), "the silent caller is cut off: {closed:?}");
+    assert!(started.elapsed() < timeout + Duration::from_millis(100));
+    while proxy.connections() > 0 {
+        tokio::task::yield_now().await;
+    }
+    let served = caller().get(format!("{}api/items", proxy.url())).send().await.unwrap();
+    assert_eq!(served.status(), 200, "a caller that sends its head in time is served");
 }

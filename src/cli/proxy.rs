@@ -17,10 +17,28 @@ use crate::http::cache::CacheConfig;
 use crate::profile::SecretStore;
 use crate::proxy::{DEFAULT_LISTEN, ProxyConfig, ProxyServer, Route, Shedding};
 
+/// `127.0.0.1:8788`, `[::1]:8788` or `localhost:8788`: a name is resolved, and of its
+/// addresses an IPv4 one is taken first (as `localhost` means 127.0.0.1 to most tools).
+fn listen_arg(text: &str) -> Result<std::net::SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    if let Ok(address) = text.parse() {
+        return Ok(address);
+    }
+    let addresses: Vec<std::net::SocketAddr> =
+        text.to_socket_addrs().map_err(|err| format!("'{text}' is not ADDR:PORT or HOST:PORT ({err})"))?.collect();
+    addresses
+        .iter()
+        .find(|address| address.is_ipv4())
+        .or(addresses.first())
+        .copied()
+        .ok_or_else(|| format!("'{text}' names no address"))
+}
+
 #[derive(Debug, Args)]
 pub struct ProxyArgs {
-    /// Address to listen on; loopback unless --allow-remote.
-    #[arg(long, default_value = DEFAULT_LISTEN, value_name = "ADDR:PORT")]
+    /// Address to listen on (an IP or a host name such as localhost, and a port); loopback
+    /// unless --allow-remote.
+    #[arg(long, default_value = DEFAULT_LISTEN, value_name = "ADDR:PORT", value_parser = listen_arg)]
     pub listen: std::net::SocketAddr,
     /// Listen on a non-loopback address (anyone who reaches it spends your key).
     #[arg(long)]
@@ -54,14 +72,22 @@ pub struct ProxyArgs {
     /// remaining as the allowance), as `burst --adaptive`
     #[arg(long)]
     pub adaptive: bool,
+    /// Longest a caller may take to send a request head, or keep a connection idle between
+    /// requests; then the connection is closed (slow or stalled callers free their socket).
+    #[arg(long, default_value = "10s", value_parser = duration_arg, value_name = "DURATION")]
+    pub head_timeout: Duration,
     /// Longest wait for an upstream's response head (then 504).
     #[arg(long, default_value = "60s", value_parser = duration_arg, value_name = "DURATION")]
     pub upstream_timeout: Duration,
     #[command(flatten)]
     pub shared: SharedArgs,
-    /// On Ctrl+C, how long requests in flight may take to finish.
+    /// On Ctrl+C or SIGTERM, how long requests in flight may take to finish.
     #[arg(long, default_value = "10s", value_parser = duration_arg, value_name = "DURATION")]
     pub drain: Duration,
+    /// Every DURATION, write a line to stderr: requests in flight, open connections and the
+    /// tokio tasks alive in the process (for soak tests and leak hunts).
+    #[arg(long, value_parser = duration_arg, value_name = "DURATION")]
+    pub stats_every: Option<Duration>,
 }
 
 impl ProxyArgs {
@@ -109,6 +135,7 @@ impl ProxyArgs {
         config.allow_remote = self.allow_remote;
         config.shedding = Shedding { max_queue_wait: self.max_queue_wait, max_queue_len: self.max_queue };
         config.cache = self.cache.then(CacheConfig::default);
+        config.head_timeout = Some(self.head_timeout);
         config.upstream_timeout = Some(self.upstream_timeout);
         config.drain_deadline = self.drain;
         config.validate()?;
@@ -127,7 +154,7 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     super::runtime()?.block_on(async move {
         // Described before starting: shared budgets then move from the registry into Redis.
         let table = config.registry.entries();
-        let interrupted = interrupt_listener()?;
+        let stop_signal = stop_signal()?;
         let server = ProxyServer::start(config).await?;
         let _ = outln!("ratescope proxy listening on {}", server.url());
         for route in server.routes() {
@@ -153,10 +180,17 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
                 shared.policy
             );
         }
-        interrupted.await;
+        let server = Arc::new(server);
+        let stats = args.stats_every.map(|every| tokio::spawn(print_stats(Arc::clone(&server), every)));
+        let signal = stop_signal.await;
+        if let Some(stats) = stats {
+            stats.abort();
+            let _ = stats.await;
+        }
+        let server = Arc::into_inner(server).context("the proxy is still shared at shutdown")?;
         let deadline = args.drain;
         eprintln!(
-            "shutting down: draining {} request(s) in flight (up to {})",
+            "shutting down ({signal}): draining {} request(s) in flight (up to {})",
             server.in_flight(),
             format_wait(deadline)
         );
@@ -170,20 +204,56 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// Listens for Ctrl+C from now on: registered before the server starts, so none is missed.
-fn interrupt_listener() -> anyhow::Result<impl Future<Output = ()>> {
+/// Listens for Ctrl+C (SIGINT) and SIGTERM from now on, registered before the server starts
+/// so none is missed; resolves to the signal's name. Both drain the same way: a service
+/// manager's stop (SIGTERM) must not cut off requests that Ctrl+C would let finish.
+fn stop_signal() -> anyhow::Result<impl Future<Output = &'static str>> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
         let mut interrupt = signal(SignalKind::interrupt()).context("cannot listen for Ctrl+C")?;
+        let mut terminate = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
         Ok(async move {
-            interrupt.recv().await;
+            tokio::select! {
+                _ = interrupt.recv() => "SIGINT",
+                _ = terminate.recv() => "SIGTERM",
+            }
         })
     }
     #[cfg(not(unix))]
     {
         Ok(async {
             let _ = tokio::signal::ctrl_c().await;
+            "Ctrl+C"
         })
+    }
+}
+
+/// `--stats-every`: one line per period on stderr, `stats: in_flight=N connections=N tasks=N`
+/// (tasks: every tokio task alive in the process, this one included). A closed stderr is ignored.
+async fn print_stats(server: Arc<ProxyServer>, every: Duration) {
+    use std::io::Write;
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let tasks = tokio::runtime::Handle::current().metrics().num_alive_tasks();
+        let line =
+            format!("stats: in_flight={} connections={} tasks={tasks}", server.in_flight(), server.connections());
+        let _ = writeln!(std::io::stderr(), "{line}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listen_takes_addresses_and_host_names() {
+        assert_eq!(listen_arg("127.0.0.1:8788").unwrap().to_string(), "127.0.0.1:8788");
+        assert_eq!(listen_arg("[::1]:9").unwrap().to_string(), "[::1]:9");
+        assert_eq!(listen_arg("localhost:8788").unwrap().to_string(), "127.0.0.1:8788");
+        assert!(listen_arg("localhost").unwrap_err().contains("HOST:PORT"));
+        assert!(listen_arg("no-such-host.invalid:80").is_err());
     }
 }

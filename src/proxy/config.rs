@@ -1,5 +1,6 @@
 //! What a proxy is told: its routes (`PREFIX=UPSTREAM`), where it listens, its limits, load
-//! shedding, timeouts and drain deadline; each setting validated before anything binds.
+//! shedding, timeouts (request heads, upstreams) and drain deadline; each setting validated
+//! before anything binds.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -18,6 +19,9 @@ use crate::store::SharedSettings;
 
 /// The default listen address: loopback, port 8788 (the demo API takes 8787).
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8788";
+/// How long a caller may take to send a request head (or keep a connection idle between
+/// requests) before the proxy closes the connection.
+pub const DEFAULT_HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 /// A request body up to this size is buffered, so it can be sent again on a retry.
 pub const DEFAULT_REPLAY_LIMIT: usize = 1 << 20;
 /// Upper bounds that keep a typo from meaning "forever" or "all memory".
@@ -142,6 +146,10 @@ pub struct ProxyConfig {
     pub retry: RetryPolicy,
     pub key_retry: HashMap<String, RetryPolicy>,
     pub shedding: Shedding,
+    /// Longest a caller may take to send a request head, from the moment its connection waits
+    /// for one (on connecting, or after the previous response on a kept-alive connection);
+    /// past it the connection is closed. `None`: callers may take forever (slowloris).
+    pub head_timeout: Option<Duration>,
     /// A response cache in front of the upstreams.
     pub cache: Option<CacheConfig>,
     pub connect_timeout: Option<Duration>,
@@ -170,6 +178,7 @@ impl ProxyConfig {
             retry: RetryPolicy::default(),
             key_retry: HashMap::new(),
             shedding: Shedding::default(),
+            head_timeout: Some(DEFAULT_HEAD_TIMEOUT),
             cache: None,
             connect_timeout: Some(Duration::from_secs(10)),
             upstream_timeout: Some(Duration::from_secs(60)),
@@ -183,6 +192,7 @@ impl ProxyConfig {
 
     /// No timers of the proxy's own (timeouts): for tests on paused tokio time.
     pub fn without_timers(mut self) -> Self {
+        self.head_timeout = None;
         self.connect_timeout = None;
         self.upstream_timeout = None;
         self
@@ -204,6 +214,7 @@ impl ProxyConfig {
         let bad = |setting, problem: &str| Err(ProxyError::BadSetting { setting, problem: problem.to_owned() });
         let waits = [
             ("--max-queue-wait", Some(self.shedding.max_queue_wait)),
+            ("--head-timeout", self.head_timeout),
             ("--connect-timeout", self.connect_timeout),
             ("--upstream-timeout", self.upstream_timeout),
             ("--drain", Some(self.drain_deadline)),
@@ -275,6 +286,10 @@ mod tests {
         let mut zero = config.clone();
         zero.shedding.max_queue_len = 0;
         assert!(zero.validate().is_err());
+        let mut no_head_time = config.clone();
+        no_head_time.head_timeout = Some(Duration::ZERO);
+        let refused = no_head_time.validate().unwrap_err().to_string();
+        assert_eq!(refused, "--head-timeout must be longer than zero");
         assert!(matches!(ProxyConfig::new(vec![]).validate(), Err(ProxyError::NoRoutes)));
     }
 }

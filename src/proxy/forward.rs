@@ -1,9 +1,12 @@
 //! One forwarded request: route, admission (limiter, load shedding), the upstream exchange with
 //! bodies streamed both ways, retries with the key paused on 429/503, the cache, 502/504.
 //!
-//! Retries need the request body again, so a body is buffered when its size is known and at
-//! most `replay_limit` (every bodiless GET is); a larger or unsized body is streamed through
-//! once and its request is never retried (the upstream's answer, even a 429, goes back as is).
+//! The request body is read before admission, up to `replay_limit`: a body that fits is kept
+//! (every bodiless GET's does) and can be sent again on a retry; a larger one is streamed through
+//! once, what was read first and then the rest, and its request is never retried (the
+//! upstream's answer, even a 429, goes back as is). A body the caller breaks (malformed chunked
+//! framing, a connection cut mid-body) is answered 400; within the first `replay_limit` bytes
+//! that happens before the limiter is asked, so it costs no token.
 //! Response bodies are always streamed, except when the cache keeps a copy; the limiter's
 //! permit (a concurrency slot) is held until the caller has the whole body.
 
@@ -14,12 +17,13 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
 
 use axum::body::{Body, HttpBody};
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::Request;
 use axum::response::Response;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http::header::CONTENT_TYPE;
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
+use http_body_util::BodyExt;
 use parking_lot::Mutex;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -67,7 +71,48 @@ pub(crate) struct Admission {
 /// The request body: kept for retries, or streamed through once.
 enum RequestBody {
     Replayable(Bytes),
-    Streaming(Option<Body>),
+    Streaming {
+        body: Option<Body>,
+        /// Why the caller's body failed while it was streamed upstream, if it did.
+        broken: Arc<Mutex<Option<String>>>,
+    },
+}
+
+impl RequestBody {
+    /// Reads `body` up to `limit` bytes: all of it (replayable), or more than `limit` (the
+    /// part read, then the rest, streamed). A known size above `limit` is streamed at once.
+    /// Fails with the reason when the caller's body is malformed or cut off.
+    async fn read(mut body: Body, limit: usize) -> Result<Self, String> {
+        let streaming = |body: Body| RequestBody::Streaming { body: Some(body), broken: Arc::default() };
+        if HttpBody::size_hint(&body).lower() > limit as u64 {
+            return Ok(streaming(body));
+        }
+        let mut read: Vec<Bytes> = Vec::new();
+        let mut size = 0usize;
+        while let Some(frame) = body.frame().await {
+            // Trailers are dropped: the upstream request carries none either way.
+            let Ok(data) = frame.map_err(|err| cause_chain(&err))?.into_data() else { continue };
+            size += data.len();
+            read.push(data);
+            if size > limit {
+                let read = futures_util::stream::iter(read.into_iter().map(Ok));
+                return Ok(streaming(Body::from_stream(read.chain(body.into_data_stream()))));
+            }
+        }
+        Ok(match read.len() {
+            0 => RequestBody::Replayable(Bytes::new()),
+            1 => RequestBody::Replayable(read.swap_remove(0)),
+            _ => RequestBody::Replayable(read.concat().into()),
+        })
+    }
+
+    /// Why the caller's streamed body failed, if it did.
+    fn broken(&self) -> Option<String> {
+        match self {
+            RequestBody::Replayable(_) => None,
+            RequestBody::Streaming { broken, .. } => broken.lock().clone(),
+        }
+    }
 }
 
 /// What one attempt on the wire produced.
@@ -86,12 +131,8 @@ impl Drop for InFlight<'_> {
     }
 }
 
-/// The axum handler for every path.
-pub(crate) async fn handle(
-    State(proxy): State<Arc<Proxy>>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    request: Request,
-) -> Response {
+/// Every request of every connection, from `peer`.
+pub(crate) async fn handle(proxy: Arc<Proxy>, peer: SocketAddr, request: Request) -> Response {
     proxy.in_flight.fetch_add(1, Ordering::AcqRel);
     let _in_flight = InFlight(&proxy.in_flight);
     let mut cut_off = proxy.cut_off.subscribe();
@@ -226,20 +267,16 @@ impl Proxy {
             }
         };
         let mut headers = upstream_request_headers(parts.headers, peer, &route.secrets);
-        let mut body = match HttpBody::size_hint(&body).exact() {
-            Some(size) if size <= self.config.replay_limit as u64 => {
-                match axum::body::to_bytes(body, self.config.replay_limit).await {
-                    Ok(bytes) => RequestBody::Replayable(bytes),
-                    Err(err) => return plain(StatusCode::BAD_REQUEST, &format!("cannot read the request body: {err}")),
-                }
-            }
-            _ => RequestBody::Streaming(Some(body)),
+        // Before admission: a caller's broken body must not cost a token.
+        let mut body = match RequestBody::read(body, self.config.replay_limit).await {
+            Ok(body) => body,
+            Err(reason) => return bad_body(&parts.method, parts.uri.path(), &reason),
         };
         let retry = match &body {
             RequestBody::Replayable(_) => {
                 key.as_ref().and_then(|key| self.config.key_retry.get(key)).unwrap_or(&self.config.retry).clone()
             }
-            RequestBody::Streaming(_) => RetryPolicy { max_attempts: 1, ..self.config.retry.clone() },
+            RequestBody::Streaming { .. } => RetryPolicy { max_attempts: 1, ..self.config.retry.clone() },
         };
         let cache = self.cache.as_ref().filter(|_| matches!(parts.method, Method::GET | Method::HEAD));
         let uri: Option<http::Uri> = cache.and_then(|_| url.as_str().parse().ok());
@@ -316,6 +353,10 @@ impl Proxy {
                 continue;
             }
             let Some(response) = response else {
+                if let Some(reason) = body.broken() {
+                    emit(EventKind::Failed { error: format!("request body: {reason}"), attempts: attempt });
+                    return bad_body(&parts.method, parts.uri.path(), &reason);
+                }
                 let (status, message) = match failure {
                     Some(message) => (StatusCode::BAD_GATEWAY, format!("could not reach {host}: {message}")),
                     None => (StatusCode::GATEWAY_TIMEOUT, format!("{host} did not answer in time")),
@@ -356,9 +397,15 @@ impl Proxy {
         match body {
             RequestBody::Replayable(bytes) if !bytes.is_empty() => request = request.body(bytes.clone()),
             RequestBody::Replayable(_) => {}
-            RequestBody::Streaming(slot) => {
-                if let Some(body) = slot.take() {
-                    request = request.body(reqwest::Body::wrap_stream(body.into_data_stream()));
+            RequestBody::Streaming { body, broken } => {
+                if let Some(body) = body.take() {
+                    let broken = Arc::clone(broken);
+                    let stream = body.into_data_stream().inspect(move |item| {
+                        if let Err(err) = item {
+                            *broken.lock() = Some(cause_chain(err));
+                        }
+                    });
+                    request = request.body(reqwest::Body::wrap_stream(stream));
                 }
             }
         }
@@ -397,6 +444,27 @@ fn cached_response(cached: CachedResponse) -> Response {
     *reply.status_mut() = cached.status;
     *reply.headers_mut() = caller_response_headers(cached.headers);
     reply
+}
+
+/// 400 for a request body the caller broke (malformed chunked framing, cut off mid-body).
+fn bad_body(method: &Method, path: &str, reason: &str) -> Response {
+    tracing::info!("{method} {path} -> 400: the request body is malformed or incomplete: {reason}");
+    plain(StatusCode::BAD_REQUEST, &format!("the request body is malformed or incomplete: {reason}"))
+}
+
+/// An error and its sources, `outer: inner: innermost`.
+fn cause_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let next = cause.to_string();
+        if !text.contains(&next) {
+            text.push_str(": ");
+            text.push_str(&next);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 /// A short plain-text answer from the proxy itself.

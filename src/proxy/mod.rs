@@ -6,7 +6,8 @@
 //! - `hop`: hop-by-hop headers (RFC 9110) and forwarding headers;
 //! - `profile`: routes, limits, retries and secrets from a profile;
 //! - `shed`: queue lengths, expected waits, the 429 with draft `RateLimit` headers;
-//! - [`server`]: [`ProxyServer`], axum on loopback by default, graceful drain.
+//! - [`server`]: [`ProxyServer`], HTTP/1.1 on loopback by default, a deadline for request heads,
+//!   graceful drain.
 
 pub mod config;
 mod error;
@@ -16,7 +17,7 @@ mod profile;
 pub mod server;
 mod shed;
 
-pub use config::{DEFAULT_LISTEN, DEFAULT_REPLAY_LIMIT, ProxyConfig, Route, Shedding};
+pub use config::{DEFAULT_HEAD_TIMEOUT, DEFAULT_LISTEN, DEFAULT_REPLAY_LIMIT, ProxyConfig, Route, Shedding};
 pub use error::ProxyError;
 pub use profile::profile_routes;
 pub use server::{Drained, ProxyServer};

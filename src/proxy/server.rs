@@ -1,12 +1,24 @@
-//! `ProxyServer`: the proxy served by axum, and its graceful shutdown (stop accepting, let
-//! requests in flight finish up to the drain deadline, then cut the rest off).
+//! `ProxyServer`: the proxy served over HTTP/1.1 by hyper, each request head within a deadline,
+//! and its graceful shutdown (stop accepting, let requests in flight finish up to the drain
+//! deadline, then cut the rest off).
+//!
+//! Connections are served by hyper's HTTP/1 connection builder rather than `axum::serve`:
+//! only the builder takes a timer, which `header_read_timeout` needs. The deadline runs from
+//! the moment a connection waits for a head (its first, or the next one on a kept-alive
+//! connection) until the head is complete, so a caller that trickles a head (slowloris), sends
+//! nothing at all, or idles between requests is disconnected and its socket freed.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
-use axum::Router;
-use tokio::sync::oneshot;
+use axum::body::Body;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use url::Url;
 
@@ -30,6 +42,7 @@ pub struct ProxyServer {
     addr: SocketAddr,
     url: Url,
     proxy: Arc<Proxy>,
+    connections: Arc<AtomicUsize>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<std::io::Result<()>>>,
 }
@@ -39,19 +52,18 @@ impl ProxyServer {
     pub async fn start(config: ProxyConfig) -> Result<Self, ProxyError> {
         config.validate()?;
         let addr = config.listen;
-        let listener = tokio::net::TcpListener::bind(addr).await.map_err(|source| ProxyError::Bind { addr, source })?;
+        let listener = TcpListener::bind(addr).await.map_err(|source| ProxyError::Bind { addr, source })?;
         let addr = listener.local_addr().map_err(|source| ProxyError::Bind { addr, source })?;
         let url = Url::parse(&format!("http://{addr}/"))
             .map_err(|err| ProxyError::Bind { addr, source: std::io::Error::other(err) })?;
+        let mut builder = http1::Builder::new();
+        builder.timer(TokioTimer::new()).header_read_timeout(config.head_timeout);
         let proxy = Arc::new(Proxy::new(config)?);
-        let app = Router::new().fallback(handle).with_state(Arc::clone(&proxy));
+        let connections = Arc::new(AtomicUsize::new(0));
         let (stop, stopped) = oneshot::channel::<()>();
-        let serve = axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
-            .with_graceful_shutdown(async move {
-                let _ = stopped.await;
-            });
-        let task = tokio::spawn(async move { serve.await });
-        Ok(Self { addr, url, proxy, stop: Some(stop), task: Some(task) })
+        let server = Server { proxy: Arc::clone(&proxy), builder, connections: Arc::clone(&connections) };
+        let task = tokio::spawn(server.run(listener, stopped));
+        Ok(Self { addr, url, proxy, connections, stop: Some(stop), task: Some(task) })
     }
 
     /// The address bound (with the chosen port when 0 was asked for).
@@ -59,12 +71,12 @@ impl ProxyServer {
         self.addr
     }
 
-    /// `http://ADDR/`; a route's requests go to `http://ADDR/PREFIX/...`.
     /// The shared store's state and counters, when budgets are shared through Redis.
     pub fn shared(&self) -> Option<&crate::store::SharedHandle> {
         self.proxy.shared.as_ref()
     }
 
+    /// `http://ADDR/`; a route's requests go to `http://ADDR/PREFIX/...`.
     pub fn url(&self) -> Url {
         self.url.clone()
     }
@@ -76,6 +88,11 @@ impl ProxyServer {
     /// Requests being handled right now (queued, upstream, or sending their body).
     pub fn in_flight(&self) -> usize {
         self.proxy.in_flight.load(Ordering::Acquire)
+    }
+
+    /// Caller connections open right now (busy or kept alive).
+    pub fn connections(&self) -> usize {
+        self.connections.load(Ordering::Acquire)
     }
 
     /// Cache counters (all zero without a cache).
@@ -111,4 +128,98 @@ impl Drop for ProxyServer {
             let _ = stop.send(());
         }
     }
+}
+
+/// The accept loop and what every connection task needs.
+struct Server {
+    proxy: Arc<Proxy>,
+    builder: http1::Builder,
+    connections: Arc<AtomicUsize>,
+}
+
+/// Counts a connection open for as long as its task lives.
+struct Open(Arc<AtomicUsize>);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Server {
+    /// Accepts until `stopped` (a send, or the sender dropped), then tells every connection to
+    /// finish its current request and close, and returns once all have.
+    async fn run(self, listener: TcpListener, stopped: oneshot::Receiver<()>) -> std::io::Result<()> {
+        let (draining, drain) = watch::channel(false);
+        // Every connection task holds a receiver; the sender sees `closed` when the last ends.
+        let (open, open_watch) = watch::channel(());
+        let mut stopped = std::pin::pin!(stopped);
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, peer)) => self.spawn_connection(stream, peer, drain.clone(), open_watch.clone()),
+                    // The caller gave up between connecting and our accept: nothing to do.
+                    Err(err) if is_connection_error(&err) => {}
+                    Err(err) => {
+                        // Out of file descriptors, say: accepting again at once would spin.
+                        tracing::warn!("cannot accept a connection ({err}); trying again in 1 s");
+                        tokio::select! {
+                            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                            _ = &mut stopped => break,
+                        }
+                    }
+                },
+                _ = &mut stopped => break,
+            }
+        }
+        drop(listener);
+        draining.send_replace(true);
+        drop(open_watch);
+        open.closed().await;
+        Ok(())
+    }
+
+    fn spawn_connection(
+        &self,
+        stream: TcpStream,
+        peer: SocketAddr,
+        mut drain: watch::Receiver<bool>,
+        open_watch: watch::Receiver<()>,
+    ) {
+        self.connections.fetch_add(1, Ordering::AcqRel);
+        let open = Open(Arc::clone(&self.connections));
+        let proxy = Arc::clone(&self.proxy);
+        let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+            let proxy = Arc::clone(&proxy);
+            async move { Ok::<_, std::convert::Infallible>(handle(proxy, peer, request.map(Body::new)).await) }
+        });
+        let connection = self.builder.serve_connection(TokioIo::new(stream), service);
+        tokio::spawn(async move {
+            let mut connection = std::pin::pin!(connection);
+            let finished = tokio::select! {
+                result = connection.as_mut() => Some(result),
+                _ = drain.wait_for(|draining| *draining) => None,
+            };
+            let result = match finished {
+                Some(result) => result,
+                // Shutdown (or the accept loop gone): finish the request in progress, then close.
+                None => {
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
+            };
+            if let Err(err) = result {
+                // Timeouts, malformed heads (hyper answered 400 itself), callers hanging up.
+                tracing::debug!("connection from {peer} ended: {err}");
+            }
+            drop(open);
+            drop(open_watch);
+        });
+    }
+}
+
+/// Errors of one pending connection, not of the listener.
+fn is_connection_error(err: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
+    matches!(err.kind(), ConnectionRefused | ConnectionAborted | ConnectionReset)
 }
