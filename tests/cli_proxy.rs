@@ -80,19 +80,36 @@ fn signal(child: &Child, name: &str) {
     assert!(status.success());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigterm_drains_the_request_in_flight_as_ctrl_c_does() {
-    let (upstream, mut arrivals, release) = holding_upstream().await;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ratescope"))
-        .args(["proxy", "--listen", "127.0.0.1:0", "--route", &format!("up=http://{upstream}"), "--rate", "10/1s"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+/// A proxy started by a test: the process, the rest of its stdout, and its first line.
+struct Started {
+    child: Child,
+    stdout: BufReader<std::process::ChildStdout>,
+    first: String,
+    url: String,
+}
+
+/// Starts the proxy `command` describes, and reads the URL its first line announces.
+fn spawn_proxy(command: &mut Command) -> Started {
+    let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut first = String::new();
     stdout.read_line(&mut first).unwrap();
     let url = first.trim().strip_prefix("ratescope proxy listening on ").expect(&first).to_owned();
+    Started { child, stdout, first, url }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drains_the_request_in_flight_as_ctrl_c_does() {
+    let (upstream, mut arrivals, release) = holding_upstream().await;
+    let Started { mut child, url, .. } = spawn_proxy(Command::new(env!("CARGO_BIN_EXE_ratescope")).args([
+        "proxy",
+        "--listen",
+        "127.0.0.1:0",
+        "--route",
+        &format!("up=http://{upstream}"),
+        "--rate",
+        "10/1s",
+    ]));
 
     let _ = rustls::crypto::ring::default_provider().install_default();
     let request = tokio::spawn(reqwest::get(format!("{url}up/hold")));
@@ -114,19 +131,13 @@ async fn sigterm_drains_the_request_in_flight_as_ctrl_c_does() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctrl_c_drains_the_request_in_flight_and_the_key_is_never_printed() {
     let (upstream, mut arrivals, release) = holding_upstream().await;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ratescope"))
-        .args(["proxy", "--listen", "127.0.0.1:0", "--route", &format!("up=http://{upstream}")])
-        .args(["--rate", "10/1s", "--secret-env", "x-api-key=RATESCOPE_TEST_KEY"])
-        .env("RATESCOPE_TEST_KEY", KEY)
-        .env("RATESCOPE_LOG", "debug")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut first = String::new();
-    stdout.read_line(&mut first).unwrap();
-    let url = first.trim().strip_prefix("ratescope proxy listening on ").expect(&first).to_owned();
+    let Started { mut child, mut stdout, first, url } = spawn_proxy(
+        Command::new(env!("CARGO_BIN_EXE_ratescope"))
+            .args(["proxy", "--listen", "127.0.0.1:0", "--route", &format!("up=http://{upstream}")])
+            .args(["--rate", "10/1s", "--secret-env", "x-api-key=RATESCOPE_TEST_KEY"])
+            .env("RATESCOPE_TEST_KEY", KEY)
+            .env("RATESCOPE_LOG", "debug"),
+    );
 
     let _ = rustls::crypto::ring::default_provider().install_default();
     let request = tokio::spawn(reqwest::get(format!("{url}up/hold")));
