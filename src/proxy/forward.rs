@@ -115,6 +115,101 @@ impl RequestBody {
     }
 }
 
+/// Reports one proxied request's events (built only when someone listens).
+struct Emitter<'a> {
+    proxy: &'a Proxy,
+    id: u64,
+    key: Option<String>,
+}
+
+impl Emitter<'_> {
+    fn listening(&self) -> bool {
+        self.proxy.config.events.is_enabled()
+    }
+
+    fn emit(&self, kind: EventKind) {
+        if self.listening() {
+            let event = Event { request_id: self.id, key: self.key.clone(), at: Instant::now(), kind };
+            self.proxy.config.events.emit(event);
+        }
+    }
+}
+
+/// One attempt's upstream answer, read: the status and what its headers say, the response
+/// to stream back, or why there is none (`None`: no answer in time).
+struct Answer {
+    status: Option<(StatusCode, crate::http::RateLimitInfo)>,
+    response: Option<reqwest::Response>,
+    failure: Option<String>,
+}
+
+impl Answer {
+    /// Reads the rate-limit headers (a `Response` event) and, for an adaptive key, hands the
+    /// answer to its mirror with the permit's ticket.
+    fn read(
+        upstream: Upstream,
+        attempt: u32,
+        service_time: Duration,
+        events: &Emitter<'_>,
+        adaptive: Option<&Limiter>,
+        admission: &Admission,
+    ) -> Self {
+        match upstream {
+            Upstream::Response(response) => {
+                let status = response.status();
+                let head = ResponseHead { status, headers: response.headers(), body: None };
+                let info = head.interpret(attempt, service_time, events.listening(), &|kind| events.emit(kind));
+                if let Some(limiter) = adaptive {
+                    let ticket = admission.permit.as_ref().and_then(Permit::ticket);
+                    for note in adaptive::observe(limiter, ticket, status.as_u16(), &info, Instant::now()) {
+                        events.emit(EventKind::Adaptive { note });
+                    }
+                }
+                Self { status: Some((status, info)), response: Some(response), failure: None }
+            }
+            Upstream::Unreachable(message) => Self { status: None, response: None, failure: Some(message) },
+            Upstream::TimedOut => Self { status: None, response: None, failure: None },
+        }
+    }
+
+    fn outcome(&self) -> Outcome<'_> {
+        match (&self.status, &self.failure) {
+            (Some((status, info)), _) => Outcome::Status { status: status.as_u16(), retry_after: info.retry_after },
+            (None, Some(message)) => Outcome::ConnectionError { message },
+            (None, None) => Outcome::Timeout,
+        }
+    }
+
+    /// "429 Too Many Requests", the connection error, or "timeout".
+    fn cause(&self) -> String {
+        match &self.status {
+            Some((status, _)) => status_text(*status),
+            None => self.failure.clone().unwrap_or_else(|| "timeout".to_owned()),
+        }
+    }
+}
+
+/// Reads the whole upstream response, stores it in the cache when it may be kept (a 304
+/// serves the cached body), and answers the caller from it.
+async fn cache_and_answer(
+    cache: &ResponseCache,
+    uri: &http::Uri,
+    method: &Method,
+    headers: &HeaderMap,
+    host: &str,
+    response: reqwest::Response,
+) -> Response {
+    let status = response.status();
+    let response_headers = response.headers().clone();
+    match response.bytes().await {
+        Ok(bytes) => {
+            let fresh = CachedResponse { status, headers: response_headers, body: bytes };
+            cached_response(cache.store(method, uri, headers, &fresh, SystemTime::now()).unwrap_or(fresh))
+        }
+        Err(err) => plain(StatusCode::BAD_GATEWAY, &format!("{host}: {}", error_chain(&err))),
+    }
+}
+
 /// What one attempt on the wire produced.
 enum Upstream {
     Response(reqwest::Response),
@@ -240,51 +335,39 @@ impl Proxy {
         Ok(Admission { permit: Some(permit), queue_wait: queued_at.elapsed() })
     }
 
+    /// One caller's request: its route and upstream URL, its body (read before admission, so a
+    /// broken one costs no token), the cache, then attempts through the limiter until the
+    /// retry policy is done; the answer streams back holding the concurrency slot.
     async fn forward(&self, peer: IpAddr, request: Request) -> Response {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
-        let (parts, body) = request.into_parts();
-        let Some((route, rest)) = self.config.route_for(parts.uri.path()) else {
-            let prefixes: Vec<&str> = self.config.routes.iter().map(|route| route.prefix.as_str()).collect();
-            let message = format!("no route for {}; routes: {}", parts.uri.path(), prefixes.join(", "));
-            return plain(StatusCode::NOT_FOUND, &message);
-        };
-        let url = match route.target(rest, parts.uri.query()) {
-            Ok(url) => url,
-            Err(err) => return plain(StatusCode::BAD_REQUEST, &format!("cannot build the upstream URL: {err}")),
+        let (mut parts, body) = request.into_parts();
+        let (url, secrets) = match self.target(&parts.uri) {
+            Ok(target) => target,
+            Err((status, message)) => return plain(status, &message),
         };
         let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
         let limiter = adaptive::limiter_for(&self.config.registry, &self.config.adaptive, &host, &url);
-        let key = limiter.as_ref().map(|limiter| limiter.key().to_owned());
         let adaptive = limiter.as_ref().filter(|limiter| self.config.adaptive.covers(limiter.key()));
         if let Some(limiter) = adaptive {
             adaptive::watch(limiter);
         }
-        let listening = self.config.events.is_enabled();
-        let emit = |kind: EventKind| {
-            if listening {
-                self.config.events.emit(Event { request_id: id, key: key.clone(), at: Instant::now(), kind });
-            }
-        };
-        let mut headers = upstream_request_headers(parts.headers, peer, &route.secrets);
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let events = Emitter { proxy: self, id, key: limiter.as_ref().map(|limiter| limiter.key().to_owned()) };
+        let mut headers = upstream_request_headers(std::mem::take(&mut parts.headers), peer, secrets);
         // Before admission: a caller's broken body must not cost a token.
         let mut body = match RequestBody::read(body, self.config.replay_limit).await {
             Ok(body) => body,
             Err(reason) => return bad_body(&parts.method, parts.uri.path(), &reason),
         };
-        let retry = match &body {
-            RequestBody::Replayable(_) => {
-                key.as_ref().and_then(|key| self.config.key_retry.get(key)).unwrap_or(&self.config.retry).clone()
-            }
-            RequestBody::Streaming { .. } => RetryPolicy { max_attempts: 1, ..self.config.retry.clone() },
-        };
+        let retry = self.retry_for(&body, events.key.as_deref());
         let cache = self.cache.as_ref().filter(|_| matches!(parts.method, Method::GET | Method::HEAD));
         let uri: Option<http::Uri> = cache.and_then(|_| url.as_str().parse().ok());
         if let (Some(cache), Some(uri)) = (cache, &uri) {
             match cache.lookup(&parts.method, uri, &headers, SystemTime::now()) {
                 Lookup::Fresh(cached) => {
-                    emit(EventKind::CacheHit { revalidated: false });
-                    emit(EventKind::Finished { status: cached.status.as_u16(), attempts: 0, total: started.elapsed() });
+                    events.emit(EventKind::CacheHit { revalidated: false });
+                    let total = started.elapsed();
+                    events.emit(EventKind::Finished { status: cached.status.as_u16(), attempts: 0, total });
                     return cached_response(cached);
                 }
                 Lookup::Revalidate(with_validators) => headers = with_validators,
@@ -295,101 +378,121 @@ impl Proxy {
         let mut previous_delay = None;
         loop {
             attempt += 1;
-            if limiter.is_some() {
-                emit(EventKind::Queued { attempt, priority: Priority::Normal });
-            }
-            let admission = match self.admit(limiter.as_ref(), Priority::Normal).await {
+            let admission = match self.admit_attempt(limiter.as_ref(), attempt, &events).await {
                 Ok(admission) => admission,
                 Err(shed) => {
-                    emit(EventKind::Failed { error: format!("shed: {}", shed.reason), attempts: attempt - 1 });
                     tracing::info!("{} {} -> 429 from the proxy: {}", parts.method, parts.uri.path(), shed.reason);
                     return shed.into_response();
                 }
             };
-            if limiter.is_some() {
-                emit(EventKind::Admitted { attempt, queue_wait: admission.queue_wait });
-            }
-            emit(EventKind::Sent { attempt, method: parts.method.to_string(), path: url.path().to_owned() });
+            events.emit(EventKind::Sent { attempt, method: parts.method.to_string(), path: url.path().to_owned() });
             let sent_at = Instant::now();
             let upstream = self.send_once(&parts.method, &url, &headers, &mut body).await;
-            let service_time = sent_at.elapsed();
-            let (outcome_status, response, failure) = match upstream {
-                Upstream::Response(response) => {
-                    let status = response.status();
-                    let head = ResponseHead { status, headers: response.headers(), body: None };
-                    let info = head.interpret(attempt, service_time, listening, &emit);
-                    if let Some(limiter) = adaptive {
-                        let ticket = admission.permit.as_ref().and_then(Permit::ticket);
-                        for note in adaptive::observe(limiter, ticket, status.as_u16(), &info, Instant::now()) {
-                            emit(EventKind::Adaptive { note });
-                        }
-                    }
-                    (Some((status, info)), Some(response), None)
-                }
-                Upstream::Unreachable(message) => (None, None, Some(message)),
-                Upstream::TimedOut => (None, None, None),
-            };
-            let outcome = match (&outcome_status, &failure) {
-                (Some((status, info)), _) => Outcome::Status { status: status.as_u16(), retry_after: info.retry_after },
-                (None, Some(message)) => Outcome::ConnectionError { message },
-                (None, None) => Outcome::Timeout,
-            };
-            let decision = retry.decide(attempt, &outcome, &parts.method, previous_delay, &mut *self.rng.lock());
-            if let (Some(limiter), Some((status, info))) = (&limiter, &outcome_status)
+            let answer = Answer::read(upstream, attempt, sent_at.elapsed(), &events, adaptive, &admission);
+            let decision =
+                retry.decide(attempt, &answer.outcome(), &parts.method, previous_delay, &mut *self.rng.lock());
+            if let (Some(limiter), Some((status, info))) = (&limiter, &answer.status)
                 && let Some((pause, reason)) = pause_on_throttle(limiter, *status, info, &decision, &retry, attempt)
             {
-                emit(EventKind::KeyPaused { pause, reason });
+                events.emit(EventKind::KeyPaused { pause, reason });
             }
             if let Decision::Retry { delay, reason } = decision {
-                drop(response);
+                // The response (its connection) and the slot go back before the wait.
+                let cause = answer.cause();
+                drop(answer);
                 drop(admission);
-                let cause = match &outcome_status {
-                    Some((status, _)) => status_text(*status),
-                    None => failure.clone().unwrap_or_else(|| "timeout".to_owned()),
-                };
-                emit(EventKind::RetryScheduled { attempt, delay, reason, cause });
+                events.emit(EventKind::RetryScheduled { attempt, delay, reason, cause });
                 previous_delay = Some(delay);
                 tokio::time::sleep(delay).await;
                 continue;
             }
-            let Some(response) = response else {
-                if let Some(reason) = body.broken() {
-                    emit(EventKind::Failed { error: format!("request body: {reason}"), attempts: attempt });
-                    return bad_body(&parts.method, parts.uri.path(), &reason);
-                }
-                let (status, message) = match failure {
-                    Some(message) => (StatusCode::BAD_GATEWAY, format!("could not reach {host}: {message}")),
-                    None => (StatusCode::GATEWAY_TIMEOUT, format!("{host} did not answer in time")),
-                };
-                emit(EventKind::Failed { error: message.clone(), attempts: attempt });
-                tracing::info!("{} {} -> {}: {message}", parts.method, parts.uri.path(), status.as_u16());
-                return plain(status, &message);
+            let Some(response) = answer.response else {
+                return self.failed(&parts, &host, &body, answer.failure, attempt, &events);
             };
             let status = response.status();
-            emit(EventKind::Finished { status: status.as_u16(), attempts: attempt, total: started.elapsed() });
-            tracing::info!(
-                "{} {} -> {} after {attempt} attempt(s), {} queued",
-                parts.method,
-                parts.uri.path(),
-                status.as_u16(),
-                format_wait(admission.queue_wait)
-            );
+            events.emit(EventKind::Finished { status: status.as_u16(), attempts: attempt, total: started.elapsed() });
+            let (method, path, queued) = (&parts.method, parts.uri.path(), format_wait(admission.queue_wait));
+            tracing::info!("{method} {path} -> {} after {attempt} attempt(s), {queued} queued", status.as_u16());
             return match (cache, &uri) {
-                (Some(cache), Some(uri)) => {
-                    let response_headers = response.headers().clone();
-                    match response.bytes().await {
-                        Ok(bytes) => {
-                            let fresh = CachedResponse { status, headers: response_headers, body: bytes };
-                            let served =
-                                cache.store(&parts.method, uri, &headers, &fresh, SystemTime::now()).unwrap_or(fresh);
-                            cached_response(served)
-                        }
-                        Err(err) => plain(StatusCode::BAD_GATEWAY, &format!("{host}: {}", error_chain(&err))),
-                    }
-                }
+                (Some(cache), Some(uri)) => cache_and_answer(cache, uri, method, &headers, &host, response).await,
                 _ => streamed(response, admission.permit),
             };
         }
+    }
+
+    /// The upstream URL of the route the caller's path names, and the route's secrets; or
+    /// what to answer the caller (404 naming the routes, 400 for a URL that cannot be built).
+    fn target(&self, uri: &http::Uri) -> Result<(Url, &HeaderMap), (StatusCode, String)> {
+        let Some((route, rest)) = self.config.route_for(uri.path()) else {
+            let prefixes: Vec<&str> = self.config.routes.iter().map(|route| route.prefix.as_str()).collect();
+            return Err((
+                StatusCode::NOT_FOUND,
+                format!("no route for {}; routes: {}", uri.path(), prefixes.join(", ")),
+            ));
+        };
+        match route.target(rest, uri.query()) {
+            Ok(url) => Ok((url, &route.secrets)),
+            Err(err) => Err((StatusCode::BAD_REQUEST, format!("cannot build the upstream URL: {err}"))),
+        }
+    }
+
+    /// The key's retry policy; a body that streams through cannot be sent twice.
+    fn retry_for(&self, body: &RequestBody, key: Option<&str>) -> RetryPolicy {
+        match body {
+            RequestBody::Replayable(_) => {
+                key.and_then(|key| self.config.key_retry.get(key)).unwrap_or(&self.config.retry).clone()
+            }
+            RequestBody::Streaming { .. } => RetryPolicy { max_attempts: 1, ..self.config.retry.clone() },
+        }
+    }
+
+    /// Waits for the key's limiter and shared budget (reported as `Queued` and `Admitted`), or
+    /// sheds the request (reported as `Failed`).
+    async fn admit_attempt(
+        &self,
+        limiter: Option<&Limiter>,
+        attempt: u32,
+        events: &Emitter<'_>,
+    ) -> Result<Admission, Shed> {
+        if limiter.is_some() {
+            events.emit(EventKind::Queued { attempt, priority: Priority::Normal });
+        }
+        match self.admit(limiter, Priority::Normal).await {
+            Ok(admission) => {
+                if limiter.is_some() {
+                    events.emit(EventKind::Admitted { attempt, queue_wait: admission.queue_wait });
+                }
+                Ok(admission)
+            }
+            Err(shed) => {
+                events.emit(EventKind::Failed { error: format!("shed: {}", shed.reason), attempts: attempt - 1 });
+                Err(shed)
+            }
+        }
+    }
+
+    /// The caller's answer when the last attempt got no response: 400 for a body that broke
+    /// on the way, else 502 (could not reach) or 504 (no answer in time).
+    fn failed(
+        &self,
+        parts: &http::request::Parts,
+        host: &str,
+        body: &RequestBody,
+        failure: Option<String>,
+        attempts: u32,
+        events: &Emitter<'_>,
+    ) -> Response {
+        if let Some(reason) = body.broken() {
+            events.emit(EventKind::Failed { error: format!("request body: {reason}"), attempts });
+            return bad_body(&parts.method, parts.uri.path(), &reason);
+        }
+        let (status, message) = match failure {
+            Some(message) => (StatusCode::BAD_GATEWAY, format!("could not reach {host}: {message}")),
+            None => (StatusCode::GATEWAY_TIMEOUT, format!("{host} did not answer in time")),
+        };
+        events.emit(EventKind::Failed { error: message.clone(), attempts });
+        tracing::info!("{} {} -> {}: {message}", parts.method, parts.uri.path(), status.as_u16());
+        plain(status, &message)
     }
 
     async fn send_once(&self, method: &Method, url: &Url, headers: &HeaderMap, body: &mut RequestBody) -> Upstream {
