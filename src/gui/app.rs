@@ -161,9 +161,7 @@ impl App {
                     self.demo = DemoStatus::Failed(err);
                 }
                 Update::BurstStarted { events, planned } => {
-                    self.telemetry.clear(tokio::time::Instant::now());
-                    self.selected_row = None;
-                    self.events = Some(events);
+                    self.watch(events);
                     self.run = RunStatus::Running { progress: BurstProgress { planned, ..BurstProgress::default() } };
                 }
                 Update::Progress(progress) => {
@@ -183,19 +181,7 @@ impl App {
                 }
                 Update::Error(err) => self.toasts.error(err),
                 Update::Info(text) => self.toasts.info(text),
-                Update::Profiles { profiles, problems, secrets } => {
-                    for problem in problems {
-                        self.toasts.error(problem);
-                    }
-                    self.editor.load(profiles, *secrets);
-                    if let Some(profile) = self.editor.profile() {
-                        self.composer.shared.adopt(profile);
-                    }
-                    if let DemoStatus::Running { url, .. } = &self.demo {
-                        let url = url.clone();
-                        self.editor.point_demo_at(&url);
-                    }
-                }
+                Update::Profiles { profiles, problems, secrets } => self.profiles_loaded(profiles, problems, *secrets),
                 Update::Imported(profile) => {
                     self.toasts.info(format!("imported '{}'", profile.name));
                     self.editor.add_saved(*profile);
@@ -212,9 +198,7 @@ impl App {
                     self.discover.report = Some(*found);
                 }
                 Update::ProxyStarted { url, routes, events } => {
-                    self.telemetry.clear(tokio::time::Instant::now());
-                    self.selected_row = None;
-                    self.events = Some(events);
+                    self.watch(events);
                     self.proxy.status = ProxyStatus::Running { url, routes };
                 }
                 Update::ProxyStopped(message) => {
@@ -229,6 +213,27 @@ impl App {
             }
         }
         self.drain_events(EVENTS_PER_FRAME);
+    }
+
+    /// A new stream of client events (a burst's or the proxy's) takes over the charts and log.
+    fn watch(&mut self, events: mpsc::Receiver<Event>) {
+        self.telemetry.clear(tokio::time::Instant::now());
+        self.selected_row = None;
+        self.events = Some(events);
+    }
+
+    fn profiles_loaded(&mut self, profiles: Vec<Profile>, problems: Vec<String>, secrets: SecretStore) {
+        for problem in problems {
+            self.toasts.error(problem);
+        }
+        self.editor.load(profiles, secrets);
+        if let Some(profile) = self.editor.profile() {
+            self.composer.shared.adopt(profile);
+        }
+        if let DemoStatus::Running { url, .. } = &self.demo {
+            let url = url.clone();
+            self.editor.point_demo_at(&url);
+        }
     }
 
     fn drain_events(&mut self, limit: usize) {

@@ -121,24 +121,7 @@ pub fn details_ui(ui: &mut Ui, row: &LogRow) {
         ui.add(Label::new(RichText::new(error).monospace()).selectable(true).wrap());
     }
 
-    ui.add_space(6.0);
-    ui.strong("Response headers");
-    if row.headers.is_empty() {
-        ui.weak("none");
-    } else {
-        egui::Grid::new(("ratescope_log_headers", row.request_id, row.attempt)).striped(true).num_columns(2).show(
-            ui,
-            |ui| {
-                for (name, value) in &row.headers {
-                    ui.add(Label::new(RichText::new(format!("{}:", name.as_str())).monospace()).selectable(true));
-                    let value = String::from_utf8_lossy(value.as_bytes());
-                    ui.add(Label::new(RichText::new(value.as_ref()).monospace()).selectable(true).wrap());
-                    ui.end_row();
-                }
-            },
-        );
-    }
-
+    headers_ui(ui, row);
     let Some(info) = &row.info else { return };
     ui.add_space(6.0);
     ui.strong("What they mean");
@@ -182,6 +165,27 @@ pub fn details_ui(ui: &mut Ui, row: &LogRow) {
         for warning in &info.warnings {
             ui.add(Label::new(RichText::new(warning).monospace()).selectable(true).wrap());
         }
+    }
+}
+
+/// The response's headers, as received, selectable for copying.
+fn headers_ui(ui: &mut Ui, row: &LogRow) {
+    ui.add_space(6.0);
+    ui.strong("Response headers");
+    if row.headers.is_empty() {
+        ui.weak("none");
+    } else {
+        egui::Grid::new(("ratescope_log_headers", row.request_id, row.attempt)).striped(true).num_columns(2).show(
+            ui,
+            |ui| {
+                for (name, value) in &row.headers {
+                    ui.add(Label::new(RichText::new(format!("{}:", name.as_str())).monospace()).selectable(true));
+                    let value = String::from_utf8_lossy(value.as_bytes());
+                    ui.add(Label::new(RichText::new(value.as_ref()).monospace()).selectable(true).wrap());
+                    ui.end_row();
+                }
+            },
+        );
     }
 }
 

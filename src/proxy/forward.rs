@@ -189,6 +189,30 @@ impl Answer {
     }
 }
 
+/// A fresh cached answer, sent without touching the limiter; a stale one adds its validators
+/// to `headers` instead.
+fn from_cache(
+    cache: &ResponseCache,
+    uri: &http::Uri,
+    method: &Method,
+    headers: &mut HeaderMap,
+    events: &Emitter<'_>,
+    started: Instant,
+) -> Option<Response> {
+    match cache.lookup(method, uri, headers, SystemTime::now()) {
+        Lookup::Fresh(cached) => {
+            events.emit(EventKind::CacheHit { revalidated: false });
+            events.emit(EventKind::Finished { status: cached.status.as_u16(), attempts: 0, total: started.elapsed() });
+            Some(cached_response(cached))
+        }
+        Lookup::Revalidate(with_validators) => {
+            *headers = with_validators;
+            None
+        }
+        Lookup::Miss => None,
+    }
+}
+
 /// Reads the whole upstream response, stores it in the cache when it may be kept (a 304
 /// serves the cached body), and answers the caller from it.
 async fn cache_and_answer(
@@ -362,17 +386,10 @@ impl Proxy {
         let retry = self.retry_for(&body, events.key.as_deref());
         let cache = self.cache.as_ref().filter(|_| matches!(parts.method, Method::GET | Method::HEAD));
         let uri: Option<http::Uri> = cache.and_then(|_| url.as_str().parse().ok());
-        if let (Some(cache), Some(uri)) = (cache, &uri) {
-            match cache.lookup(&parts.method, uri, &headers, SystemTime::now()) {
-                Lookup::Fresh(cached) => {
-                    events.emit(EventKind::CacheHit { revalidated: false });
-                    let total = started.elapsed();
-                    events.emit(EventKind::Finished { status: cached.status.as_u16(), attempts: 0, total });
-                    return cached_response(cached);
-                }
-                Lookup::Revalidate(with_validators) => headers = with_validators,
-                Lookup::Miss => {}
-            }
+        if let (Some(cache), Some(uri)) = (cache, &uri)
+            && let Some(fresh) = from_cache(cache, uri, &parts.method, &mut headers, &events, started)
+        {
+            return fresh;
         }
         let mut attempt = 0u32;
         let mut previous_delay = None;
