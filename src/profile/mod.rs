@@ -16,6 +16,8 @@
 //! base_url = "http://127.0.0.1:8787"    # http(s); its host[:port] is the limiter key
 //! concurrency = 4                       # most requests in flight (absent: no cap)
 //! adaptive = true                       # follow the budgets the server publishes (default false)
+//! redirects = "same-origin"             # same-origin (default) | any-origin | none; another
+//!                                       # origin never gets this host's headers or secrets
 //! budgets = [
 //!     # a token bucket: `capacity` at once, refilled at `rate` (AMOUNT/DURATION)
 //!     { name = "rate", kind = "token_bucket", capacity = 5, rate = "5/1s" },
