@@ -515,12 +515,30 @@ mod tests {
     use super::*;
     use crate::proxy::Route;
 
-    /// Drains `backend` until `wanted` matches an update (returning every update seen), or
-    /// gives up after `limit` of real time (a hang, not a measurement).
-    fn wait_for(backend: &Backend, limit: Duration, wanted: impl Fn(&Update) -> bool) -> Vec<Update> {
-        let start = Instant::now();
+    /// A backend whose every repaint (sent with each update) wakes `wait_for`.
+    fn backend(config_dir: &std::path::Path) -> (Backend, std_mpsc::Receiver<()>) {
+        let (repainted, repaints) = std_mpsc::channel();
+        let backend = Backend::start(
+            move || {
+                let _ = repainted.send(());
+            },
+            Some(config_dir.to_owned()),
+        )
+        .unwrap();
+        (backend, repaints)
+    }
+
+    /// Drains `backend` at each repaint until `wanted` matches an update (returning every
+    /// update seen), or gives up after `limit` of real time (a hang, not a measurement).
+    fn wait_for(
+        backend: &Backend,
+        repaints: &std_mpsc::Receiver<()>,
+        limit: Duration,
+        wanted: impl Fn(&Update) -> bool,
+    ) -> Vec<Update> {
+        let deadline = Instant::now() + limit;
         let mut seen = Vec::new();
-        while start.elapsed() < limit {
+        loop {
             for update in backend.drain() {
                 let found = wanted(&update);
                 seen.push(update);
@@ -528,9 +546,11 @@ mod tests {
                     return seen;
                 }
             }
-            std::thread::sleep(Duration::from_millis(10));
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || repaints.recv_timeout(left).is_err() {
+                panic!("no such update within {limit:?}; saw {} others", seen.len());
+            }
         }
-        panic!("no such update within {limit:?}; saw {} others", seen.len());
     }
 
     /// Stopping a proxy whose request hangs upstream drains for the whole deadline; meanwhile
@@ -542,12 +562,14 @@ mod tests {
         let upstream_url = format!("http://{}", upstream.local_addr().unwrap());
         let held = std::thread::spawn(move || upstream.accept().map(|(stream, _)| stream));
         let config_dir = tempfile::tempdir().unwrap();
-        let backend = Backend::start(|| {}, Some(config_dir.path().to_owned())).unwrap();
+        let (backend, repaints) = backend(config_dir.path());
         let mut config = ProxyConfig::new(vec![Route::new("/api", &upstream_url).unwrap()]);
         config.listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
         config.drain_deadline = Duration::from_secs(30);
         backend.send(Command::StartProxy(Box::new(config)));
-        let seen = wait_for(&backend, Duration::from_secs(10), |update| matches!(update, Update::ProxyStarted { .. }));
+        let seen = wait_for(&backend, &repaints, Duration::from_secs(10), |update| {
+            matches!(update, Update::ProxyStarted { .. })
+        });
         let Some(Update::ProxyStarted { url, .. }) = seen.last() else { unreachable!() };
         let address = format!("{}:{}", url.host_str().unwrap(), url.port().unwrap());
         let mut caller = std::net::TcpStream::connect(address).unwrap();
@@ -556,7 +578,8 @@ mod tests {
 
         backend.send(Command::StopProxy);
         backend.send(Command::LoadProfiles);
-        let seen = wait_for(&backend, Duration::from_secs(10), |update| matches!(update, Update::Profiles { .. }));
+        let seen =
+            wait_for(&backend, &repaints, Duration::from_secs(10), |update| matches!(update, Update::Profiles { .. }));
         assert!(
             !seen.iter().any(|update| matches!(update, Update::ProxyStopped(_))),
             "the profiles came only after the drain"

@@ -3,7 +3,7 @@
 use super::error::{FieldPath, InvalidSetting, ProfileError};
 use super::model::{Profile, SharedEntry};
 use super::secrets::{Unresolved, resolve};
-use crate::store::{FailPolicy, SharedSettings};
+use crate::store::{FailPolicy, SharedSettings, is_secret_parameter};
 
 impl Profile {
     /// The store settings of `[shared]`, or `None` when the profile keeps budgets in-process.
@@ -58,11 +58,10 @@ fn has_literal_password(url: &str) -> bool {
         .and_then(|(userinfo, _)| userinfo.split_once(':'))
         .is_some_and(|(_, password)| !password.is_empty() && !is_one_reference(password));
     let query = tail.split_once('?').map_or("", |(_, query)| query.split('#').next().unwrap_or_default());
-    let in_query = query.split('&').filter_map(|pair| pair.split_once('=')).any(|(name, value)| {
-        let name = name.to_ascii_lowercase();
-        let secret = ["pass", "auth", "token", "secret"].iter().any(|word| name.contains(word));
-        secret && !value.is_empty() && !is_one_reference(value)
-    });
+    let in_query = query
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .any(|(name, value)| is_secret_parameter(name) && !value.is_empty() && !is_one_reference(value));
     in_userinfo || in_query
 }
 

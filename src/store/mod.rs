@@ -22,7 +22,7 @@ pub use self::gate::{
     StoreState, local_share,
 };
 pub use self::redis::{DECIDE_SCRIPT, RedisStore, RedisStoreOptions};
-pub use self::settings::{SHARED_PREFIX, SharedHandle, SharedReport, SharedSettings, local_part};
+pub use self::settings::{SHARED_PREFIX, SharedHandle, SharedReport, SharedSettings, is_secret_parameter, local_part};
 
 /// The longest period a shared budget may span (a window, or a full bucket's refill): ten years.
 ///

@@ -163,6 +163,12 @@ impl fmt::Display for SharedReport {
 }
 
 /// `redis://user:secret@host` → `redis://user:***@host`.
+/// Whether a URL query parameter named `name` carries a secret (`password`, `auth_token`, ...).
+pub fn is_secret_parameter(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    ["pass", "auth", "token", "secret"].iter().any(|word| name.contains(word))
+}
+
 fn redacted_url(text: &str) -> String {
     let Ok(mut url) = url::Url::parse(text) else {
         // Not a URL: keep only what follows the last '@' (the host), if there is one.
@@ -171,8 +177,7 @@ fn redacted_url(text: &str) -> String {
     if url.password().is_some() {
         let _ = url.set_password(Some("***"));
     }
-    let secret =
-        |name: &str| ["pass", "auth", "token", "secret"].iter().any(|word| name.to_ascii_lowercase().contains(word));
+    let secret = |name: &str| is_secret_parameter(name);
     if url.query_pairs().any(|(name, _)| secret(&name)) {
         let pairs: Vec<(String, String)> = url
             .query_pairs()

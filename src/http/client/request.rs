@@ -2,7 +2,6 @@
 //! prepare, the cache, admission, the wire, interpretation, the retry decision, recording,
 //! and the end (a response or an error).
 
-use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
@@ -108,14 +107,8 @@ impl<'c> Request<'c> {
         let listening = inner.events.is_enabled();
         // Ids only name events; without a listener the shared counter is left alone.
         let id = if listening { inner.next_id.fetch_add(1, Ordering::Relaxed) } else { 0 };
-        let host = spec.url.host_str().ok_or_else(|| ClientError::NoHost(spec.url.clone()))?;
         // `url` lowercases the hosts of http(s) URLs already; other schemes may keep capitals.
-        let host: Cow<'_, str> = if host.bytes().any(|byte| byte.is_ascii_uppercase()) {
-            host.to_ascii_lowercase().into()
-        } else {
-            host.into()
-        };
-        let host = host.into_owned();
+        let host = spec.url.host_str().ok_or_else(|| ClientError::NoHost(spec.url.clone()))?.to_ascii_lowercase();
         let limiter = client.limiter_for(&host, &spec.url);
         let adaptive = limiter.as_ref().is_some_and(|limiter| client.adaptive_for(limiter.key()));
         if let (true, Some(limiter)) = (adaptive, &limiter) {
