@@ -21,9 +21,9 @@
 //!   window known, it is whole again, and the key's limiter holds a sliding window of that
 //!   limit over the key's own sends (a window and the longest exchange long), which frees a
 //!   moving window's slots exactly as the server does and costs a fixed window nothing.
-//!   A budget made whole is not whole again before a window has passed (a moving window
-//!   still counting the last window's tail frees slots one by one, which the sliding window
-//!   follows). Without them the mirror does not guess (a fixed window restores all, a moving window
+//!   A budget made whole is not whole again before a window has passed; a moving window
+//!   still counting the last window's tail frees those slots one by one instead, each a
+//!   window and the longest exchange after its send (the sliding window follows the same). Without them the mirror does not guess (a fixed window restores all, a moving window
 //!   only what expired): one request goes as a scout and its answer is the new state.
 //! - **Never early.** Resets written in whole seconds are upper bounds rounded up (the
 //!   convention of every limiter we test against); the mirror refines one with its own send
@@ -129,6 +129,10 @@ struct Mirrored {
     unsure: Vec<u64>,
     /// When the server restores the budget, at the latest (slack included).
     reset_at: Instant,
+    /// Before the next whole restore: when each request the newest report counted from before
+    /// the last restore leaves a moving window (sent, plus the window, plus the longest
+    /// exchange), earliest first. Each gives its unit back then.
+    tail: VecDeque<Instant>,
     /// The reset passed: the window rolled, and only a scout admitted since may report on it.
     rolled: Option<Rolled>,
     window: WindowEstimate,
@@ -149,6 +153,7 @@ impl Mirrored {
             restored_at: None,
             unsure: Vec::new(),
             reset_at: received_at,
+            tail: VecDeque::new(),
             rolled: None,
             window: WindowEstimate::default(),
         }
@@ -171,6 +176,7 @@ impl Mirrored {
                 self.unsure = in_flight.keys().copied().collect();
                 self.reset_at = now + window;
                 self.restored_at = Some(now);
+                self.tail.clear();
             }
             _ => self.rolled = Some(Rolled { since: next_ticket, scout: None }),
         }
@@ -182,9 +188,15 @@ impl Mirrored {
     /// one by one, and a report showing more room may be true. A published window is the
     /// server's own policy: its room comes back at the reset.
     fn allowance(&self, now: Instant) -> u64 {
-        let left = self.remaining.saturating_sub(self.spent_since);
+        let drained = self.tail.iter().take_while(|leaves| **leaves <= now).count() as u64;
+        let left = (self.remaining + drained).saturating_sub(self.spent_since);
         let rising = self.window.exact.is_none() && now + self.precision >= self.reset_at;
-        if rising { left } else { left.min(self.ceiling) }
+        if rising { left } else { left.min(self.ceiling + drained) }
+    }
+
+    /// When the next request of the last window's tail leaves the server's window.
+    fn next_drain(&self, now: Instant) -> Option<Instant> {
+        self.tail.iter().copied().find(|leaves| *leaves > now)
     }
 }
 
@@ -488,7 +500,9 @@ impl ServerMirror {
             // within the second its Date names).
             let (started_lo, started_hi) = answered_between(admitted_at, received_at, info.date_lag);
             let lo = (reset + received_at.saturating_duration_since(started_hi)).saturating_sub(precision);
-            budget.window.observe(lo, reset + received_at.saturating_duration_since(started_lo));
+            let hi = reset + received_at.saturating_duration_since(started_lo);
+            budget.window.observe(lo, hi);
+            tracing::debug!(budget = %budget.name, ?lo, ?hi, ?exchange, range = ?budget.window.range, "mirror: window evidence");
         }
         budget.limit = limit.or(budget.limit);
         budget.remaining = remaining;
@@ -506,6 +520,9 @@ impl ServerMirror {
         let budget = &mut self.budgets[index];
         let earliest = budget.restored_at.zip(budget.window.estimate()).map(|(at, window)| at + window);
         budget.reset_at = (reset_at.unwrap_or(upper) + self.slack).max(earliest.unwrap_or(received_at));
+        let tail = self.counted_tail(index, ticket, exchange);
+        let budget = &mut self.budgets[index];
+        budget.tail = tail;
         let window = budget.window.estimate();
         match (window, budget.limit) {
             (Some(window), Some(limit)) if window_before != Some(window) => Some(Learned::Window {
@@ -528,6 +545,27 @@ impl ServerMirror {
         let used = budget.limit?.checked_sub(budget.remaining)?.max(1);
         let oldest_at = self.sent_at((ticket + 1).checked_sub(used)?)?;
         Some(oldest_at + window + self.longest_exchange.max(exchange))
+    }
+
+    /// The requests the report from `ticket` counted that were sent before the budget was last
+    /// made whole: a moving window still holds them after the restore and frees each a window
+    /// after the server counted it (no later than its admission plus the longest exchange),
+    /// before the next whole restore.
+    fn counted_tail(&self, index: usize, ticket: u64, exchange: Duration) -> VecDeque<Instant> {
+        let budget = &self.budgets[index];
+        let (Some(limit), Some(window), Some(restored_at)) =
+            (budget.limit, budget.window.estimate(), budget.restored_at)
+        else {
+            return VecDeque::new();
+        };
+        let used = limit.saturating_sub(budget.remaining);
+        let margin = self.longest_exchange.max(exchange);
+        ((ticket + 1).saturating_sub(used)..=ticket)
+            .filter_map(|counted| self.sent_at(counted))
+            .filter(|sent| *sent < restored_at)
+            .map(|sent| sent + window + margin)
+            .filter(|leaves| *leaves < budget.reset_at)
+            .collect()
     }
 
     /// An earlier request answered after the current report: if the server had more left when
@@ -596,9 +634,10 @@ impl AdmissionGate for ServerMirror {
                 Some(_) => {}
                 None if budget.allowance(now) > 0 => {}
                 None => {
-                    if latest.as_ref().is_none_or(|(at, _)| budget.reset_at > *at) {
+                    let frees_at = budget.next_drain(now).unwrap_or(budget.reset_at);
+                    if latest.as_ref().is_none_or(|(at, _)| frees_at > *at) {
                         let reason = format!("server budget '{}' spent", budget.name);
-                        latest = Some((budget.reset_at, reason));
+                        latest = Some((frees_at, reason));
                     }
                 }
             }
@@ -842,6 +881,41 @@ mod tests {
         // the sliding window over our sends frees it; the budget is whole a window on.
         answer(&mut mirror, 3, &whole(3, 0, 1), restored + ms(1));
         assert_eq!(mirror.budgets(restored)[0].resets_in, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn the_last_windows_tail_frees_its_units_one_by_one_after_a_restore() {
+        // A moving window of 3 per 2 s. The scout at t0 and two more at 10 ms (answered at
+        // 50 ms: the longest exchange is 40 ms) fill it; it is made whole when the scout leaves.
+        let t0 = Instant::now();
+        let published = |remaining, reset_ms| {
+            let mut info = budget(3, remaining, ms(reset_ms), ms(1));
+            info.budgets[0].window = Some(Duration::from_secs(2));
+            info
+        };
+        let mut mirror = ServerMirror::new();
+        mirror.admit(t0);
+        answer(&mut mirror, 0, &published(2, 2000), t0 + ms(10));
+        assert_eq!(admit_all(&mut mirror, t0 + ms(10)), [1, 2]);
+        answer(&mut mirror, 1, &published(1, 1960), t0 + ms(50));
+        answer(&mut mirror, 2, &published(0, 1960), t0 + ms(50));
+        let restored = t0 + ms(2010);
+        assert_eq!(
+            mirror.readiness(t0 + ms(60)),
+            GateReadiness::At { at: restored, reason: "server budget 'default' spent".into() }
+        );
+        assert_eq!(mirror.readiness(restored), GateReadiness::Ready, "whole again");
+        mirror.admit(restored);
+        // The server still counts the two sent at 10 ms: no room now, one each as they leave
+        // (a window and the longest exchange after their send), not a whole window on.
+        answer(&mut mirror, 3, &published(0, 10), restored + ms(5));
+        let drained = t0 + ms(2050);
+        assert_eq!(
+            mirror.readiness(restored + ms(5)),
+            GateReadiness::At { at: drained, reason: "server budget 'default' spent".into() }
+        );
+        assert_eq!(admit_all(&mut mirror, drained), [4, 5]);
+        assert_eq!(mirror.budgets(drained)[0].resets_in, ms(1960), "whole again a window after the restore");
     }
 
     #[test]
