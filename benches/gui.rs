@@ -28,7 +28,12 @@ fn hour_of_data() -> Telemetry {
         remaining.push(t, wave(i + 50, 100.0));
         telemetry.queued.push(t, wave(i, 40.0));
         telemetry.in_flight.push(t, wave(i + 7, 8.0));
-        telemetry.retries.push(t, wave(i + 3, 2.0));
+        telemetry.open.push(t, wave(i + 3, 50.0));
+        if i % 20 == 0 {
+            telemetry
+                .retries
+                .record_cause(t, if i % 60 == 0 { "503 Service Unavailable" } else { "429 Too Many Requests" });
+        }
         telemetry.service_ms.push(t, 20.0 + wave(i, 10.0));
         telemetry.total_ms.push(t, 40.0 + wave(i, 400.0));
         telemetry.outcomes.record(t, Some(if i % 50 == 0 { 429 } else { 200 }));

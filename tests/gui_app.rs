@@ -360,3 +360,295 @@ fn sharing_via_redis_is_one_toggle_and_the_indicator_shows_the_store() {
     harness.get_by_label("connected");
     harness.get_by_label_contains("shared (Redis)");
 }
+
+/// The first widget named `label` that is not a text label (a field, beside its caption).
+fn field<'h>(harness: &'h Harness<'_, App>, label: &'h str) -> egui_kittest::Node<'h> {
+    let by =
+        egui_kittest::kittest::By::new().label(label).predicate(|node| node.role() != egui::accesskit::Role::Label);
+    harness.get_all(by).next().unwrap_or_else(|| panic!("no field {label:?}"))
+}
+
+/// Focuses the field labelled `label` (the first of several), selects all and deletes, then
+/// types `text` one key at a time; after each key the field shows exactly what was typed so
+/// far. Enter leaves the field at the end.
+fn type_key_by_key(harness: &mut Harness<'_, App>, label: &str, text: &str) {
+    field(harness, label).focus();
+    harness.run_steps(2);
+    harness.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::A);
+    harness.key_press(egui::Key::Backspace);
+    harness.run_steps(1);
+    let shown = |harness: &Harness<'_, App>| field(harness, label).value();
+    assert_eq!(shown(harness).unwrap_or_default(), "", "{label}: select-all + delete empties the field");
+    let mut typed = String::new();
+    for key in text.chars() {
+        typed.push(key);
+        field(harness, label).type_text(&key.to_string());
+        harness.run_steps(1);
+        assert_eq!(shown(harness).as_deref(), Some(typed.as_str()), "{label}: every key stays as typed");
+    }
+    harness.key_press(egui::Key::Enter);
+    harness.run_steps(2);
+}
+
+/// Every text field of the app, typed into one key at a time: the field shows each key, and
+/// the model holds the typed value at the end.
+#[test]
+fn every_text_field_keeps_each_key_and_the_model_takes_the_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut harness = harness(app(dir.path()));
+    ready(&mut harness);
+    let host = |app: &App| app.editor.selected_host().cloned().unwrap();
+    type_key_by_key(&mut harness, "host name", "api one");
+    assert_eq!(host(harness.state()).name, "api one");
+    type_key_by_key(&mut harness, "base URL", "http://127.0.0.1:9");
+    assert_eq!(host(harness.state()).base_url, "http://127.0.0.1:9");
+    type_key_by_key(&mut harness, "budget name", "rate2");
+    assert_eq!(host(harness.state()).budgets[0].name, "rate2");
+    type_key_by_key(&mut harness, "refill rate", "12/1s");
+    assert_eq!(host(harness.state()).budgets[0].rate.as_deref(), Some("12/1s"));
+    type_key_by_key(&mut harness, "burst capacity", "17");
+    assert_eq!(host(harness.state()).budgets[0].capacity, Some(17));
+    type_key_by_key(&mut harness, "window, as limit/length", "250/30m");
+    let window = host(harness.state()).budgets[1].clone();
+    assert_eq!((window.limit, window.window.as_deref()), (Some(250), Some("30m")));
+    type_key_by_key(&mut harness, "path prefix", "/api");
+    assert_eq!(host(harness.state()).paths[0].prefix, "/api");
+    harness.get_by_label("Retry").click_accesskit();
+    harness.run_steps(2);
+    for (label, text) in [("base", "250ms"), ("cap", "30s"), ("longest Retry-After", "2m")] {
+        type_key_by_key(&mut harness, label, text);
+    }
+    let retry = host(harness.state()).retry.unwrap();
+    assert_eq!(
+        (retry.base.as_deref(), retry.cap.as_deref(), retry.max_retry_after.as_deref()),
+        (Some("250ms"), Some("30s"), Some("2m"))
+    );
+
+    type_key_by_key(&mut harness, "endpoint path", "/search");
+    assert_eq!(harness.state().composer.endpoints[0].path, "/search");
+    type_key_by_key(&mut harness, "request count", "120");
+    assert_eq!(harness.state().composer.count, 120);
+    harness.state_mut().composer.arrival = ArrivalChoice::ForDuration;
+    harness.run_steps(2);
+    type_key_by_key(&mut harness, "arrival rate", "30/1s");
+    type_key_by_key(&mut harness, "arrival duration", "20s");
+    assert_eq!((harness.state().composer.rate.as_str(), harness.state().composer.duration.as_str()), ("30/1s", "20s"));
+
+    harness.get_by_label("Simulator").click();
+    harness.run_steps(2);
+    type_key_by_key(&mut harness, "simulated path", "/slow");
+    type_key_by_key(&mut harness, "simulated arrival rate", "9/1s");
+    type_key_by_key(&mut harness, "limits B", "bucket 3 @ 3/1s");
+    let simulator = &harness.state().simulator;
+    assert_eq!(
+        (simulator.path.as_str(), simulator.arrival_rate.as_str(), simulator.limits[1].as_str()),
+        ("/slow", "9/1s", "bucket 3 @ 3/1s")
+    );
+    type_key_by_key(&mut harness, "limits A", "bucket 2 @ 2/1s");
+    harness.run_steps(2);
+    assert_eq!(
+        harness.state().simulator.limits[0],
+        "bucket 2 @ 2/1s",
+        "typed limits A are not replaced by the profile's"
+    );
+}
+
+/// Limits A of the simulator are the selected host's limits, as they are now.
+#[test]
+fn simulator_limits_a_follow_the_current_profile() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut harness = harness(app(dir.path()));
+    ready(&mut harness);
+    type_key_by_key(&mut harness, "refill rate", "7/1s");
+    harness.get_by_label("Simulator").click();
+    harness.run_steps(2);
+    let shown = field(&harness, "limits A").value().unwrap_or_default();
+    assert!(shown.contains("@ 7/1s"), "limits A show the profile's edited bucket: {shown:?}");
+    let expected = harness.state().editor.selected_host().unwrap().limiter_config().unwrap().describe();
+    assert_eq!(shown, expected);
+}
+
+/// The burst capacity moves by small steps when dragged a short way (it jumped 5 → 400 in 40 px).
+#[test]
+fn dragging_the_burst_moves_it_by_small_steps() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut harness = harness(app(dir.path()));
+    ready(&mut harness);
+    let capacity = |app: &App| app.editor.selected_host().unwrap().budgets[0].capacity.unwrap();
+    assert_eq!(capacity(harness.state()), 5);
+    let start = harness.get_by_label("burst capacity").rect().center();
+    harness.hover_at(start);
+    harness.drag_at(start);
+    harness.step();
+    for step in 1..=8 {
+        harness.hover_at(start + egui::vec2(5.0 * step as f32, 0.0));
+        harness.step();
+    }
+    harness.drop_at(start + egui::vec2(40.0, 0.0));
+    harness.run_steps(2);
+    let moved = capacity(harness.state());
+    assert!((6..=15).contains(&moved), "40 px moved the burst from 5 to {moved}");
+}
+
+/// At 1024×700 and 800×600 nothing overlaps: Fire stays on the first row, the profile
+/// buttons stay apart from the status, the request log keeps its status column and its
+/// heading on one line, and opening every section of the hosts panel never widens it.
+#[test]
+fn small_windows_keep_everything_apart() {
+    for (width, height) in [(1024.0, 700.0), (800.0, 600.0)] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut harness = harness_sized(app(dir.path()), egui::vec2(width, height));
+        ready(&mut harness);
+        harness.run_steps(2);
+        let hosts_panel = |harness: &Harness<'_, App>| harness.get_by_label("Hosts").rect().left();
+        let fire = harness.get_by_label("Fire").rect();
+        let panel_right = field(&harness, "base URL").rect().right();
+        let widths: Vec<f32> = ["Retry", "Headers", "Secrets"]
+            .into_iter()
+            .map(|section| {
+                harness.get_by_label(section).click_accesskit();
+                harness.run_steps(2);
+                field(&harness, "base URL").rect().right()
+            })
+            .collect();
+        assert!(widths.iter().all(|right| (right - panel_right).abs() < 1.0), "{width}: the panel grew: {widths:?}");
+        assert!(panel_right <= width * 0.45, "{width}: the hosts panel is capped: {panel_right}");
+        assert_eq!(harness.get_by_label("Fire").rect(), fire, "{width}: Fire did not move");
+        assert!(fire.left() >= panel_right - 1.0 && fire.right() <= width, "{width}: Fire {fire:?}");
+        let import = harness.get_by_label("Import…").rect();
+        assert!(import.right() <= width, "{width}: Import… ends at {}", import.right());
+        if let Some(status) = harness.query_by_label_contains("demo API running at") {
+            assert!(status.rect().left() >= import.right(), "{width}: the status overlaps Import…");
+        }
+        harness.state_mut().composer.count = 3;
+        harness.get_by_label("Fire").click();
+        step_until(&mut harness, "the burst", |app| matches!(app.run, RunStatus::Done { .. }));
+        harness.run_steps(2);
+        let log = harness.get_by_label("Request log").rect();
+        let line = harness.get_by_label("Fire").rect().height() * 1.5;
+        assert!(log.height() <= line, "{width}: 'Request log' wraps: {log:?}");
+        let status_column = harness.get_by_label("status").rect();
+        let server = harness.get_by_label("What the server says").rect();
+        assert!(status_column.right() <= server.left(), "{width}: the log's status column is cut: {status_column:?}");
+        assert!(server.right() <= width + 1.0, "{width}: the server panel is inside the window");
+        let _ = hosts_panel(&harness);
+    }
+}
+
+/// The hosts panel folds away with the « button, giving the charts its room.
+#[test]
+fn the_hosts_panel_collapses() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut harness = harness_sized(app(dir.path()), egui::vec2(1024.0, 700.0));
+    ready(&mut harness);
+    let before = harness.get_by_label("Fire").rect().left();
+    harness.get_by_label("hosts panel").click();
+    harness.run();
+    assert!(harness.query_by_label("Hosts").is_none(), "the panel is folded");
+    assert!(harness.get_by_label("Fire").rect().left() < before - 100.0, "the composer took its room");
+}
+
+/// An error about saving goes once the profile is fixed and saved.
+#[test]
+fn a_save_error_goes_once_the_profile_is_saved() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut harness = harness(app(dir.path()));
+    ready(&mut harness);
+    type_key_by_key(&mut harness, "base URL", "ftp://x");
+    harness.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::S);
+    harness.run_steps(2);
+    let error = |app: &App| app.toasts.texts().iter().any(|text| text.starts_with("not saved"));
+    assert!(error(harness.state()), "the refusal is shown: {:?}", harness.state().toasts.texts());
+    type_key_by_key(&mut harness, "base URL", "http://127.0.0.1:8787");
+    harness.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::S);
+    step_until(&mut harness, "the save", |app| app.toasts.texts().iter().any(|text| text.starts_with("saved")));
+    assert!(!error(harness.state()), "the error went with the save: {:?}", harness.state().toasts.texts());
+}
+
+/// F1 (or ?) opens the list of shortcuts; Esc closes it.
+#[test]
+fn f1_shows_the_shortcuts() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut harness = harness(app(dir.path()));
+    ready(&mut harness);
+    harness.key_press(egui::Key::F1);
+    harness.run_steps(2);
+    harness.get_by_label("Keyboard shortcuts");
+    harness.get_by_label("Ctrl+Enter");
+    harness.get_by_label("fire the composed burst");
+    harness.key_press(egui::Key::Escape);
+    harness.run_steps(2);
+    assert!(harness.query_by_label("Keyboard shortcuts").is_none());
+    assert!(harness.query_by_label_contains("theme: ").is_some(), "the theme button is there");
+}
+
+/// Two runs end up in the history with their outcome; the first can be drawn under the
+/// second; the summary exports to a typed path (no file dialog needed), and the app says where.
+#[test]
+fn two_runs_are_compared_and_the_summary_is_saved_to_a_typed_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut harness = harness(app(dir.path()));
+    ready(&mut harness);
+    harness.state_mut().composer.count = 8;
+    harness.state_mut().composer.limiter_on = false;
+    harness.get_by_label("Fire").click();
+    step_until(&mut harness, "the first burst", |app| app.history.runs.len() == 1);
+    harness.state_mut().composer.limiter_on = true;
+    harness.get_by_label("Fire").click();
+    step_until(&mut harness, "the second burst", |app| app.history.runs.len() == 2);
+    harness.run_steps(2);
+    let first = &harness.state().history.runs[0];
+    assert!(first.settings.contains("limiter off") && first.settings.contains("×8"), "{}", first.settings);
+    harness.get_by_label("#1");
+    harness.get_by_label("#2");
+    harness.get_by_label("compare #1").click_accesskit();
+    harness.run_steps(2);
+    assert!(
+        harness.query_all_by_label_contains(ratescope::gui::charts::PREVIOUS_PREFIX).count() > 0,
+        "the first run is drawn under the second"
+    );
+
+    let server = harness.get_by_label("What the server says").rect();
+    let summary = harness.get_by_label("Summary").rect();
+    assert!(server.top() < summary.top(), "what the server says stays on top after a run");
+    harness.get_by_label("Export JSON…").click_accesskit();
+    harness.run_steps(2);
+    let target = dir.path().join("summary.json");
+    type_key_by_key(&mut harness, "save to path", &target.display().to_string());
+    step_until(&mut harness, "the file", |_| target.exists());
+    step_until(&mut harness, "the message", |app| app.toasts.texts().iter().any(|text| text.contains("summary.json")));
+    let written: serde_json::Value = serde_json::from_slice(&std::fs::read(&target).unwrap()).unwrap();
+    assert_eq!(written["requests"], 8);
+}
+
+/// "Charts PNG…" before any data says why nothing is saved, instead of doing nothing.
+#[test]
+fn charts_png_without_charts_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut harness = harness(app(dir.path()));
+    ready(&mut harness);
+    harness.get_by_label("Charts PNG…").click();
+    harness.run_steps(2);
+    assert!(
+        harness.state().toasts.texts().iter().any(|text| text.contains("no charts to save yet")),
+        "{:?}",
+        harness.state().toasts.texts()
+    );
+}
+
+/// Export… opens the Save as window with a path to type (no desktop portal needed), and the
+/// app says where the file went.
+#[test]
+fn export_writes_the_profile_to_a_typed_path_and_says_where() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut harness = harness(app(dir.path()));
+    ready(&mut harness);
+    harness.get_by_label("Export…").click();
+    harness.run_steps(2);
+    harness.get_by_label("Save the profile 'demo' (no secret values) to:");
+    let target = dir.path().join("exported.toml");
+    type_key_by_key(&mut harness, "save to path", &target.display().to_string());
+    step_until(&mut harness, "the message", |app| app.toasts.texts().iter().any(|text| text.contains("exported.toml")));
+    assert!(std::fs::read_to_string(&target).unwrap().contains("demo"));
+    assert!(harness.state().save_as.is_none(), "the window closed");
+}

@@ -8,12 +8,15 @@ use tokio::sync::mpsc;
 use url::Url;
 
 use super::backend::{Backend, Command, Update};
-use super::charts::{ChartView, EMPTY_TEXT, PROXY_EMPTY_TEXT, charts_ui_in};
+use super::charts::{ChartView, EMPTY_TEXT, PROXY_EMPTY_TEXT, compare_charts_ui};
 use super::composer::Composer;
 use super::discover::{Discover, DiscoverAction};
 use super::editor::{Editor, EditorAction};
+use super::history::{History, history_ui};
 use super::log::{details_ui, log_ui};
 use super::proxy::{ProxyAction, ProxyPanel, ProxyStatus, proxy_ui};
+use super::save_as::{SaveAs, SaveAsAction};
+use super::screenshot::ScreenshotStep;
 use super::server::server_ui;
 use super::simulator::SimulatorTab;
 use super::summary::{SummaryAction, summary_ui};
@@ -96,6 +99,22 @@ pub struct App {
     /// The shared store's last reported state, when budgets are shared through Redis.
     pub shared_report: Option<SharedReport>,
     pub proxy: ProxyPanel,
+    /// The session's finished runs, and the one compared with.
+    pub history: History,
+    /// The run on the charts now (its number once it is in the history).
+    shown_run: Option<u32>,
+    /// What the running burst was fired with, for the history.
+    firing: Option<String>,
+    /// An export waiting for its path.
+    pub save_as: Option<SaveAs>,
+    /// The left panel (hosts and limits) is open.
+    pub hosts_open: bool,
+    /// The keyboard shortcuts overlay is open.
+    pub help_open: bool,
+    /// A PNG of the charts being captured: the charts' rectangle and the slot the capture fills.
+    chart_capture: Option<ChartCapture>,
+    /// The charts' rectangle on screen last frame (for a PNG of them).
+    charts_rect: Option<egui::Rect>,
     events: Option<mpsc::Receiver<Event>>,
     /// Close by itself after this long (a smoke test of the real window), counting frames.
     smoke: Option<(std::time::Instant, Duration, u64)>,
@@ -123,6 +142,14 @@ impl App {
             toasts: Toasts::default(),
             shared_report: None,
             proxy: ProxyPanel::default(),
+            history: History::default(),
+            shown_run: None,
+            firing: None,
+            save_as: None,
+            hosts_open: true,
+            help_open: false,
+            chart_capture: None,
+            charts_rect: None,
             events: None,
             smoke: options.close_after.map(|after| (std::time::Instant::now(), after, 0)),
             screenshot: options.screenshot.map(|(path, after)| super::screenshot::ScreenshotMode::new(path, after)),
@@ -161,6 +188,7 @@ impl App {
                     self.demo = DemoStatus::Failed(err);
                 }
                 Update::BurstStarted { events, planned } => {
+                    self.toasts.resolve("fire");
                     self.watch(events);
                     self.run = RunStatus::Running { progress: BurstProgress { planned, ..BurstProgress::default() } };
                 }
@@ -177,10 +205,21 @@ impl App {
                     }
                     self.drain_events(usize::MAX);
                     self.events = None;
+                    let log_complete = self.telemetry.log.len() < LOG_CAPACITY;
+                    let summary =
+                        Box::new(super::summary::with_cancelled_attempts(&summary, &self.telemetry, log_complete));
+                    let settings = self.firing.take().unwrap_or_else(|| summary.limiter.clone());
+                    self.history.push(settings, &summary, self.telemetry.clone());
+                    self.shown_run = self.history.runs.back().map(|run| run.number);
                     self.run = RunStatus::Done { summary, results };
                 }
+                Update::Error(err) if err.starts_with("not saved") => self.toasts.error_about("save", err),
                 Update::Error(err) => self.toasts.error(err),
                 Update::Info(text) => self.toasts.info(text),
+                Update::Saved(text) => {
+                    self.toasts.resolve("save");
+                    self.toasts.info(text);
+                }
                 Update::Profiles { profiles, problems, secrets } => self.profiles_loaded(profiles, problems, *secrets),
                 Update::Imported(profile) => {
                     self.toasts.info(format!("imported '{}'", profile.name));
@@ -218,6 +257,7 @@ impl App {
     /// A new stream of client events (a burst's or the proxy's) takes over the charts and log.
     fn watch(&mut self, events: mpsc::Receiver<Event>) {
         self.telemetry.clear(tokio::time::Instant::now());
+        self.shown_run = None;
         self.selected_row = None;
         self.events = Some(events);
     }
@@ -253,8 +293,11 @@ impl App {
             return;
         }
         match self.composer.fire_request(&self.editor) {
-            Ok(request) => self.backend.send(Command::Fire(Box::new(request))),
-            Err(err) => self.toasts.error(err),
+            Ok(request) => {
+                self.firing = Some(self.composer.describe(&request.spec));
+                self.backend.send(Command::Fire(Box::new(request)));
+            }
+            Err(err) => self.toasts.error_about("fire", err),
         }
     }
 
@@ -267,9 +310,15 @@ impl App {
     fn shortcuts(&mut self, ui: &egui::Ui) {
         let fire = KeyboardShortcut::new(Modifiers::COMMAND, Key::Enter);
         let save = KeyboardShortcut::new(Modifiers::COMMAND, Key::S);
-        let (fire_pressed, save_pressed, escape) = ui.ctx().input_mut(|input| {
-            (input.consume_shortcut(&fire), input.consume_shortcut(&save), input.key_pressed(Key::Escape))
+        // `?` is help only while no field takes the text.
+        let typing = ui.ctx().memory(|memory| memory.focused().is_some());
+        let (fire_pressed, save_pressed, escape, help) = ui.ctx().input_mut(|input| {
+            let help = input.key_pressed(Key::F1) || (!typing && input.key_pressed(Key::Questionmark));
+            (input.consume_shortcut(&fire), input.consume_shortcut(&save), input.key_pressed(Key::Escape), help)
         });
+        if help {
+            self.help_open = !self.help_open;
+        }
         if fire_pressed {
             self.fire();
         }
@@ -277,7 +326,11 @@ impl App {
             self.save();
         }
         if escape {
-            self.cancel();
+            if self.help_open {
+                self.help_open = false;
+            } else {
+                self.cancel();
+            }
         }
     }
 
@@ -287,7 +340,7 @@ impl App {
             Ok((profile, secrets)) => {
                 self.backend.send(Command::Save { profile: Box::new(profile), secrets: Box::new(secrets) });
             }
-            Err(err) => self.toasts.error(err),
+            Err(err) => self.toasts.error_about("save", err),
         }
     }
 
@@ -300,6 +353,9 @@ impl App {
             // The proxy's traffic shows on the same charts and log as a burst's.
             Tab::Burst | Tab::Proxy => self.burst_tab_ui(ui),
             Tab::Simulator => {
+                if let Some(host) = self.editor.selected_host() {
+                    self.simulator.follow_profile(host);
+                }
                 egui::CentralPanel::default().show(ui, |ui| {
                     if let Some(request) = self.simulator.simulator_ui(ui) {
                         self.backend.send(Command::Simulate(Box::new(request)));
@@ -312,17 +368,94 @@ impl App {
             DiscoverAction::Probe { url, max_requests } => self.backend.send(Command::Probe { url, max_requests }),
             DiscoverAction::CreateProfile(profile) => self.keep_discovered(*profile),
         }
+        self.save_as_ui(ui.ctx());
+        self.capture_charts(ui.ctx());
+        if self.help_open {
+            super::help::help_ui(ui.ctx(), &mut self.help_open);
+        }
         self.toasts.toasts_ui(ui);
     }
 
+    fn save_as_ui(&mut self, ctx: &egui::Context) {
+        let Some(save_as) = &mut self.save_as else { return };
+        match save_as.save_as_ui(ctx) {
+            SaveAsAction::None => {}
+            SaveAsAction::Cancel => self.save_as = None,
+            SaveAsAction::Write { path, contents, what } => {
+                self.backend.send(Command::WriteFile { path, contents, what });
+                self.save_as = None;
+            }
+            SaveAsAction::Browse { title, default_name, contents } => {
+                self.backend.send(Command::SaveFile { title, default_name, contents });
+            }
+        }
+    }
+
+    /// Asks for a PNG of the charts (it arrives in a later frame, then the Save as window opens).
+    pub fn export_charts_png(&mut self) {
+        let Some(rect) = self.charts_rect else {
+            self.toasts.info("fire a burst first: there are no charts to save yet");
+            return;
+        };
+        self.chart_capture = Some(ChartCapture { rect, image: Default::default(), requested: false });
+    }
+
+    fn capture_charts(&mut self, ctx: &egui::Context) {
+        let Some(capture) = &mut self.chart_capture else { return };
+        if !capture.requested {
+            capture.requested = true;
+            let (slot, rect, waker) = (std::sync::Arc::clone(&capture.image), capture.rect, ctx.clone());
+            let pixels_per_point = ctx.pixels_per_point();
+            ctx.request_screenshot(move |image| {
+                let png = super::screenshot::png_bytes(&image.region(&rect, Some(pixels_per_point)));
+                if let Ok(mut slot) = slot.lock() {
+                    *slot = Some(png);
+                }
+                waker.request_repaint();
+            });
+            return;
+        }
+        let done = capture.image.lock().ok().and_then(|mut slot| slot.take());
+        match done {
+            Some(Ok(png)) => {
+                self.chart_capture = None;
+                self.save_as = Some(SaveAs::offer("the charts as PNG", "ratescope-charts.png", png));
+            }
+            Some(Err(err)) => {
+                self.chart_capture = None;
+                self.toasts.error(format!("the charts were not captured: {err}"));
+            }
+            None => {}
+        }
+    }
+
     fn burst_tab_ui(&mut self, ui: &mut egui::Ui) {
-        egui::Panel::left("hosts").default_size(340.0).resizable(true).show(ui, |ui| {
-            egui::ScrollArea::vertical().show(ui, |ui| {
-                let action = self.editor.editor_ui(ui, self.is_running());
+        let width = ui.available_width();
+        // The log spans the whole width, under the hosts panel too, so it keeps its columns
+        // in a narrow window.
+        egui::Panel::bottom("log")
+            .default_size(230.0)
+            .size_range(120.0..=(ui.available_height() * 0.6).max(120.0))
+            .resizable(true)
+            .show(ui, |ui| self.lower_ui(ui));
+        let panel = egui::Panel::left("hosts")
+            .default_size((width * 0.3).clamp(220.0, 340.0))
+            .size_range(220.0..=(width * 0.4).clamp(220.0, 460.0))
+            .resizable(true);
+        let running = self.is_running();
+        let mut open = self.hosts_open;
+        panel.show_collapsible(ui, &mut open, |ui| {
+            // The fields are sized to the panel and text wraps at its width; a row still too
+            // wide scrolls sideways instead of widening the panel.
+            let width = ui.available_width();
+            ui.spacing_mut().text_edit_width = (width - 90.0).max(80.0);
+            egui::ScrollArea::both().auto_shrink(false).show(ui, |ui| {
+                ui.set_max_width(width);
+                let action = self.editor.editor_ui(ui, running);
                 self.handle_editor(action);
             });
         });
-        egui::Panel::bottom("log").default_size(230.0).resizable(true).show(ui, |ui| self.lower_ui(ui));
+        self.hosts_open = open;
         egui::CentralPanel::default().show(ui, |ui| {
             let empty_text = if self.tab == Tab::Proxy {
                 self.proxy_tab_ui(ui);
@@ -332,7 +465,11 @@ impl App {
                 EMPTY_TEXT
             };
             ui.separator();
-            charts_ui_in(ui, &self.telemetry, &mut self.chart_view, egui::Id::NULL, empty_text);
+            let previous = self.history.compared(self.shown_run);
+            let top = ui.cursor().min;
+            compare_charts_ui(ui, &self.telemetry, previous, &mut self.chart_view, egui::Id::NULL, empty_text);
+            self.charts_rect = (!self.telemetry.log.is_empty() || !self.telemetry.open.is_empty())
+                .then(|| egui::Rect::from_min_max(top, ui.max_rect().max));
         });
     }
 
@@ -391,15 +528,27 @@ impl App {
             }
             EditorAction::Save => self.save(),
             EditorAction::Import => self.backend.send(Command::Import),
-            EditorAction::Export(profile) => self.backend.send(Command::Export { profile }),
+            EditorAction::Export(profile) => match profile.to_toml() {
+                Ok(text) => {
+                    let what = format!("the profile '{}' (no secret values)", profile.name);
+                    let name = format!("{}.toml", profile.name);
+                    self.save_as = Some(SaveAs::offer(what, &name, text.into_bytes()));
+                }
+                Err(err) => self.toasts.error(format!("not exported: {err}")),
+            },
             EditorAction::Delete(name) => self.backend.send(Command::Delete { name }),
             EditorAction::Message(text) => self.toasts.info(text),
         }
     }
 
     fn top_bar_ui(&mut self, ui: &mut egui::Ui) {
-        ui.horizontal(|ui| {
-            ui.heading("ratescope");
+        ui.horizontal_wrapped(|ui| {
+            let arrow = if self.hosts_open { "«" } else { "»" };
+            let toggle = ui.button(arrow).on_hover_text("Show or hide the hosts and limits");
+            if toggle.accessible_name("hosts panel").clicked() {
+                self.hosts_open = !self.hosts_open;
+            }
+            ui.strong("ratescope");
             ui.separator();
             for (tab, label) in [(Tab::Burst, "Burst"), (Tab::Simulator, "Simulator"), (Tab::Proxy, "Proxy")] {
                 ui.selectable_value(&mut self.tab, tab, label);
@@ -407,24 +556,34 @@ impl App {
             ui.separator();
             let action = self.editor.profile_bar_ui(ui);
             self.handle_editor(action);
-            ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| match &self.demo {
-                DemoStatus::Starting => {
-                    ui.spinner();
-                    ui.label("starting the demo API…");
+            ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
+                if ui.button("?").on_hover_text("Keyboard shortcuts (F1)").accessible_name("help").clicked() {
+                    self.help_open = !self.help_open;
                 }
-                DemoStatus::Running { url, routes } => {
-                    // Truncated rather than drawn over the profile buttons when the window is narrow.
-                    let status = egui::RichText::new(format!("demo API running at {url}"))
-                        .color(egui::Color32::from_rgb(80, 180, 90));
-                    ui.add(egui::Label::new(status).truncate()).on_hover_text(format!(
-                        "demo API running at {url}\nThe embedded rate-limited API, on loopback only.\nRoutes: {routes}"
-                    ));
-                }
-                DemoStatus::Failed(err) => {
-                    ui.label(egui::RichText::new("demo API down").color(egui::Color32::RED)).on_hover_text(err);
-                }
+                super::help::theme_ui(ui);
+                self.demo_status_ui(ui);
             });
         });
+    }
+
+    fn demo_status_ui(&self, ui: &mut egui::Ui) {
+        match &self.demo {
+            DemoStatus::Starting => {
+                ui.spinner();
+                ui.label("starting the demo API…");
+            }
+            DemoStatus::Running { url, routes } => {
+                // Truncated rather than drawn over the profile buttons when the window is narrow.
+                let status = egui::RichText::new(format!("demo API running at {url}"))
+                    .color(egui::Color32::from_rgb(80, 180, 90));
+                ui.add(egui::Label::new(status).truncate()).on_hover_text(format!(
+                    "demo API running at {url}\nThe embedded rate-limited API, on loopback only.\nRoutes: {routes}"
+                ));
+            }
+            DemoStatus::Failed(err) => {
+                ui.label(egui::RichText::new("demo API down").color(egui::Color32::RED)).on_hover_text(err);
+            }
+        }
     }
 
     fn composer_ui(&mut self, ui: &mut egui::Ui) {
@@ -439,6 +598,9 @@ impl App {
         if pressed.discover {
             self.open_discover();
         }
+        if pressed.save_png {
+            self.export_charts_png();
+        }
         if let RunStatus::Running { progress } = &self.run {
             let fraction = progress.done as f32 / progress.planned.max(1) as f32;
             ui.add(egui::ProgressBar::new(fraction).show_percentage().text(format!(
@@ -452,54 +614,78 @@ impl App {
     }
 
     fn lower_ui(&mut self, ui: &mut egui::Ui) {
-        egui::Panel::right("server").default_size(330.0).resizable(true).show(ui, |ui| {
-            egui::ScrollArea::vertical().id_salt("server_scroll").show(ui, |ui| {
-                if let RunStatus::Done { summary, results } = &self.run {
-                    ui.heading("Summary");
-                    match summary_ui(ui, summary) {
-                        SummaryAction::None => {}
-                        SummaryAction::ExportJson => {
-                            let contents = serde_json::to_vec_pretty(&summary.to_json()).unwrap_or_default();
-                            self.backend.send(Command::SaveFile {
-                                title: "Export the summary as JSON".into(),
-                                default_name: "ratescope-summary.json".into(),
-                                contents,
-                            });
-                        }
-                        SummaryAction::ExportCsv => {
-                            let mut contents = Vec::new();
-                            match write_csv(&mut contents, results) {
-                                Ok(()) => self.backend.send(Command::SaveFile {
-                                    title: "Export every attempt as CSV".into(),
-                                    default_name: "ratescope-attempts.csv".into(),
-                                    contents,
-                                }),
-                                Err(err) => self.toasts.error(format!("CSV not written: {err}")),
-                            }
-                        }
-                    }
-                    ui.separator();
-                }
-                ui.heading("What the server says");
-                if let Some(config) = server_ui(ui, &self.telemetry) {
-                    let message = self.editor.apply_server_limits(&config);
-                    self.toasts.info(message);
-                }
-                if let Some(selected) = self.selected_row
-                    && let Some(row) =
-                        self.telemetry.log.iter().rev().find(|row| (row.request_id, row.attempt) == selected)
-                {
-                    ui.separator();
-                    ui.heading("Selected response");
-                    details_ui(ui, row);
-                }
+        let width = ui.available_width();
+        egui::Panel::right("server")
+            .default_size((width * 0.4).clamp(240.0, 420.0))
+            .size_range(200.0..=(width * 0.45).max(200.0))
+            .resizable(true)
+            .show(ui, |ui| {
+                egui::ScrollArea::vertical()
+                    .id_salt("server_scroll")
+                    .auto_shrink(false)
+                    .show(ui, |ui| self.server_side_ui(ui));
             });
-        });
         egui::CentralPanel::default().show(ui, |ui| {
-            ui.heading("Request log");
+            ui.add(egui::Label::new(egui::RichText::new("Request log").heading()).truncate());
             log_ui(ui, &self.telemetry, &mut self.selected_row);
         });
     }
+
+    /// What the server says (first: it is what a person tunes by), the runs so far, the
+    /// summary of the last one, and the selected response.
+    fn server_side_ui(&mut self, ui: &mut egui::Ui) {
+        ui.heading("What the server says");
+        if let Some(config) = server_ui(ui, &self.telemetry) {
+            let message = self.editor.apply_server_limits(&config);
+            self.toasts.info(message);
+        }
+        if let Some(selected) = self.selected_row
+            && let Some(row) = self.telemetry.log.iter().rev().find(|row| (row.request_id, row.attempt) == selected)
+        {
+            ui.separator();
+            ui.heading("Selected response");
+            details_ui(ui, row);
+        }
+        ui.separator();
+        egui::CollapsingHeader::new(egui::RichText::new("Runs").heading()).id_salt("runs").default_open(true).show(
+            ui,
+            |ui| {
+                // A wide table scrolls sideways rather than pushing the log's columns out.
+                egui::ScrollArea::horizontal().id_salt("runs_scroll").show(ui, |ui| history_ui(ui, &mut self.history));
+            },
+        );
+        let RunStatus::Done { summary, results } = &self.run else { return };
+        ui.separator();
+        ui.heading("Summary");
+        let offer = match summary_ui(ui, summary) {
+            SummaryAction::None => None,
+            SummaryAction::ExportJson => Some(
+                serde_json::to_vec_pretty(&summary.to_json())
+                    .map(|contents| SaveAs::offer("the summary as JSON", "ratescope-summary.json", contents))
+                    .map_err(|err| format!("JSON not made: {err}")),
+            ),
+            SummaryAction::ExportCsv => {
+                let mut contents = Vec::new();
+                Some(
+                    write_csv(&mut contents, results)
+                        .map(|()| SaveAs::offer("every attempt as CSV", "ratescope-attempts.csv", contents))
+                        .map_err(|err| format!("CSV not written: {err}")),
+                )
+            }
+        };
+        match offer {
+            Some(Ok(save_as)) => self.save_as = Some(save_as),
+            Some(Err(err)) => self.toasts.error(err),
+            None => {}
+        }
+    }
+}
+
+/// A PNG of the charts on its way: the region, and the slot the screenshot callback fills.
+struct ChartCapture {
+    rect: egui::Rect,
+    image: super::screenshot::CaptureSlot<Vec<u8>>,
+    requested: bool,
 }
 
 impl eframe::App for App {
@@ -512,8 +698,18 @@ impl eframe::App for App {
     fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
         self.frame_ui(ui);
         let ready = matches!(self.demo, DemoStatus::Running { .. }) && self.editor.loaded;
-        if self.screenshot.as_mut().is_some_and(|mode| mode.should_fire(ready)) {
-            self.fire();
+        let finished_runs = self.history.runs.len();
+        match self.screenshot.as_mut().map(|mode| mode.step(ready, finished_runs)) {
+            Some(ScreenshotStep::Fire { limiter }) => {
+                self.composer.limiter_on = limiter;
+                self.fire();
+            }
+            Some(ScreenshotStep::FireAndCompare { compare_with }) => {
+                self.composer.limiter_on = true;
+                self.history.compare = Some(compare_with);
+                self.fire();
+            }
+            Some(ScreenshotStep::Wait) | None => {}
         }
         if let Some(mode) = &mut self.screenshot {
             mode.drive(ui.ctx());

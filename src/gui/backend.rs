@@ -48,6 +48,8 @@ pub enum Command {
     Export { profile: Box<Profile> },
     /// Ask for a file and write `contents` to it (a JSON summary or a CSV of attempts).
     SaveFile { title: String, default_name: String, contents: Vec<u8> },
+    /// Write `contents` (`what`, for the message) to the path typed in the app's Save as window.
+    WriteFile { path: PathBuf, contents: Vec<u8>, what: String },
     /// Run the Simulator tab's two simulations (in virtual time, off the runtime's threads).
     Simulate(Box<SimRequest>),
     /// Probe `url` for its limits with at most `max_requests` requests.
@@ -95,6 +97,8 @@ pub enum Update {
     },
     /// Something finished that the user should hear about.
     Info(String),
+    /// The profile was saved (any error about saving it is over).
+    Saved(String),
     Imported(Box<Profile>),
     /// The Simulator tab's two results.
     Simulated(Result<Box<[SideResult; 2]>, String>),
@@ -250,6 +254,7 @@ impl Service {
             }
             Command::LoadProfiles => self.send(load_profiles(&self.locations)),
             Command::Save { profile, secrets } => self.send(save(&self.locations, &profile, &secrets)),
+            Command::WriteFile { path, contents, what } => self.send(write_file(&path, &contents, &what)),
             Command::Delete { name } => self.send(delete(&self.locations, &name)),
             Command::Import | Command::Export { .. } | Command::SaveFile { .. } => self.ask_for_file(command),
             Command::Simulate(request) => self.spawn_update(async move {
@@ -313,7 +318,11 @@ impl Service {
                 }
                 Command::SaveFile { title, default_name, contents } => {
                     let dialog = rfd::AsyncFileDialog::new().set_title(title).set_file_name(default_name);
-                    dialog.save_file().await.map(|file| write_atomically(file.path(), &contents))
+                    let chosen = dialog.save_file().await;
+                    Some(chosen.map_or_else(
+                        || Update::Info("no file chosen (or no file dialog here): type a path instead".into()),
+                        |file| write_atomically(file.path(), &contents),
+                    ))
                 }
                 _ => None,
             }
@@ -466,7 +475,7 @@ fn save(locations: &Locations, profile: &Profile, secrets: &SecretStore) -> Upda
     let saved = locations.store().and_then(|store| store.save(profile).map_err(|err| err.to_string()));
     match saved {
         Ok(path) => match secrets.save() {
-            Ok(()) => Update::Info(format!("saved '{}' to {}", profile.name, path.display())),
+            Ok(()) => Update::Saved(format!("saved '{}' to {}", profile.name, path.display())),
             Err(err) => Update::Error(format!("profile saved, but the secrets were not: {err}")),
         },
         Err(err) => Update::Error(format!("not saved: {err}")),
@@ -496,6 +505,15 @@ fn export(profile: &Profile, path: &std::path::Path) -> Update {
             other => other,
         },
         Err(err) => Update::Error(format!("not exported: {err}")),
+    }
+}
+
+/// Writes `what` to a typed path and says where it went, as an absolute path.
+fn write_file(path: &std::path::Path, contents: &[u8], what: &str) -> Update {
+    let path = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+    match crate::files::write_bytes(&path, contents, crate::files::WriteOptions::default()) {
+        Ok(_) => Update::Info(format!("saved {what} to {}", path.display())),
+        Err(err) => Update::Error(format!("{what} not saved: {err}")),
     }
 }
 

@@ -4,10 +4,12 @@
 //! handed to `egui_plot`, so a long run costs the same per frame as a short one.
 
 use egui::{Color32, Id, RichText, Ui, Vec2b};
-use egui_plot::{Bar, BarChart, Legend, Line, LineStyle, Plot, PlotPoints, PlotUi, Points, uniform_grid_spacer};
+use egui_plot::{
+    Bar, BarChart, GridInput, GridMark, HoverPosition, Line, LineStyle, Plot, PlotPoints, PlotUi, uniform_grid_spacer,
+};
 
 use super::value_axis::{GRID_SPACING_MIN, value_axis_label, value_axis_steps};
-use crate::telemetry::{OutcomeRates, Series, Telemetry};
+use crate::telemetry::{OutcomeRates, RetryRates, Series, Telemetry};
 
 /// Colour of successful (2xx/3xx) outcomes.
 const OK_COLOR: Color32 = Color32::from_rgb(46, 160, 67);
@@ -89,14 +91,76 @@ impl Extent {
     }
 }
 
-/// Adds one chart's items to its plot.
-type BuildFn = fn(&mut PlotUi<'_>, &Frame<'_>);
+/// How a chart's y values read: plain counts, a share of capacity, or milliseconds on a log scale.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scale {
+    Count,
+    Percent,
+    LogMs,
+}
+
+/// One entry of a chart's legend, drawn outside the plot: its colour, whether its line is
+/// dashed, its name and the newest real value.
+#[derive(Debug, Clone, PartialEq)]
+struct LegendEntry {
+    color: Color32,
+    dashed: bool,
+    text: String,
+}
+
+/// One chart of the stack: what it is called, what it draws and how its values read.
+struct Chart {
+    title: &'static str,
+    build: BuildFn,
+    scale: Scale,
+    /// A line under the title that says how to read it.
+    note: Option<&'static str>,
+}
+
+/// Adds one chart's items to its plot, for the live run and (faded) the run compared with;
+/// returns its legend.
+type BuildFn = fn(&mut PlotUi<'_>, &Frame<'_>, Source<'_>) -> Vec<LegendEntry>;
+
+/// Whose data a chart draws: the live run's, or the earlier run's it is compared with.
+#[derive(Clone, Copy)]
+struct Source<'t> {
+    telemetry: &'t Telemetry,
+    /// The earlier run's lines are drawn fainter, named "<prefix>…".
+    previous: bool,
+}
+
+impl Source<'_> {
+    fn name(&self, name: &str) -> String {
+        if self.previous { format!("{PREVIOUS_PREFIX}{name}") } else { name.to_owned() }
+    }
+
+    fn color(&self, color: Color32) -> Color32 {
+        if self.previous { color.gamma_multiply(0.45) } else { color }
+    }
+}
+
+/// What a series of the run compared with is called on the charts.
+pub const PREVIOUS_PREFIX: &str = "before · ";
+
+/// Colours of the line series, in order.
+const PALETTE: [Color32; 6] = [
+    Color32::from_rgb(66, 133, 244),
+    Color32::from_rgb(156, 39, 176),
+    Color32::from_rgb(0, 150, 136),
+    Color32::from_rgb(121, 85, 72),
+    Color32::from_rgb(233, 30, 99),
+    Color32::from_rgb(96, 125, 139),
+];
+
+/// What the dashed and solid lines of the Tokens chart are.
+pub const TOKENS_NOTE: &str = "solid: tokens left in ratescope's limiter (\"server:…\" ones are its adaptive copy of a \
+     server budget) · dashed: what the server's headers say is left · all as % of capacity";
 
 /// What one frame of charts needs besides the telemetry itself.
 struct Frame<'t> {
     telemetry: &'t Telemetry,
-    /// Outcomes per second: ok, throttled, errors.
-    outcomes: [Vec<[f64; 2]>; 3],
+    /// An earlier run drawn under the live one, to compare.
+    previous: Option<&'t Telemetry>,
     extent: Extent,
     /// The x range forced while following.
     follow: Option<(f64, f64)>,
@@ -136,6 +200,124 @@ pub fn charts_ui(ui: &mut Ui, telemetry: &Telemetry, view: &mut ChartView) {
 /// source of traffic: `stack` keeps its plots' ids and linked time axis apart from the
 /// others', and `empty_text` says how to get data into it.
 pub fn charts_ui_in(ui: &mut Ui, telemetry: &Telemetry, view: &mut ChartView, stack: Id, empty_text: &str) {
+    compare_charts_ui(ui, telemetry, None, view, stack, empty_text);
+}
+
+/// [`charts_ui_in`] with an earlier run's series drawn fainter under the live ones.
+pub fn compare_charts_ui(
+    ui: &mut Ui,
+    telemetry: &Telemetry,
+    previous: Option<&Telemetry>,
+    view: &mut ChartView,
+    stack: Id,
+    empty_text: &str,
+) {
+    let options = StackOptions { id: stack, empty_text, previous, ranges: None };
+    stack_ui(ui, telemetry, view, &options);
+}
+
+/// How a stack of charts is shown besides its data.
+#[derive(Clone, Copy)]
+pub struct StackOptions<'t> {
+    /// Keeps the stack's plot ids and linked time axis apart from other stacks'.
+    pub id: Id,
+    /// What the stack says before it has data.
+    pub empty_text: &'t str,
+    /// An earlier run, drawn fainter under the live one.
+    pub previous: Option<&'t Telemetry>,
+    /// The y range each chart includes at least (see [`chart_ranges`]): stacks side by side
+    /// given the same ranges read on the same scales.
+    pub ranges: Option<ChartRanges>,
+}
+
+/// Each chart's (lowest, highest) y value, in the chart's own units, in stack order.
+pub type ChartRanges = [(f64, f64); CHARTS];
+
+/// How many charts a stack holds.
+pub const CHARTS: usize = 5;
+
+/// The y range of each chart of a stack showing `telemetry`.
+pub fn chart_ranges(telemetry: &Telemetry) -> ChartRanges {
+    let highest = |series: &[&Series]| {
+        series.iter().flat_map(|series| series.iter()).map(|[_, value]| *value).fold(0.0, f64::max)
+    };
+    let per_second_peak =
+        |series: Vec<Vec<[f64; 2]>>| series.iter().flatten().map(|[_, count]| *count).fold(0.0, f64::max);
+    let outcomes = [OutcomeRates::OK, OutcomeRates::THROTTLED, OutcomeRates::ERROR]
+        .map(|kind| telemetry.outcomes.series(kind))
+        .to_vec();
+    let retries = (0..RetryRates::NAMES.len()).map(|kind| telemetry.retries.series(kind)).collect();
+    let latencies = [&telemetry.service_ms, &telemetry.total_ms];
+    let fastest = latencies.iter().flat_map(|series| series.iter()).map(|[_, ms]| *ms).fold(f64::INFINITY, f64::min);
+    let slowest = highest(&latencies);
+    let latency = if fastest.is_finite() { (log_ms(fastest), log_ms(slowest)) } else { (0.0, 1.0) };
+    [
+        (0.0, 100.0),
+        (0.0, highest(&[&telemetry.open, &telemetry.queued, &telemetry.in_flight])),
+        (0.0, per_second_peak(outcomes)),
+        (0.0, per_second_peak(retries)),
+        latency,
+    ]
+}
+
+/// The wider of two stacks' ranges, chart by chart.
+pub fn widest_ranges(a: &ChartRanges, b: &ChartRanges) -> ChartRanges {
+    std::array::from_fn(|index| (a[index].0.min(b[index].0), a[index].1.max(b[index].1)))
+}
+
+/// A stack of charts with `options`.
+pub fn stack_ui(ui: &mut Ui, telemetry: &Telemetry, view: &mut ChartView, options: &StackOptions<'_>) {
+    let StackOptions { id: stack, empty_text, previous, ranges } = *options;
+    let reset = chart_toolbar_ui(ui, view);
+    let outcomes =
+        [OutcomeRates::OK, OutcomeRates::THROTTLED, OutcomeRates::ERROR].map(|kind| telemetry.outcomes.series(kind));
+    let Some(extent) = data_extent(telemetry, &outcomes) else {
+        ui.centered_and_justified(|ui| {
+            ui.label(RichText::new(empty_text).weak().size(16.0));
+        });
+        return;
+    };
+    let charts: [Chart; CHARTS] = [
+        Chart { title: "Tokens", build: tokens_ui, scale: Scale::Percent, note: Some(TOKENS_NOTE) },
+        Chart { title: "Queue", build: queue_ui, scale: Scale::Count, note: None },
+        Chart { title: "Outcomes / s", build: outcomes_ui, scale: Scale::Count, note: None },
+        Chart { title: "Retries / s", build: retries_ui, scale: Scale::Count, note: None },
+        Chart { title: "Latency (ms)", build: latency_ui, scale: Scale::LogMs, note: None },
+    ];
+    let row_height = ui.text_style_height(&egui::TextStyle::Body) + ui.spacing().item_spacing.y;
+    // Each chart: its title, its legend below the plot, and the plot with its own time axis.
+    let per_chart_text = 2.0 * row_height + ui.spacing().item_spacing.y;
+    let notes = charts.iter().filter(|chart| chart.note.is_some()).count() as f32 * row_height;
+    let plot_height = ((ui.available_height() - notes - charts.len() as f32 * per_chart_text) / charts.len() as f32)
+        .max(MIN_PLOT_HEIGHT);
+    egui::ScrollArea::vertical().id_salt("ratescope_charts_scroll").auto_shrink(Vec2b::FALSE).show(ui, |ui| {
+        let width = (ui.available_width() - Y_AXIS_WIDTH).max(1.0) * ui.pixels_per_point();
+        let mut frame = Frame {
+            telemetry,
+            previous,
+            extent,
+            follow: view.follow.then(|| view.follow_range(extent)),
+            buckets: (width.round() as usize).clamp(16, 8192),
+            stack,
+        };
+        for (index, chart) in charts.iter().enumerate() {
+            ui.label(RichText::new(chart.title).strong());
+            if let Some(note) = chart.note {
+                ui.add(egui::Label::new(RichText::new(note).weak().small()).truncate());
+            }
+            let range = ranges.map(|ranges| ranges[index]);
+            let interacted = chart_ui(ui, &frame, chart, (plot_height, range), reset);
+            if interacted && view.follow {
+                // The user took over the time axis: stop following, keep their view.
+                view.follow = false;
+                frame.follow = None;
+            }
+        }
+    });
+}
+
+/// Follow, window length and reset zoom; true when reset zoom was clicked.
+fn chart_toolbar_ui(ui: &mut Ui, view: &mut ChartView) -> bool {
     let mut reset = false;
     ui.horizontal(|ui| {
         ui.checkbox(&mut view.follow, "follow")
@@ -155,72 +337,24 @@ pub fn charts_ui_in(ui: &mut Ui, telemetry: &Telemetry, view: &mut ChartView, st
             })
             .response
             .on_hover_text("How many seconds the charts show while following.");
-        if ui
+        reset = ui
             .button("reset zoom")
             .on_hover_text("Fit every chart's values again (and, when not following, the whole run).")
-            .clicked()
-        {
-            reset = true;
-        }
+            .clicked();
     });
-
-    let outcomes =
-        [OutcomeRates::OK, OutcomeRates::THROTTLED, OutcomeRates::ERROR].map(|kind| telemetry.outcomes.series(kind));
-    let Some(extent) = data_extent(telemetry, &outcomes) else {
-        ui.centered_and_justified(|ui| {
-            ui.label(RichText::new(empty_text).weak().size(16.0));
-        });
-        return;
-    };
-
-    let title_height = ui.text_style_height(&egui::TextStyle::Body) + ui.spacing().item_spacing.y;
-    let plot_height =
-        ((ui.available_height() - 5.0 * (title_height + ui.spacing().item_spacing.y)) / 5.0).max(MIN_PLOT_HEIGHT);
-    egui::ScrollArea::vertical().id_salt("ratescope_charts_scroll").auto_shrink(Vec2b::FALSE).show(ui, |ui| {
-        let width = (ui.available_width() - Y_AXIS_WIDTH).max(1.0) * ui.pixels_per_point();
-        let mut frame = Frame {
-            telemetry,
-            outcomes,
-            extent,
-            follow: view.follow.then(|| view.follow_range(extent)),
-            buckets: (width.round() as usize).clamp(16, 8192),
-            stack,
-        };
-        let charts: [(&str, BuildFn); 5] = [
-            ("Tokens", tokens_ui),
-            ("Queue", queue_ui),
-            ("Outcomes / s", outcomes_ui),
-            ("Retries", retries_ui),
-            ("Latency (ms)", latency_ui),
-        ];
-        let last = charts.len() - 1;
-        for (index, (title, build)) in charts.into_iter().enumerate() {
-            ui.label(RichText::new(title).strong());
-            let interacted = chart_ui(ui, &frame, title, index == last, plot_height, reset, build);
-            if interacted && view.follow {
-                // The user took over the time axis: stop following, keep their view.
-                view.follow = false;
-                frame.follow = None;
-            }
-        }
-    });
+    reset
 }
 
-/// One plot of the stack; true when the user panned or zoomed it.
-fn chart_ui(
-    ui: &mut Ui,
-    frame: &Frame<'_>,
-    title: &str,
-    bottom: bool,
-    height: f32,
-    reset: bool,
-    build: BuildFn,
-) -> bool {
+/// One plot of the stack with its time axis and, below it, its legend; true when the user
+/// panned or zoomed it.
+fn chart_ui(ui: &mut Ui, frame: &Frame<'_>, chart: &Chart, size: (f32, Option<(f64, f64)>), reset: bool) -> bool {
+    let (height, range) = size;
     let time_axis = frame.stack.with("ratescope_charts_time_axis");
-    let mut plot = Plot::new(("ratescope_chart", title))
-        .id(plot_id(frame.stack, title))
+    let telemetry = frame.telemetry;
+    let scale = chart.scale;
+    let mut plot = Plot::new(("ratescope_chart", chart.title))
+        .id(plot_id(frame.stack, chart.title))
         .height(height)
-        .legend(Legend::default().background_alpha(0.6))
         .link_axis(time_axis, [true, false])
         .link_cursor(time_axis, [true, false])
         .allow_drag([true, false])
@@ -228,81 +362,291 @@ fn chart_ui(
         .allow_scroll(false)
         .y_axis_min_width(Y_AXIS_WIDTH)
         .grid_spacing(GRID_SPACING_MIN..=300.0)
-        .y_grid_spacer(uniform_grid_spacer(value_axis_steps))
-        .y_axis_formatter(value_axis_label)
-        // Every series is a count, a level or a duration: never below zero, and an empty
-        // chart spans 0–1 instead of egui_plot's default around zero.
-        .include_y(0.0)
-        .include_y(1.0)
+        .x_axis_formatter(|mark, _| format!("{}s", value_axis_label(mark, &(0.0..=0.0))))
+        .label_formatter(move |position| hover_text(telemetry, scale, position))
         .include_x(frame.extent.earliest)
         .include_x(frame.extent.newest);
-    plot = if bottom { plot.x_axis_label("seconds since the burst started") } else { plot.show_axes([false, true]) };
+    plot = match scale {
+        // Every series is a count, a level or a duration: never below zero, and an empty
+        // chart spans 0–1 instead of egui_plot's default around zero.
+        Scale::Count => plot
+            .y_grid_spacer(uniform_grid_spacer(value_axis_steps))
+            .y_axis_formatter(value_axis_label)
+            .include_y(0.0)
+            .include_y(1.0),
+        Scale::Percent => plot
+            .y_grid_spacer(uniform_grid_spacer(value_axis_steps))
+            .y_axis_formatter(|mark, range| format!("{}%", value_axis_label(mark, range)))
+            .include_y(0.0)
+            .include_y(100.0),
+        Scale::LogMs => plot.y_grid_spacer(log_ms_marks).y_axis_formatter(|mark, _| format_ms(10f64.powf(mark.value))),
+    };
+    if let Some((low, high)) = range {
+        plot = plot.include_y(low).include_y(high);
+    }
     if reset {
         plot = plot.reset();
     }
-    let response = plot
-        .show(ui, |plot_ui| {
-            if let Some((from, to)) = frame.follow {
-                plot_ui.set_auto_bounds([false, true]);
-                plot_ui.set_plot_bounds_x(from..=to);
-            }
-            build(plot_ui, frame);
-        })
-        .response;
+    let build = chart.build;
+    let shown = plot.show(ui, |plot_ui| {
+        if let Some((from, to)) = frame.follow {
+            plot_ui.set_auto_bounds([false, true]);
+            plot_ui.set_plot_bounds_x(from..=to);
+        }
+        let mut legend = match frame.previous {
+            Some(previous) => build(plot_ui, frame, Source { telemetry: previous, previous: true }),
+            None => Vec::new(),
+        };
+        let live = build(plot_ui, frame, Source { telemetry, previous: false });
+        legend.splice(0..0, live);
+        legend
+    });
+    legend_ui(ui, &shown.inner);
+    let response = shown.response;
     let zoomed = response.contains_pointer() && ui.input(|input| input.zoom_delta_2d() != egui::Vec2::splat(1.0));
     response.dragged() || zoomed
 }
 
-fn tokens_ui(plot_ui: &mut PlotUi<'_>, frame: &Frame<'_>) {
-    let (from, to, buckets) = frame.decimation_range(plot_ui);
-    for (name, series) in &frame.telemetry.tokens {
-        plot_ui.line(Line::new(name.clone(), series.decimated(from, to, buckets)));
-    }
-    for (name, series) in &frame.telemetry.server_remaining {
-        let points = staircase(&series.decimated(from, to, buckets));
-        plot_ui.line(Line::new(format!("server: {name}"), points).style(LineStyle::dashed_dense()).width(2.0));
+/// A chart's legend as one wrapping row under its plot: a short solid or dashed line in the
+/// series' colour, its name and newest value.
+fn legend_ui(ui: &mut Ui, entries: &[LegendEntry]) {
+    ui.horizontal_wrapped(|ui| {
+        for entry in entries {
+            let (rect, _) = ui.allocate_exact_size(egui::vec2(18.0, 10.0), egui::Sense::hover());
+            let stroke = egui::Stroke::new(2.0, entry.color);
+            let (left, right) = (rect.left_center(), rect.right_center());
+            if entry.dashed {
+                ui.painter().add(egui::Shape::dashed_line(&[left, right], stroke, 3.0, 2.0));
+            } else {
+                ui.painter().line_segment([left, right], stroke);
+            }
+            ui.label(RichText::new(&entry.text).small());
+            ui.add_space(6.0);
+        }
+    });
+}
+
+/// The hover text of a chart: the series under the pointer, its real value and the time.
+fn hover_text(telemetry: &Telemetry, scale: Scale, position: &HoverPosition<'_>) -> Option<String> {
+    let HoverPosition::NearDataPoint { plot_name, position, .. } = position else { return None };
+    let name = plot_name.strip_prefix(PREVIOUS_PREFIX).unwrap_or(plot_name);
+    let value = match scale {
+        Scale::Count => round2(position.y),
+        Scale::Percent => {
+            let capacity = match name.strip_prefix(SERVER_PREFIX) {
+                Some(budget) => telemetry.server_limit.get(budget),
+                None => telemetry.token_capacity.get(name),
+            };
+            match capacity {
+                Some(capacity) => {
+                    format!("{} of {} ({:.0}%)", round2(position.y / 100.0 * capacity), round2(*capacity), position.y)
+                }
+                None => format!("{:.0}%", position.y),
+            }
+        }
+        Scale::LogMs => format_ms(10f64.powf(position.y)),
+    };
+    Some(format!("{plot_name}: {value}\nat {:.2}s", position.x))
+}
+
+/// The prefix of the server's own series on the Tokens chart.
+const SERVER_PREFIX: &str = "server: ";
+
+fn round2(value: f64) -> String {
+    let text = format!("{value:.2}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    if text == "-0" { "0".to_owned() } else { text.to_owned() }
+}
+
+/// `0.8 ms`, `25 ms`, `1.5 s`.
+fn format_ms(ms: f64) -> String {
+    if ms >= 1000.0 {
+        format!("{} s", round2(ms / 1000.0))
+    } else if ms >= 10.0 {
+        format!("{ms:.0} ms")
+    } else {
+        format!("{} ms", round2(ms))
     }
 }
 
-fn queue_ui(plot_ui: &mut PlotUi<'_>, frame: &Frame<'_>) {
-    let (from, to, buckets) = frame.decimation_range(plot_ui);
-    let telemetry = frame.telemetry;
-    plot_ui.line(Line::new("queued", staircase(&telemetry.queued.decimated(from, to, buckets))));
-    plot_ui.line(Line::new("in flight", staircase(&telemetry.in_flight.decimated(from, to, buckets))));
+/// Grid marks of a log10 axis: each decade strong, 2 and 5 of it fainter.
+fn log_ms_marks(input: GridInput) -> Vec<GridMark> {
+    let (low, high) = input.bounds;
+    if !(low.is_finite() && high.is_finite()) || high <= low {
+        return Vec::new();
+    }
+    let mut marks = Vec::new();
+    for decade in (low.floor() as i32 - 1)..=(high.ceil() as i32) {
+        // Decades count as wide steps so their labels show even when a decade is short.
+        for (factor, step_size) in [(1.0f64, 3.0), (2.0, 0.5), (5.0, 0.5)] {
+            let value = f64::from(decade) + factor.log10();
+            if (low..=high).contains(&value) {
+                marks.push(GridMark { value, step_size });
+            }
+        }
+    }
+    marks
 }
 
-fn outcomes_ui(plot_ui: &mut PlotUi<'_>, frame: &Frame<'_>) {
+/// `value` in milliseconds as its log10, the latency chart's y (anything under 0.1 ms as 0.1 ms,
+/// so a cache hit does not stretch the axis over decades nobody reads).
+fn log_ms(value: f64) -> f64 {
+    value.max(0.1).log10()
+}
+
+/// The newest value of `series`, as a legend shows it.
+fn newest(series: &Series) -> Option<f64> {
+    series.last().map(|[_, value]| value)
+}
+
+fn tokens_ui(plot_ui: &mut PlotUi<'_>, frame: &Frame<'_>, source: Source<'_>) -> Vec<LegendEntry> {
     let (from, to, buckets) = frame.decimation_range(plot_ui);
-    let kinds = [("2xx", OK_COLOR), ("429", THROTTLED_COLOR), ("other errors", ERROR_COLOR)];
-    for (slot, ((name, color), per_second)) in kinds.into_iter().zip(&frame.outcomes).enumerate() {
-        // Three thin bars per second (or per bucket when zoomed out), side by side.
-        let bars: Vec<Bar> = per_second_segments(per_second, from, to, buckets)
+    let telemetry = source.telemetry;
+    let mut legend = Vec::new();
+    let share = |points: Vec<[f64; 2]>, capacity: Option<&f64>| -> Vec<[f64; 2]> {
+        let capacity = capacity.copied().filter(|capacity| *capacity > 0.0);
+        points.into_iter().map(|[t, value]| [t, capacity.map_or(value, |capacity| value / capacity * 100.0)]).collect()
+    };
+    let mut colors = PALETTE.iter().cycle();
+    for (name, series) in &telemetry.tokens {
+        let color = source.color(colors.next().copied().unwrap_or(Color32::GRAY));
+        let capacity = telemetry.token_capacity.get(name);
+        let points = share(series.decimated(from, to, buckets), capacity);
+        // Sampled evenly (no gaps): egui_plot may draw its dense columns as a band, cheaply.
+        plot_ui.line(Line::new(source.name(name), points).color(color));
+        let now = newest(series).map_or_else(String::new, |value| match capacity {
+            Some(capacity) => format!(" {} of {}", round2(value), round2(*capacity)),
+            None => format!(" {}", round2(value)),
+        });
+        legend.push(LegendEntry { color, dashed: false, text: format!("{}{now}", source.name(name)) });
+    }
+    for (name, series) in &telemetry.server_remaining {
+        let color = source.color(colors.next().copied().unwrap_or(Color32::GRAY));
+        let limit = telemetry.server_limit.get(name);
+        let points = staircase(&share(series.decimated(from, to, buckets), limit), buckets);
+        let label = source.name(&format!("{SERVER_PREFIX}{name}"));
+        plot_ui.line(line(label.clone(), points).color(color).style(LineStyle::dashed_dense()).width(2.0));
+        let now = newest(series).map_or_else(String::new, |value| match limit {
+            Some(limit) => format!(" {} of {}", round2(value), round2(*limit)),
+            None => format!(" {}", round2(value)),
+        });
+        legend.push(LegendEntry { color, dashed: true, text: format!("{label}{now}") });
+    }
+    legend
+}
+
+fn queue_ui(plot_ui: &mut PlotUi<'_>, frame: &Frame<'_>, source: Source<'_>) -> Vec<LegendEntry> {
+    let (from, to, buckets) = frame.decimation_range(plot_ui);
+    let telemetry = source.telemetry;
+    let lines = [
+        ("open (sent or waiting, not done)", &telemetry.open, PALETTE[0]),
+        ("queued in the limiter", &telemetry.queued, THROTTLED_COLOR),
+        ("in flight (limiter)", &telemetry.in_flight, PALETTE[2]),
+    ];
+    let mut legend = Vec::new();
+    for (name, series, color) in lines {
+        if series.is_empty() {
+            continue;
+        }
+        let (name, color) = (source.name(name), source.color(color));
+        plot_ui.line(line(name.clone(), staircase(&series.decimated(from, to, buckets), buckets)).color(color));
+        let now = newest(series).map_or_else(String::new, |value| format!(" {}", round2(value)));
+        legend.push(LegendEntry { color, dashed: false, text: format!("{name}{now}") });
+    }
+    legend
+}
+
+/// Bars per second (or per bucket when zoomed out) of several kinds side by side; an earlier
+/// run's counts as faint steps.
+fn per_second_bars_ui(
+    plot_ui: &mut PlotUi<'_>,
+    frame: &Frame<'_>,
+    source: Source<'_>,
+    kinds: &[(&str, Color32, Vec<[f64; 2]>)],
+) -> Vec<LegendEntry> {
+    let (from, to, buckets) = frame.decimation_range(plot_ui);
+    let mut legend = Vec::new();
+    let shown = kinds.len().max(1) as f64;
+    for (slot, (name, color, per_second)) in kinds.iter().enumerate() {
+        let total = per_second.iter().map(|[_, count]| count).fold(0.0, |sum, count| sum + count);
+        let (label, color) = (source.name(name), source.color(*color));
+        legend.push(LegendEntry {
+            color,
+            dashed: source.previous,
+            text: format!("{label} ({} in all)", round2(total)),
+        });
+        let segments = per_second_segments(per_second, from, to, buckets);
+        if source.previous {
+            let steps: Vec<[f64; 2]> =
+                segments.iter().flat_map(|&(begin, end, value)| [[begin, value], [end, value]]).collect();
+            plot_ui.line(line(label, steps).color(color).style(LineStyle::dashed_loose()));
+            continue;
+        }
+        let bars: Vec<Bar> = segments
             .into_iter()
             .filter(|(_, _, value)| *value > 0.0)
             .map(|(begin, finish, value)| {
-                let width = (finish - begin) / 3.0;
-                Bar::new(begin + width * (slot as f64 + 0.5), value).width(width * 0.9)
+                let width = (finish - begin) / shown;
+                Bar::new(begin + width * (slot as f64 + 0.5), value).width(width * 0.9).name(&label)
             })
             .collect();
-        plot_ui.bar_chart(BarChart::new(name, bars).color(color));
+        plot_ui.bar_chart(BarChart::new(label, bars).color(color));
     }
+    legend
 }
 
-fn retries_ui(plot_ui: &mut PlotUi<'_>, frame: &Frame<'_>) {
-    let (from, to, buckets) = frame.decimation_range(plot_ui);
-    let points = frame.telemetry.retries.decimated(from, to, buckets);
-    plot_ui.points(Points::new("backoff delay (s)", points).radius(2.5).color(THROTTLED_COLOR));
+fn outcomes_ui(plot_ui: &mut PlotUi<'_>, frame: &Frame<'_>, source: Source<'_>) -> Vec<LegendEntry> {
+    let outcomes = &source.telemetry.outcomes;
+    let kinds = [
+        ("2xx", OK_COLOR, outcomes.series(OutcomeRates::OK)),
+        ("429", THROTTLED_COLOR, outcomes.series(OutcomeRates::THROTTLED)),
+        ("other errors", ERROR_COLOR, outcomes.series(OutcomeRates::ERROR)),
+    ];
+    per_second_bars_ui(plot_ui, frame, source, &kinds)
 }
 
-fn latency_ui(plot_ui: &mut PlotUi<'_>, frame: &Frame<'_>) {
+fn retries_ui(plot_ui: &mut PlotUi<'_>, frame: &Frame<'_>, source: Source<'_>) -> Vec<LegendEntry> {
+    let retries = &source.telemetry.retries;
+    let colors = [THROTTLED_COLOR, ERROR_COLOR, PALETTE[1], PALETTE[3], Color32::GRAY];
+    let totals = retries.totals();
+    let kinds: Vec<(&str, Color32, Vec<[f64; 2]>)> = RetryRates::NAMES
+        .iter()
+        .zip(colors)
+        .enumerate()
+        // A cause that never happened takes no room, but 429 is always named.
+        .filter(|(kind, _)| *kind == RetryRates::THROTTLED || totals[*kind] > 0)
+        .map(|(kind, (name, color))| (*name, color, retries.series(kind)))
+        .collect();
+    per_second_bars_ui(plot_ui, frame, source, &kinds)
+}
+
+fn latency_ui(plot_ui: &mut PlotUi<'_>, frame: &Frame<'_>, source: Source<'_>) -> Vec<LegendEntry> {
     let (from, to, buckets) = frame.decimation_range(plot_ui);
-    let telemetry = frame.telemetry;
-    plot_ui.line(Line::new("service", telemetry.service_ms.decimated(from, to, buckets)));
-    plot_ui.line(Line::new("total", telemetry.total_ms.decimated(from, to, buckets)));
+    let telemetry = source.telemetry;
+    let mut legend = Vec::new();
+    for (name, series, color) in [
+        ("service (one attempt)", &telemetry.service_ms, PALETTE[0]),
+        ("total (queue, retries and all)", &telemetry.total_ms, PALETTE[1]),
+    ] {
+        let (name, color) = (source.name(name), source.color(color));
+        let points: Vec<[f64; 2]> =
+            series.decimated(from, to, buckets).into_iter().map(|[t, ms]| [t, log_ms(ms)]).collect();
+        plot_ui.line(line(name.clone(), points).color(color));
+        let now = newest(series).map_or_else(String::new, |ms| format!(" {}", format_ms(ms)));
+        legend.push(LegendEntry { color, dashed: false, text: format!("{name}{now}") });
+    }
+    legend
+}
+
+/// A line of the charts with steps or gaps. egui_plot would merge points that share a pixel
+/// column into a filled band, drawn as a wedge between two columns far apart (a burst's 50
+/// requests queued in one millisecond showed as a triangle); the series are decimated already.
+fn line<'a>(name: impl Into<String>, points: impl Into<PlotPoints<'a>>) -> Line<'a> {
+    Line::new(name, points).allow_band(false)
 }
 
 /// A plot's global id: its zoom survives the surrounding layout changing.
-fn plot_id(stack: Id, title: &str) -> Id {
+pub(crate) fn plot_id(stack: Id, title: &str) -> Id {
     stack.with(("ratescope_chart", title))
 }
 
@@ -312,8 +656,7 @@ fn data_extent(telemetry: &Telemetry, outcomes: &[Vec<[f64; 2]>; 3]) -> Option<E
     for series in telemetry.tokens.values().chain(telemetry.server_remaining.values()) {
         Extent::include_series(&mut extent, series);
     }
-    for series in
-        [&telemetry.queued, &telemetry.in_flight, &telemetry.retries, &telemetry.service_ms, &telemetry.total_ms]
+    for series in [&telemetry.queued, &telemetry.in_flight, &telemetry.open, &telemetry.service_ms, &telemetry.total_ms]
     {
         Extent::include_series(&mut extent, series);
     }
@@ -328,15 +671,27 @@ fn same_window(a: f64, b: f64) -> bool {
     (all(a) && all(b)) || a == b
 }
 
-/// A staircase through `points`: each value holds until the next point's time.
-fn staircase(points: &[[f64; 2]]) -> PlotPoints<'static> {
+/// A staircase through `points`: each value holds until the next point's time. With a point
+/// for every pixel column or more (`columns`), the steps cannot be seen and would only double
+/// the line's cost: the points are drawn as they are.
+fn staircase(points: &[[f64; 2]], columns: usize) -> PlotPoints<'static> {
+    if points.len() >= columns {
+        return points.to_vec().into();
+    }
     let mut out = Vec::with_capacity(points.len() * 2);
     let mut previous: Option<f64> = None;
+    // Points at one instant (many changes in a millisecond) would repeat the held value:
+    // a repeated point adds nothing to the line, so it is pushed once.
+    let push = |out: &mut Vec<[f64; 2]>, point: [f64; 2]| {
+        if out.last() != Some(&point) {
+            out.push(point);
+        }
+    };
     for &[t, value] in points {
         if let Some(held) = previous {
-            out.push([t, held]);
+            push(&mut out, [t, held]);
         }
-        out.push([t, value]);
+        push(&mut out, [t, value]);
         previous = Some(value);
     }
     out.into()
@@ -462,12 +817,14 @@ mod tests {
         harness.get_by_label("Latency (ms)");
         assert!(harness.query_by_label(EMPTY_TEXT).is_none());
         // Following: every plot shows the same last minute.
-        for title in ["Tokens", "Queue", "Outcomes / s", "Retries", "Latency (ms)"] {
+        for title in ["Tokens", "Queue", "Outcomes / s", "Retries / s", "Latency (ms)"] {
             let memory = egui_plot::PlotMemory::load(&harness.ctx, plot_id(Id::NULL, title)).unwrap();
             let bounds = *memory.transform().bounds();
             assert!((bounds.min()[0] - (newest - 60.0)).abs() < 1e-6, "{title}: {bounds:?}");
             assert!((bounds.max()[0] - newest).abs() < 1e-6, "{title}: {bounds:?}");
-            assert!(bounds.min()[1] <= 0.0, "{title}: the y axis includes 0");
+            if title != "Latency (ms)" {
+                assert!(bounds.min()[1] <= 0.0, "{title}: the y axis includes 0");
+            }
         }
 
         // Panning a chart stops following; the time axis stays shared.
@@ -489,7 +846,7 @@ mod tests {
         };
         let panned = x_range("Queue");
         assert!(panned.1 < newest - 1.0, "panned into the past: {panned:?}");
-        for title in ["Tokens", "Outcomes / s", "Retries", "Latency (ms)"] {
+        for title in ["Tokens", "Outcomes / s", "Retries / s", "Latency (ms)"] {
             let (from, to) = x_range(title);
             assert!((from - panned.0).abs() < 1e-9 && (to - panned.1).abs() < 1e-9, "{title} is linked");
         }
@@ -502,6 +859,144 @@ mod tests {
         let bounds =
             *egui_plot::PlotMemory::load(&harness.ctx, plot_id(Id::NULL, "Queue")).unwrap().transform().bounds();
         assert!(bounds.min()[0] <= 0.01 && bounds.max()[0] >= newest, "the whole run: {bounds:?}");
+    }
+
+    fn plot_memory(harness: &Harness<'_, (Telemetry, ChartView)>, title: &str) -> egui_plot::PlotMemory {
+        egui_plot::PlotMemory::load(&harness.ctx, plot_id(Id::NULL, title)).unwrap()
+    }
+
+    /// A telemetry of one key with a 5-token bucket (2 left) and a 1000-per-hour window
+    /// (997 left), a server budget, service times of 25 ms and totals of 9 s, retries for
+    /// 429 and 503, and 50 requests sent without an answer yet.
+    fn busy_telemetry() -> Telemetry {
+        let origin = Instant::now();
+        let config = LimiterConfig::new()
+            .with_budget(BudgetSpec::token_bucket("burst", 5, "5/1s".parse().unwrap()).unwrap())
+            .with_budget(BudgetSpec::sliding_window("hour", 1000, Duration::from_secs(3600)).unwrap());
+        let limiter = Limiter::new("api", config).unwrap();
+        let _held = limiter.try_acquire(3).unwrap();
+        let mut telemetry = Telemetry::new(origin, 1000, 100);
+        let mut headers = HeaderMap::new();
+        headers.insert("x-ratelimit-limit", "100".parse().unwrap());
+        headers.insert("x-ratelimit-remaining", "60".parse().unwrap());
+        for step in 0..4u32 {
+            let at = origin + Duration::from_millis(500) * step;
+            let mut snapshot = limiter.snapshot();
+            snapshot.at = at;
+            telemetry.sample(&[snapshot]);
+            let event = |id: u64, kind| Event { request_id: id, key: Some("api".into()), at, kind };
+            let info = RateLimitInfo::parse(Some(200), &headers, None, std::time::SystemTime::now());
+            telemetry.ingest(&event(
+                u64::from(step),
+                EventKind::Response {
+                    attempt: 1,
+                    status: 200,
+                    service_time: Duration::from_millis(25),
+                    info: Box::new(info),
+                    headers: Box::default(),
+                },
+            ));
+            let total = Duration::from_secs(9);
+            telemetry.ingest(&event(u64::from(step), EventKind::Finished { status: 200, attempts: 1, total }));
+            for cause in ["429 Too Many Requests", "429 Too Many Requests", "503 Service Unavailable"] {
+                let reason = RetryReason::Backoff;
+                let delay = Duration::from_secs(1);
+                telemetry
+                    .ingest(&event(9, EventKind::RetryScheduled { attempt: 1, delay, reason, cause: cause.into() }));
+            }
+        }
+        for id in 100..150 {
+            let sent = EventKind::Sent { attempt: 1, method: "GET".into(), path: "/items".into() };
+            telemetry.ingest(&Event {
+                request_id: id,
+                key: None,
+                at: origin + Duration::from_millis(1500),
+                kind: sent,
+            });
+        }
+        telemetry
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn every_budget_reads_at_its_own_scale_with_real_values_on_hover() {
+        let mut harness = harness(busy_telemetry());
+        harness.run();
+        let memory = plot_memory(&harness, "Tokens");
+        let bounds = *memory.transform().bounds();
+        assert!(bounds.max()[1] < 150.0, "a share of capacity, not 0–1000 tokens: {bounds:?}");
+        // The 5-token bucket with 2 left sits at 40%, not flat at the bottom under a 1000 window.
+        let at = memory.transform().position_from_point(&egui_plot::PlotPoint::new(1.0, 40.0));
+        harness.hover_at(at);
+        harness.run();
+        harness.get_by_label_contains("api · burst: 2 of 5 (40%)");
+        // The legend names the real values too.
+        harness.get_by_label("api · burst 2 of 5");
+        harness.get_by_label("api · hour 997 of 1000");
+        harness.get_by_label("server: default 60 of 100");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn latency_reads_25_ms_beside_9_s() {
+        let mut harness = harness(busy_telemetry());
+        harness.run();
+        let memory = plot_memory(&harness, "Latency (ms)");
+        let frame = *memory.transform().frame();
+        let service = memory.transform().position_from_point(&egui_plot::PlotPoint::new(1.0, log_ms(25.0)));
+        let total = memory.transform().position_from_point(&egui_plot::PlotPoint::new(1.0, log_ms(9000.0)));
+        assert!(service.y - total.y > frame.height() * 0.5, "25 ms and 9 s lie far apart: {service:?} {total:?}");
+        assert!(frame.bottom() - service.y >= 0.0, "25 ms is inside the plot");
+        harness.hover_at(service);
+        harness.run();
+        harness.get_by_label_contains("service (one attempt): 25 ms");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn legends_sit_outside_the_plots_and_say_what_dashed_and_solid_mean() {
+        let mut harness = harness(busy_telemetry());
+        harness.run();
+        harness.get_by_label(TOKENS_NOTE);
+        let plots: Vec<egui::Rect> = ["Tokens", "Queue", "Outcomes / s", "Retries / s", "Latency (ms)"]
+            .map(|title| *plot_memory(&harness, title).transform().frame())
+            .to_vec();
+        for text in ["api · burst 2 of 5", "server: default 60 of 100", "2xx (4 in all)", "429 (8 in all)"] {
+            let legend = harness.get_by_label(text).rect();
+            for plot in &plots {
+                assert!(!legend.intersects(*plot), "{text:?} at {legend:?} covers a plot at {plot:?}");
+            }
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn every_chart_has_its_time_axis_and_retries_count_per_second_by_cause() {
+        let mut harness = harness(busy_telemetry());
+        harness.run();
+        let heights: Vec<f32> = ["Tokens", "Queue", "Outcomes / s", "Retries / s", "Latency (ms)"]
+            .map(|title| plot_memory(&harness, title).transform().frame().height())
+            .to_vec();
+        assert!(
+            heights.windows(2).all(|pair| (pair[0] - pair[1]).abs() < 0.5),
+            "each plot keeps room for its own time axis: {heights:?}"
+        );
+        // 2 retries after a 429 and 1 after a 503 each half second: counts per second.
+        harness.get_by_label("429 (8 in all)");
+        harness.get_by_label("503 (4 in all)");
+        assert!(harness.query_by_label_contains("timeout").is_none(), "a cause that never happened is left out");
+        let memory = plot_memory(&harness, "Retries / s");
+        assert!(memory.transform().bounds().max()[1] >= 4.0, "four 429 retries in a second: a count, not a delay");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_queue_chart_counts_open_requests_without_a_limiter() {
+        let mut telemetry = Telemetry::new(Instant::now(), 1000, 100);
+        for id in 0..50 {
+            let sent = EventKind::Sent { attempt: 1, method: "GET".into(), path: "/items".into() };
+            telemetry.ingest(&Event { request_id: id, key: None, at: Instant::now(), kind: sent });
+        }
+        let mut harness = harness(telemetry);
+        harness.run();
+        harness.get_by_label("open (sent or waiting, not done) 50");
+        let bounds = *plot_memory(&harness, "Queue").transform().bounds();
+        assert!(bounds.max()[1] >= 50.0, "{bounds:?}");
     }
 
     #[test]

@@ -73,6 +73,7 @@ pub struct Pressed {
     pub fire: bool,
     pub cancel: bool,
     pub discover: bool,
+    pub save_png: bool,
 }
 
 fn endpoint_url(base: &str, path: &str) -> Result<Url, String> {
@@ -101,6 +102,20 @@ impl Composer {
                 over: duration(&self.ramp_over, "ramp length")?,
             },
         })
+    }
+
+    /// What a burst was fired with, in one line for the run history: method, paths, count,
+    /// arrival and limits.
+    pub fn describe(&self, spec: &BurstSpec) -> String {
+        let paths: Vec<&str> = spec.endpoints.iter().map(|endpoint| endpoint.url.path()).collect();
+        let arrival = match self.arrival {
+            ArrivalChoice::AllAtOnce => "all at once".to_owned(),
+            ArrivalChoice::FixedRate => format!("at {}", self.rate),
+            ArrivalChoice::Ramp => format!("ramp {}→{}/s over {}", self.ramp_from, self.ramp_to, self.ramp_over),
+            ArrivalChoice::ForDuration => format!("at {} for {}", self.rate, self.duration),
+        };
+        let limits = spec.limits.as_ref().map_or_else(|| "limiter off".to_owned(), |limits| limits.describe());
+        format!("{} {} ×{} · {arrival} · {limits}", spec.method, paths.join(", "), spec.requests)
     }
 
     /// Everything the background needs to fire at the editor's selected host.
@@ -155,7 +170,11 @@ impl Composer {
         let mut pressed = Pressed::default();
         let base = editor.selected_host().map(|host| host.base_url.clone()).unwrap_or_default();
         ui.horizontal_wrapped(|ui| {
-            ui.strong("Burst");
+            // Fire and Cancel come first, so wrapping never moves them.
+            let fire = ui.add_enabled(!running, egui::Button::new(egui::RichText::new("Fire").strong()));
+            pressed.fire = fire.on_hover_text("Ctrl+Enter").clicked();
+            pressed.cancel = ui.add_enabled(running, egui::Button::new("Cancel")).on_hover_text("Esc").clicked();
+            ui.separator();
             self.method_ui(ui);
             self.endpoints_ui(ui, &base);
             ui.separator();
@@ -173,13 +192,10 @@ impl Composer {
             ui.separator();
             ui.checkbox(&mut self.limiter_on, "limiter").on_hover_text("off: send raw, to compare paced with unpaced");
             ui.separator();
-            let fire = ui.add_enabled(!running, egui::Button::new(egui::RichText::new("Fire").strong()));
-            pressed.fire = fire.on_hover_text("Ctrl+Enter").clicked();
-            pressed.cancel = ui.add_enabled(running, egui::Button::new("Cancel")).on_hover_text("Esc").clicked();
-            ui.separator();
             let discover =
                 ui.button("Discover…").on_hover_text("Probe the first endpoint for its limits and suggest settings");
             pressed.discover = discover.clicked();
+            pressed.save_png = ui.button("Charts PNG…").on_hover_text("Save the charts as a PNG image").clicked();
         });
         if self.limiter_on {
             let profile_name = editor.profile().map(|profile| profile.name.clone()).unwrap_or_default();

@@ -169,10 +169,13 @@ fn token_bucket_ui(ui: &mut egui::Ui, budget: &mut BudgetEntry) -> bool {
     let mut capacity = budget.capacity.unwrap_or(1);
     ui.horizontal(|ui| {
         ui.label("burst");
+        // A drag value whose step grows with the value: a few points move 5 to 6 or 7, not to
+        // 400 as a logarithmic slider over 1–10,000 did; a double-click types a number.
+        let speed = (capacity as f64 * 0.02).max(0.05);
         if ui
-            .add(egui::Slider::new(&mut capacity, 1..=10_000).logarithmic(true))
+            .add(egui::DragValue::new(&mut capacity).range(1..=1_000_000).speed(speed))
             .accessible_name("burst capacity")
-            .on_hover_text("capacity: how many go through at once")
+            .on_hover_text("capacity: how many go through at once (drag, or double-click to type)")
             .changed()
         {
             budget.capacity = Some(capacity);
@@ -435,7 +438,6 @@ impl Editor {
             if doc.is_dirty() { format!("{} •", doc.profile.name) } else { doc.profile.name.clone() }
         };
         let selected = self.profiles.get(self.current).map(label).unwrap_or_else(|| "no profile".to_owned());
-        ui.label("profile");
         let picker = egui::ComboBox::from_id_salt("profile").selected_text(selected).show_ui(ui, |ui| {
             for (index, doc) in self.profiles.iter().enumerate() {
                 if ui.selectable_label(index == self.current, label(doc)).clicked() {
@@ -445,7 +447,7 @@ impl Editor {
                 }
             }
         });
-        let _ = picker.response.accessible_name("profile");
+        let _ = picker.response.on_hover_text("the profile being edited").accessible_name("profile");
         if ui.button("New").clicked() {
             let name = (1..).map(|i| format!("profile {i}")).find(|name| self.name_free(name)).unwrap_or_default();
             self.profiles.push(ProfileDoc { profile: Profile::new(name), saved: None });
@@ -732,9 +734,11 @@ fn headers_ui(ui: &mut egui::Ui, headers: &mut BTreeMap<String, String>, new_hea
     if let Some(name) = remove {
         headers.remove(&name);
     }
+    // Sized to the panel: a new header's row never widens it.
+    let room = (ui.available_width() - 60.0).max(120.0);
     ui.horizontal(|ui| {
-        ui.add(egui::TextEdit::singleline(&mut new_header.0).hint_text("name").desired_width(90.0));
-        ui.add(egui::TextEdit::singleline(&mut new_header.1).hint_text("value").desired_width(110.0));
+        ui.add(egui::TextEdit::singleline(&mut new_header.0).hint_text("name").desired_width(room * 0.4));
+        ui.add(egui::TextEdit::singleline(&mut new_header.1).hint_text("value").desired_width(room * 0.6));
         let valid = http::HeaderName::from_bytes(new_header.0.trim().as_bytes()).is_ok();
         if ui.add_enabled(valid, egui::Button::new("add")).clicked() {
             headers.insert(new_header.0.trim().to_ascii_lowercase(), new_header.1.clone());
@@ -786,8 +790,9 @@ fn secrets_ui(
         host.secret_headers.retain(|existing| *existing != name);
         secrets.remove(profile, &host.name, &name);
     }
-    ui.horizontal(|ui| {
-        ui.add(egui::TextEdit::singleline(drafts.new_name).hint_text("e.g. authorization").desired_width(140.0));
+    ui.horizontal_wrapped(|ui| {
+        let room = (ui.available_width() - 140.0).max(100.0);
+        ui.add(egui::TextEdit::singleline(drafts.new_name).hint_text("e.g. authorization").desired_width(room));
         let valid = http::HeaderName::from_bytes(drafts.new_name.trim().as_bytes()).is_ok();
         if ui.add_enabled(valid, egui::Button::new("add secret header")).clicked() {
             host.secret_headers.push(drafts.new_name.trim().to_ascii_lowercase());

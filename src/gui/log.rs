@@ -33,7 +33,7 @@ pub fn log_ui(ui: &mut Ui, telemetry: &Telemetry, selected: &mut Option<(u64, u3
         .auto_shrink([false, false])
         .column(Column::initial(72.0).at_least(48.0))
         .column(Column::initial(56.0).at_least(40.0))
-        .column(Column::initial(220.0).at_least(60.0).clip(true))
+        .column(Column::initial(160.0).at_least(60.0).clip(true))
         .column(Column::initial(52.0).at_least(40.0))
         .columns(Column::initial(78.0).at_least(48.0), 2)
         .column(Column::initial(56.0).at_least(40.0))

@@ -11,8 +11,11 @@ mod composer;
 pub mod discover;
 mod draft;
 mod editor;
+mod help;
+pub mod history;
 pub mod log;
 pub mod proxy;
+mod save_as;
 mod screenshot;
 pub mod server;
 mod shared;
@@ -41,10 +44,14 @@ pub fn run(screenshot: Option<(std::path::PathBuf, std::time::Duration)>) -> any
         viewport: egui::ViewportBuilder::default()
             .with_title("ratescope")
             .with_app_id("ratescope")
-            .with_inner_size([1360.0, 860.0])
-            .with_min_inner_size([900.0, 600.0]),
-        // A screenshot run starts from the default layout, whatever the user left last time.
+            .with_inner_size(window_size().unwrap_or([1360.0, 860.0]))
+            .with_min_inner_size([800.0, 560.0]),
+        // A screenshot run starts from the default layout, whatever the user left last time
+        // (window size, panel widths): its state goes to a directory of its own.
         persist_window: screenshot.is_none(),
+        persistence_path: screenshot
+            .is_some()
+            .then(|| std::env::temp_dir().join(format!("ratescope-screenshot-{}", std::process::id()))),
         ..Default::default()
     };
     let close_after = std::env::var("RATESCOPE_SMOKE_SECONDS")
@@ -68,4 +75,12 @@ pub fn run(screenshot: Option<(std::path::PathBuf, std::time::Duration)>) -> any
         }),
     )
     .map_err(|err| anyhow::anyhow!("the window could not open: {err}"))
+}
+
+/// The window's size from `RATESCOPE_WINDOW_SIZE=WIDTHxHEIGHT` (for screenshots at a given size).
+fn window_size() -> Option<[f32; 2]> {
+    let text = std::env::var("RATESCOPE_WINDOW_SIZE").ok()?;
+    let (width, height) = text.split_once('x')?;
+    let size = [width.trim().parse::<f32>().ok()?, height.trim().parse::<f32>().ok()?];
+    size.iter().all(|side| side.is_finite() && *side >= 200.0).then_some(size)
 }

@@ -22,6 +22,10 @@ pub fn server_ui(ui: &mut Ui, telemetry: &Telemetry) -> Option<LimiterConfig> {
         ui.weak(EMPTY_TEXT);
         return None;
     };
+    // Waits count down from when the response arrived.
+    let since = telemetry.seconds(tokio::time::Instant::now()) - telemetry.latest_server_at;
+    let left = |wait: std::time::Duration| wait.saturating_sub(std::time::Duration::from_secs_f64(since.max(0.0)));
+    ui.ctx().request_repaint_after(std::time::Duration::from_millis(250));
     ui.horizontal_wrapped(|ui| {
         match key {
             Some(key) => ui.label(format!("key {key}")),
@@ -34,7 +38,7 @@ pub fn server_ui(ui: &mut Ui, telemetry: &Telemetry) -> Option<LimiterConfig> {
             ui.label(RichText::new("throttled").color(Color32::from_rgb(235, 140, 20)));
         }
         if let Some(wait) = info.retry_after {
-            ui.label(format!("retry after {}", format_wait(wait)));
+            ui.label(format!("retry after {}", format_wait(left(wait))));
         }
     });
 
@@ -54,13 +58,13 @@ pub fn server_ui(ui: &mut Ui, telemetry: &Telemetry) -> Option<LimiterConfig> {
                 match (budget.remaining, budget.limit) {
                     (Some(remaining), Some(limit)) if limit > 0.0 => {
                         let fraction = (remaining / limit).clamp(0.0, 1.0) as f32;
-                        ui.add(ProgressBar::new(fraction).desired_width(120.0).fill(fill_color(fraction)));
+                        ui.add(ProgressBar::new(fraction).desired_width(80.0).fill(fill_color(fraction)));
                     }
                     _ => {
                         ui.weak("-");
                     }
                 }
-                ui.label(budget.reset_after.map_or_else(|| "-".to_owned(), format_wait));
+                ui.label(budget.reset_after.map_or_else(|| "-".to_owned(), |wait| format_wait(left(wait))));
                 ui.label(budget.window.map_or_else(|| "-".to_owned(), format_period));
                 ui.end_row();
             }
@@ -235,6 +239,25 @@ mod tests {
         let mut empty = harness(telemetry_after(&[("x-ratelimit-limit", "10")]));
         empty.run();
         assert!(empty.query_by_label(ADAPTIVE_TITLE).is_none(), "nothing learned, no heading");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn resets_in_counts_down_from_when_the_response_came() {
+        let mut harness = harness(telemetry_after(&[
+            ("ratelimit-policy", "\"default\";q=100;w=60"),
+            ("ratelimit", "\"default\";r=40;t=30"),
+            ("retry-after", "12"),
+        ]));
+        harness.run();
+        harness.get_by_label("30.0s");
+        harness.get_by_label("retry after 12.0s");
+        tokio::time::advance(Duration::from_secs(10)).await;
+        harness.run();
+        harness.get_by_label("20.0s");
+        harness.get_by_label("retry after 2.0s");
+        tokio::time::advance(Duration::from_secs(40)).await;
+        harness.run();
+        harness.get_by_label("0ms");
     }
 
     fn harness_without_data() -> Harness<'static, State> {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use egui::{RichText, Ui};
 
-use super::charts::{ChartView, EMPTY_TEXT, charts_ui_in};
+use super::charts::{ChartRanges, ChartView, EMPTY_TEXT, StackOptions, chart_ranges, stack_ui, widest_ranges};
 use crate::engine::{LimiterConfig, Rate};
 use crate::http::RetryPolicy;
 use crate::mock::MockConfig;
@@ -30,6 +30,8 @@ pub struct SideResult {
     pub summary: Summary,
     pub telemetry: Telemetry,
     pub real_time: Duration,
+    /// Each chart's y range, so both sides are drawn on the same scales.
+    pub ranges: ChartRanges,
 }
 
 /// Runs both sides (blocking: the backend calls it off its runtime).
@@ -56,7 +58,8 @@ fn side_result(simulation: Simulation) -> SideResult {
     for batch in snapshots {
         telemetry.sample(batch);
     }
-    SideResult { summary: simulation.summary, telemetry, real_time: simulation.real_time }
+    let ranges = chart_ranges(&telemetry);
+    SideResult { summary: simulation.summary, telemetry, real_time: simulation.real_time, ranges }
 }
 
 /// The tab's state: the workload, the two settings, the last results.
@@ -69,6 +72,8 @@ pub struct SimulatorTab {
     pub retries: u32,
     /// Each side's limits in the one-line form: `bucket 5 @ 5/1s, window 100/1m, concurrency 4`.
     pub limits: [String; 2],
+    /// Limits A were typed by hand: they no longer follow the selected host's.
+    pub limits_a_typed: bool,
     pub running: bool,
     pub results: Option<Box<[SideResult; 2]>>,
     pub error: Option<String>,
@@ -83,6 +88,7 @@ impl Default for SimulatorTab {
             arrival_rate: String::new(),
             retries: 9,
             limits: ["bucket 5 @ 5/1s, window 100/1m".into(), "bucket 8 @ 8/1s".into()],
+            limits_a_typed: false,
             running: false,
             results: None,
             error: None,
@@ -95,6 +101,16 @@ impl Default for SimulatorTab {
 const SIDES: [&str; 2] = ["A", "B"];
 
 impl SimulatorTab {
+    /// Limits A are the selected host's current limits until they are typed over.
+    pub fn follow_profile(&mut self, host: &crate::profile::HostProfile) {
+        if self.limits_a_typed {
+            return;
+        }
+        if let Ok(config) = host.limiter_config() {
+            self.limits[0] = config.describe();
+        }
+    }
+
     /// The two bursts to simulate, or what is wrong with the form.
     pub fn request(&self) -> Result<SimRequest, String> {
         let url = url::Url::parse(DEFAULT_BASE_URL)
@@ -142,9 +158,18 @@ impl SimulatorTab {
         ui.horizontal_wrapped(|ui| {
             for (index, label) in SIDES.iter().enumerate() {
                 ui.strong(format!("Limits {label}"));
-                ui.add(egui::TextEdit::singleline(&mut self.limits[index]).desired_width(260.0))
+                let field = ui
+                    .add(egui::TextEdit::singleline(&mut self.limits[index]).desired_width(260.0))
                     .accessible_name(format!("limits {label}"))
-                    .on_hover_text("bucket 5 @ 5/1s, window 100/1m, concurrency 4 (comma-separated), or none");
+                    .on_hover_text(if index == 0 {
+                        "the selected host's limits until you type here; \
+                         bucket 5 @ 5/1s, window 100/1m, concurrency 4 (comma-separated), or none"
+                    } else {
+                        "bucket 5 @ 5/1s, window 100/1m, concurrency 4 (comma-separated), or none"
+                    });
+                if index == 0 && field.changed() {
+                    self.limits_a_typed = true;
+                }
             }
             let run = ui.add_enabled(!self.running, egui::Button::new("Run both"));
             if run.on_hover_text("Simulate the workload through both limits, in virtual time").clicked() {
@@ -169,10 +194,12 @@ impl SimulatorTab {
             ui.label(RichText::new("Run both to compare the two limits on the same workload.").weak());
             return wanted;
         };
+        // Both sides on the same y scales, or side by side misleads.
+        let ranges = widest_ranges(&results[0].ranges, &results[1].ranges);
         ui.columns(2, |columns| {
             for (index, (ui, result)) in columns.iter_mut().zip(results.iter()).enumerate() {
                 ui.push_id(("simulated side", index), |ui| {
-                    side_ui(ui, SIDES[index], result, &mut self.views[index]);
+                    side_ui(ui, SIDES[index], result, &mut self.views[index], ranges);
                 });
             }
         });
@@ -180,7 +207,12 @@ impl SimulatorTab {
     }
 }
 
-fn side_ui(ui: &mut Ui, label: &str, result: &SideResult, view: &mut ChartView) {
+/// The id of a side's stack of charts.
+fn side_id(label: &str) -> egui::Id {
+    egui::Id::NULL.with(("ratescope_simulated_side", label))
+}
+
+fn side_ui(ui: &mut Ui, label: &str, result: &SideResult, view: &mut ChartView, ranges: ChartRanges) {
     let summary = &result.summary;
     let refused = summary.status_counts.get("429").copied().unwrap_or(0);
     let goodput = if summary.elapsed_s > 0.0 { summary.succeeded as f64 / summary.elapsed_s } else { 0.0 };
@@ -196,5 +228,40 @@ fn side_ui(ui: &mut Ui, label: &str, result: &SideResult, view: &mut ChartView) 
     egui::CollapsingHeader::new("summary").id_salt("summary").show(ui, |ui| {
         ui.label(RichText::new(summary.to_string()).monospace());
     });
-    charts_ui_in(ui, &result.telemetry, view, ui.scope_id().with(("simulated side", label)), EMPTY_TEXT);
+    let options = StackOptions { id: side_id(label), empty_text: EMPTY_TEXT, previous: None, ranges: Some(ranges) };
+    stack_ui(ui, &result.telemetry, view, &options);
+}
+
+#[cfg(test)]
+mod tests {
+    use egui_kittest::Harness;
+
+    use super::*;
+    use crate::gui::charts::plot_id;
+
+    #[test]
+    fn both_sides_share_their_y_scales() {
+        let tab = SimulatorTab {
+            count: 60,
+            limits: ["bucket 5 @ 5/1s".into(), "bucket 50 @ 50/1s".into()],
+            ..SimulatorTab::default()
+        };
+        let results = run_both(tab.request().unwrap()).unwrap();
+        let peaks = [&results[0].ranges, &results[1].ranges].map(|ranges| ranges[2].1);
+        assert!((peaks[0] - peaks[1]).abs() >= 2.0, "the sides' outcomes peak apart: {peaks:?}");
+        let mut tab = SimulatorTab { results: Some(results), ..tab };
+        let mut harness = Harness::builder().with_size(egui::vec2(1600.0, 1200.0)).build_ui(|ui| {
+            let _ = tab.simulator_ui(ui);
+        });
+        harness.run();
+        for title in ["Queue", "Outcomes / s", "Retries / s", "Latency (ms)"] {
+            let top = |side: &str| {
+                let memory = egui_plot::PlotMemory::load(&harness.ctx, plot_id(side_id(side), title)).unwrap();
+                let bounds = *memory.transform().bounds();
+                (bounds.min()[1], bounds.max()[1])
+            };
+            let (a, b) = (top("A"), top("B"));
+            assert!((a.0 - b.0).abs() < 1e-6 && (a.1 - b.1).abs() < 1e-6, "{title}: A {a:?} and B {b:?} differ");
+        }
+    }
 }

@@ -11,6 +11,8 @@ const MAX_SHOWN: usize = 5;
 struct Toast {
     text: String,
     error: bool,
+    /// What the message is about, so it goes once that is settled (e.g. "save").
+    topic: Option<&'static str>,
     since: Instant,
 }
 
@@ -22,16 +24,26 @@ pub struct Toasts {
 
 impl Toasts {
     pub fn info(&mut self, text: impl Into<String>) {
-        self.push(text.into(), false);
+        self.push(text.into(), false, None);
     }
 
     pub fn error(&mut self, text: impl Into<String>) {
-        self.push(text.into(), true);
+        self.push(text.into(), true, None);
     }
 
-    fn push(&mut self, text: String, error: bool) {
+    /// An error about `topic` that stays until it is clicked away or [`Self::resolve`]d.
+    pub fn error_about(&mut self, topic: &'static str, text: impl Into<String>) {
+        self.push(text.into(), true, Some(topic));
+    }
+
+    /// `topic` is settled (the profile saved, a burst fired): its errors go.
+    pub fn resolve(&mut self, topic: &'static str) {
+        self.shown.retain(|toast| toast.topic != Some(topic));
+    }
+
+    fn push(&mut self, text: String, error: bool, topic: Option<&'static str>) {
         self.shown.retain(|toast| toast.text != text);
-        self.shown.push(Toast { text, error, since: Instant::now() });
+        self.shown.push(Toast { text, error, topic, since: Instant::now() });
         if self.shown.len() > MAX_SHOWN {
             self.shown.remove(0);
         }

@@ -5,7 +5,7 @@ mod recorder;
 mod series;
 
 pub use recorder::{LogRow, Telemetry};
-pub use series::{OutcomeRates, Series};
+pub use series::{OutcomeRates, PerSecond, RetryRates, Series};
 
 static PROCESS_START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
 

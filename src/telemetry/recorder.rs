@@ -1,15 +1,17 @@
 //! `Telemetry`: folds client events and limiter snapshots into chart series and a bounded request log.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 use http::HeaderMap;
 use tokio::time::Instant;
 
-use super::series::{OutcomeRates, Series};
+use super::series::{OutcomeRates, RetryRates, Series};
 use crate::engine::Snapshot;
 use crate::http::{Event, EventKind, RateLimitInfo};
 use crate::store::StoreState;
 
+/// How far back (in log rows) a failure looks for the response row of its last attempt.
+const FAILURE_LOOKBACK: usize = 4096;
 /// How many adaptive-mode notes the recorder keeps.
 const ADAPTIVE_NOTES: usize = 64;
 
@@ -58,18 +60,27 @@ pub struct Telemetry {
     log_capacity: usize,
     /// Client-side tokens per `key/budget`.
     pub tokens: BTreeMap<String, Series>,
+    /// Each `key/budget`'s capacity (a bucket's burst, a window's limit), newest seen.
+    pub token_capacity: BTreeMap<String, f64>,
     /// What the server reported remaining per budget name.
     pub server_remaining: BTreeMap<String, Series>,
+    /// The limit the server reported per budget name, newest seen.
+    pub server_limit: BTreeMap<String, f64>,
     pub queued: Series,
     pub in_flight: Series,
+    /// Requests started and not yet finished, counted from the client's events (so it is
+    /// known without a limiter too): queued, in flight or waiting to retry.
+    pub open: Series,
     pub outcomes: OutcomeRates,
-    /// Scheduled retries: (time, delay in seconds).
-    pub retries: Series,
+    /// Retries scheduled per second, by the cause of the attempt before.
+    pub retries: RetryRates,
     pub service_ms: Series,
     pub total_ms: Series,
     pub log: VecDeque<LogRow>,
     /// The newest rate-limit information a server sent, and from which key.
     pub latest_server: Option<(Option<String>, RateLimitInfo)>,
+    /// When the newest rate-limit information arrived, in seconds (its waits count from then).
+    pub latest_server_at: f64,
     pub events_dropped: u64,
     /// The shared budget store's latest state, when a key's budgets are shared.
     pub store_state: Option<StoreState>,
@@ -78,6 +89,12 @@ pub struct Telemetry {
     /// What adaptive mode learned (scouting, windows, paces), newest last: (seconds, key, note).
     pub adaptive_notes: VecDeque<(f64, Option<String>, String)>,
     pending: HashMap<(u64, u32), Pending>,
+    /// Requests started and not finished, with what was sent (a failure after a response
+    /// still names its method and path).
+    requests: HashMap<u64, Pending>,
+    /// Requests whose last attempt got a response: the attempt, so a give-up after it marks
+    /// that row rather than adding one with the same selection key.
+    answered: HashSet<(u64, u32)>,
 }
 
 impl Telemetry {
@@ -88,20 +105,26 @@ impl Telemetry {
             capacity,
             log_capacity: log_capacity.max(1),
             tokens: BTreeMap::new(),
+            token_capacity: BTreeMap::new(),
             server_remaining: BTreeMap::new(),
+            server_limit: BTreeMap::new(),
             queued: Series::new(capacity),
             in_flight: Series::new(capacity),
+            open: Series::new(capacity),
             outcomes: OutcomeRates::new(capacity.min(86_400)),
-            retries: Series::new(capacity),
+            retries: RetryRates::new(capacity.min(86_400)),
             service_ms: Series::new(capacity),
             total_ms: Series::new(capacity),
             log: VecDeque::new(),
             latest_server: None,
+            latest_server_at: 0.0,
             events_dropped: 0,
             store_state: None,
             shared_admissions: BTreeMap::new(),
             adaptive_notes: VecDeque::new(),
             pending: HashMap::new(),
+            requests: HashMap::new(),
+            answered: HashSet::new(),
         }
     }
 
@@ -118,6 +141,7 @@ impl Telemetry {
     /// Folds in one client event.
     pub fn ingest(&mut self, event: &Event) {
         let t = self.seconds(event.at);
+        self.track_open(t, event);
         match &event.kind {
             EventKind::Admitted { attempt, queue_wait } => {
                 self.pending.entry((event.request_id, *attempt)).or_default().queue_wait_ms =
@@ -127,12 +151,15 @@ impl Telemetry {
                 let pending = self.pending.entry((event.request_id, *attempt)).or_default();
                 pending.method.clone_from(method);
                 pending.path.clone_from(path);
+                let request = self.requests.entry(event.request_id).or_default();
+                request.method.clone_from(method);
+                request.path.clone_from(path);
             }
             EventKind::Response { attempt, status, service_time, info, headers } => {
                 let answer = Answer { attempt: *attempt, status: *status, service_time: *service_time, info, headers };
                 self.ingest_response(t, event, answer);
             }
-            EventKind::RetryScheduled { delay, .. } => self.retries.push(t, delay.as_secs_f64()),
+            EventKind::RetryScheduled { cause, .. } => self.retries.record_cause(t, cause),
             EventKind::Finished { total, .. } => self.total_ms.push(t, total.as_secs_f64() * 1000.0),
             EventKind::Failed { error, attempts } => self.ingest_failure(t, event, error, *attempts),
             EventKind::Lagged { dropped } => self.events_dropped += dropped,
@@ -150,6 +177,33 @@ impl Telemetry {
         if self.pending.len() > self.log_capacity * 4 {
             self.pending.clear();
         }
+        if self.requests.len() > self.log_capacity * 4 {
+            self.requests.clear();
+            self.answered.clear();
+        }
+    }
+
+    /// Counts requests started and not yet ended, as a series.
+    fn track_open(&mut self, t: f64, event: &Event) {
+        let changed = match &event.kind {
+            EventKind::Queued { .. } | EventKind::Admitted { .. } | EventKind::Sent { .. } => {
+                match self.requests.entry(event.request_id) {
+                    std::collections::hash_map::Entry::Vacant(entry) => {
+                        entry.insert(Pending::default());
+                        true
+                    }
+                    std::collections::hash_map::Entry::Occupied(_) => false,
+                }
+            }
+            EventKind::Finished { .. } => {
+                self.answered.retain(|(id, _)| *id != event.request_id);
+                self.requests.remove(&event.request_id).is_some()
+            }
+            _ => false,
+        };
+        if changed {
+            self.open.push(t, self.requests.len() as f64);
+        }
     }
 
     /// A response: its service time, status, what the server says is left, and a log row.
@@ -164,12 +218,18 @@ impl Telemetry {
                     .entry(budget.name.clone())
                     .or_insert_with(|| Series::new(capacity))
                     .push(t, remaining);
+                if let Some(limit) = budget.limit {
+                    self.server_limit.insert(budget.name.clone(), limit);
+                }
             }
         }
         if !answer.info.budgets.is_empty() || answer.info.retry_after.is_some() {
             self.latest_server = Some((event.key.clone(), (*answer.info).clone()));
+            self.latest_server_at = t;
         }
         let pending = self.pending.remove(&(event.request_id, answer.attempt)).unwrap_or_default();
+        self.answered.retain(|(id, _)| *id != event.request_id);
+        self.answered.insert((event.request_id, answer.attempt));
         self.push_row(LogRow {
             at: t,
             request_id: event.request_id,
@@ -190,7 +250,28 @@ impl Telemetry {
 
     /// A request that ended without a response to return: a failure and a log row.
     fn ingest_failure(&mut self, t: f64, event: &Event, error: &str, attempts: u32) {
-        let pending = self.pending.remove(&(event.request_id, attempts)).unwrap_or_default();
+        let request = self.requests.remove(&event.request_id);
+        if request.is_some() {
+            self.open.push(t, self.requests.len() as f64);
+        }
+        let key = (event.request_id, attempts);
+        if self.answered.remove(&key) {
+            // Gave up after a response (e.g. the last of several 429s): that attempt's row
+            // and outcome are there already; the row now says how the request ended.
+            self.answered.retain(|(id, _)| *id != event.request_id);
+            let row = self.log.iter_mut().rev().take(FAILURE_LOOKBACK).find(|row| (row.request_id, row.attempt) == key);
+            if let Some(row) = row {
+                row.error = Some(error.to_owned());
+                return;
+            }
+        }
+        let mut pending = self.pending.remove(&key).unwrap_or_default();
+        if pending.method.is_empty()
+            && let Some(request) = request
+        {
+            pending.method = request.method;
+            pending.path = request.path;
+        }
         self.outcomes.record(t, None);
         self.push_row(LogRow {
             at: t,
@@ -217,10 +298,9 @@ impl Telemetry {
         let capacity = self.capacity;
         for snapshot in snapshots {
             for budget in &snapshot.budgets {
-                self.tokens
-                    .entry(format!("{} · {}", snapshot.key, budget.name))
-                    .or_insert_with(|| Series::new(capacity))
-                    .push(t, budget.available);
+                let name = format!("{} · {}", snapshot.key, budget.name);
+                self.tokens.entry(name.clone()).or_insert_with(|| Series::new(capacity)).push(t, budget.available);
+                self.token_capacity.insert(name, budget.capacity as f64);
             }
         }
         self.queued.push(t, snapshots.iter().map(Snapshot::queued_total).sum::<usize>() as f64);
@@ -286,6 +366,69 @@ mod tests {
         assert_eq!(telemetry.log.len(), 2, "the log is bounded");
         telemetry.ingest(&event(9, now, EventKind::Lagged { dropped: 7 }));
         assert_eq!(telemetry.events_dropped, 7);
+    }
+
+    fn response(attempt: u32, status: u16) -> EventKind {
+        EventKind::Response {
+            attempt,
+            status,
+            service_time: Duration::from_millis(5),
+            info: Box::new(RateLimitInfo::parse(Some(status), &HeaderMap::new(), None, std::time::SystemTime::now())),
+            headers: Box::default(),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_that_gives_up_after_429s_marks_its_last_row_and_counts_no_other_error() {
+        let now = Instant::now();
+        let mut telemetry = Telemetry::new(now, 1000, 100);
+        for attempt in 1..=3 {
+            telemetry.ingest(&event(7, now, EventKind::Sent { attempt, method: "GET".into(), path: "/items".into() }));
+            telemetry.ingest(&event(7, now, response(attempt, 429)));
+        }
+        let gave_up = EventKind::Failed { error: "gave up after 3 attempts: 429".into(), attempts: 3 };
+        telemetry.ingest(&event(7, now, gave_up));
+        let rows: Vec<(u32, &str, &str, Option<&str>)> = telemetry
+            .log
+            .iter()
+            .map(|row| (row.attempt, row.method.as_str(), row.path.as_str(), row.error.as_deref()))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                (1, "GET", "/items", None),
+                (2, "GET", "/items", None),
+                (3, "GET", "/items", Some("gave up after 3 attempts: 429"))
+            ],
+            "one row per attempt, each selection key once, none without method and path"
+        );
+        assert_eq!(telemetry.outcomes.totals(), [0, 3, 0], "three 429s, no 'other error'");
+
+        // No response at all on the last attempt: a failure row that still names what was sent.
+        telemetry.ingest(&event(8, now, EventKind::Sent { attempt: 1, method: "POST".into(), path: "/x".into() }));
+        telemetry.ingest(&event(8, now, EventKind::Failed { error: "connection refused".into(), attempts: 1 }));
+        let last = telemetry.log.back().unwrap();
+        assert_eq!((last.request_id, last.method.as_str(), last.path.as_str()), (8, "POST", "/x"));
+        assert_eq!(telemetry.outcomes.totals(), [0, 3, 1]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn open_requests_are_counted_without_a_limiter() {
+        let origin = Instant::now();
+        let mut telemetry = Telemetry::new(origin, 1000, 100);
+        for id in 0..50 {
+            telemetry.ingest(&event(
+                id,
+                origin,
+                EventKind::Sent { attempt: 1, method: "GET".into(), path: "/".into() },
+            ));
+        }
+        assert_eq!(telemetry.open.last(), Some([0.0, 50.0]), "50 sent, none answered, no snapshot at all");
+        tokio::time::advance(Duration::from_secs(1)).await;
+        let done = EventKind::Finished { status: 200, attempts: 1, total: Duration::from_millis(5) };
+        telemetry.ingest(&event(3, Instant::now(), done));
+        assert_eq!(telemetry.open.last(), Some([1.0, 49.0]));
+        assert!(telemetry.in_flight.is_empty(), "the limiter's series stay empty without a limiter");
     }
 
     #[tokio::test(start_paused = true)]

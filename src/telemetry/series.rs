@@ -1,4 +1,5 @@
-//! A bounded series of `(seconds, value)` points with min/max decimation, and per-second outcome counts.
+//! A bounded series of `(seconds, value)` points with min/max decimation, and per-second counts
+//! (outcomes, retries by cause).
 
 use std::collections::VecDeque;
 
@@ -88,29 +89,27 @@ impl Series {
     }
 }
 
-/// Outcomes per second: 2xx/3xx, 429, and other errors, in a bounded window of seconds.
+/// Counts per second of `N` kinds, in a bounded window of seconds.
 #[derive(Debug, Clone)]
-pub struct OutcomeRates {
-    seconds: VecDeque<(i64, [u32; 3])>,
+pub struct PerSecond<const N: usize> {
+    seconds: VecDeque<(i64, [u32; N])>,
     capacity: usize,
 }
 
-impl OutcomeRates {
-    pub const OK: usize = 0;
-    pub const THROTTLED: usize = 1;
-    pub const ERROR: usize = 2;
+/// Outcomes per second: 2xx/3xx, 429, and other errors.
+pub type OutcomeRates = PerSecond<3>;
 
+/// Retries scheduled per second, by what the attempt before ended with.
+pub type RetryRates = PerSecond<5>;
+
+impl<const N: usize> PerSecond<N> {
     pub fn new(capacity_seconds: usize) -> Self {
         Self { seconds: VecDeque::new(), capacity: capacity_seconds.max(1) }
     }
 
-    /// Counts an outcome at `t` seconds; `status` None is a transport error.
-    pub fn record(&mut self, t: f64, status: Option<u16>) {
-        let kind = match status {
-            Some(429) => Self::THROTTLED,
-            Some(status) if status < 400 => Self::OK,
-            _ => Self::ERROR,
-        };
+    /// Counts one of `kind` (below `N`) at `t` seconds.
+    pub fn count(&mut self, t: f64, kind: usize) {
+        let kind = kind.min(N - 1);
         let second = t.floor() as i64;
         match self.seconds.back_mut() {
             Some((last, counts)) if *last == second => counts[kind] += 1,
@@ -120,7 +119,7 @@ impl OutcomeRates {
                 }
             }
             _ => {
-                let mut counts = [0; 3];
+                let mut counts = [0; N];
                 counts[kind] = 1;
                 self.seconds.push_back((second, counts));
                 if self.seconds.len() > self.capacity {
@@ -132,17 +131,61 @@ impl OutcomeRates {
 
     /// `(second, count)` points of one kind, for a bar or step chart.
     pub fn series(&self, kind: usize) -> Vec<[f64; 2]> {
-        self.seconds.iter().map(|(second, counts)| [*second as f64, f64::from(counts[kind.min(2)])]).collect()
+        let kind = kind.min(N - 1);
+        self.seconds.iter().map(|(second, counts)| [*second as f64, f64::from(counts[kind])]).collect()
     }
 
-    /// Totals over the window: ok, throttled, errors.
-    pub fn totals(&self) -> [u64; 3] {
-        self.seconds.iter().fold([0; 3], |mut sum, (_, counts)| {
+    /// Totals per kind over the window.
+    pub fn totals(&self) -> [u64; N] {
+        self.seconds.iter().fold([0; N], |mut sum, (_, counts)| {
             for (total, count) in sum.iter_mut().zip(counts) {
                 *total += u64::from(*count);
             }
             sum
         })
+    }
+}
+
+impl PerSecond<3> {
+    pub const OK: usize = 0;
+    pub const THROTTLED: usize = 1;
+    pub const ERROR: usize = 2;
+
+    /// Counts an outcome at `t` seconds; `status` None is a transport error.
+    pub fn record(&mut self, t: f64, status: Option<u16>) {
+        let kind = match status {
+            Some(429) => Self::THROTTLED,
+            Some(status) if status < 400 => Self::OK,
+            _ => Self::ERROR,
+        };
+        self.count(t, kind);
+    }
+}
+
+impl PerSecond<5> {
+    pub const THROTTLED: usize = 0;
+    pub const UNAVAILABLE: usize = 1;
+    pub const TIMEOUT: usize = 2;
+    pub const CONNECTION: usize = 3;
+    pub const OTHER: usize = 4;
+    /// The kinds' names, in index order, for legends.
+    pub const NAMES: [&'static str; 5] = ["429", "503", "timeout", "connection", "other"];
+
+    /// Counts a retry at `t` whose attempt before ended with `cause` (the client's wording:
+    /// "429 Too Many Requests", "no response in time", "connection error: ...").
+    pub fn record_cause(&mut self, t: f64, cause: &str) {
+        let kind = if cause.starts_with("429") {
+            Self::THROTTLED
+        } else if cause.starts_with("503") {
+            Self::UNAVAILABLE
+        } else if cause.starts_with("no response in time") || cause.contains("timed out") {
+            Self::TIMEOUT
+        } else if cause.starts_with("connection") {
+            Self::CONNECTION
+        } else {
+            Self::OTHER
+        };
+        self.count(t, kind);
     }
 }
 
@@ -194,5 +237,22 @@ mod tests {
         assert_eq!(rates.series(OutcomeRates::OK), vec![[0.0, 1.0], [1.0, 1.0]]);
         assert_eq!(rates.series(OutcomeRates::THROTTLED), vec![[0.0, 1.0], [1.0, 0.0]]);
         assert_eq!(rates.totals(), [2, 1, 2]);
+    }
+
+    #[test]
+    fn retries_are_counted_per_second_by_cause() {
+        let mut retries = RetryRates::new(60);
+        for (t, cause) in [
+            (0.1, "429 Too Many Requests"),
+            (0.2, "429 Too Many Requests"),
+            (0.3, "503 Service Unavailable"),
+            (1.5, "no response in time"),
+            (1.6, "connection error: connection refused"),
+            (1.7, "502 Bad Gateway"),
+        ] {
+            retries.record_cause(t, cause);
+        }
+        assert_eq!(retries.series(RetryRates::THROTTLED), vec![[0.0, 2.0], [1.0, 0.0]]);
+        assert_eq!(retries.totals(), [2, 1, 1, 1, 1]);
     }
 }
