@@ -3,9 +3,10 @@
 
 use std::collections::HashSet;
 
-use http::{HeaderMap, HeaderName, HeaderValue};
+use http::{HeaderMap, HeaderName};
 use url::Url;
 
+use super::endpoint::checked_headers;
 use super::error::{FieldPath, InvalidSetting, ProfileError};
 use super::model::{
     BudgetEntry, BudgetEntryKind, HostProfile, LEARNED_PREFIX, PathOverride, Profile, RetryEntry, normalize_prefix,
@@ -149,6 +150,7 @@ impl HostProfile {
             }
             paths.push((path_key, path_config));
         }
+        self.check_endpoints()?;
         Ok(CompiledHost { key, config, retry, paths, headers })
     }
 
@@ -182,31 +184,7 @@ impl HostProfile {
     }
 
     fn header_map(&self) -> Result<HeaderMap, InvalidSetting> {
-        let at = FieldPath::root().key("headers");
-        let mut headers = HeaderMap::new();
-        for (name, value) in &self.headers {
-            let Ok(header) = HeaderName::from_bytes(name.trim().as_bytes()) else {
-                return Err(InvalidSetting::new(at.key(name), format!("headers: '{name}' is not a valid header name")));
-            };
-            if looks_secret(header.as_str()) {
-                return Err(InvalidSetting::new(
-                    at.key(name),
-                    format!(
-                        "headers: '{header}' looks like a secret; list it in secret_headers and keep its value in the secret store"
-                    ),
-                ));
-            }
-            if headers.contains_key(&header) {
-                return Err(InvalidSetting::new(at.key(name), format!("headers: '{header}' is listed twice")));
-            }
-            let Ok(value) = HeaderValue::from_str(value) else {
-                return Err(InvalidSetting::new(
-                    at.key(name),
-                    format!("headers: the value of '{header}' is not a valid header value"),
-                ));
-            };
-            headers.insert(header, value);
-        }
+        let headers = checked_headers(&self.headers, &FieldPath::root().key("headers"), "headers")?;
         let mut secret = HashSet::new();
         for (index, name) in self.secret_headers.iter().enumerate() {
             let at = FieldPath::root().key("secret_headers").index(index);
@@ -227,7 +205,14 @@ impl HostProfile {
     }
 }
 
-fn looks_secret(name: &str) -> bool {
+/// Whether a query parameter looks like it carries a secret (`api_key`, `access_token`, `key`, ...).
+pub(crate) fn looks_secret_parameter(name: &str) -> bool {
+    let name = name.to_ascii_lowercase().replace('_', "-");
+    name == "key" || crate::store::is_secret_parameter(&name) || looks_secret(&name)
+}
+
+/// Whether a header (lower-case name) looks like it carries a secret.
+pub(crate) fn looks_secret(name: &str) -> bool {
     SECRET_LOOKING.contains(&name) || SECRET_HINTS.iter().any(|hint| name.contains(hint))
 }
 

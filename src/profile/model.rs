@@ -70,6 +70,38 @@ pub struct HostProfile {
     /// Limits of their own for paths under a prefix.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub paths: Vec<PathOverride>,
+    /// Requests this host serves, ready to fire: method, path, query, headers and body.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<EndpointEntry>,
+}
+
+/// One request a host serves: `[[hosts.endpoints]]` with `name`, `method`, `path`, `query`,
+/// `headers`, `body` or `body_file`, and `weight`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointEntry {
+    /// Unique within the host; `burst --endpoint NAME` picks it.
+    pub name: String,
+    /// `GET` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    /// Under the host's base URL, starting with `/`; may carry a query (`/items?page=2`).
+    pub path: String,
+    /// Query parameters added to the path's own (not secrets: those go in a secret header).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub query: BTreeMap<String, String>,
+    /// Non-secret headers of this endpoint, over the host's.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// The body as text (JSON or anything else); its `Content-Type` is guessed unless set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    /// Or the body read from this file when the burst is built (relative to the working directory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_file: Option<String>,
+    /// Its share of a burst over several endpoints (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<u32>,
 }
 
 /// The kind of a budget, as written in `kind = "..."`.
@@ -208,6 +240,7 @@ impl HostProfile {
             retry: None,
             redirects: RedirectPolicy::default(),
             paths: Vec::new(),
+            endpoints: Vec::new(),
         }
     }
 

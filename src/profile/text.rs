@@ -8,7 +8,7 @@ use toml::de::{DeTable, DeValue};
 use super::error::{FieldPath, Position, ProfileError, Segment};
 use serde::Serialize;
 
-use super::model::{BudgetEntry, Profile};
+use super::model::{BudgetEntry, EndpointEntry, Profile};
 
 impl Profile {
     /// Parses and validates a profile. Errors give the line and column, and the host when
@@ -89,9 +89,41 @@ impl Profile {
                 }
                 budgets(&mut out, &path.budgets)?;
             }
+            for endpoint in &host.endpoints {
+                write_endpoint(&mut out, endpoint)?;
+            }
         }
         Ok(out)
     }
+}
+
+/// `[[hosts.endpoints]]` with its fields in their documented order.
+fn write_endpoint(out: &mut String, endpoint: &EndpointEntry) -> Result<(), ProfileError> {
+    out.push_str("\n[[hosts.endpoints]]\n");
+    line(out, "name", &endpoint.name)?;
+    if let Some(method) = &endpoint.method {
+        line(out, "method", method)?;
+    }
+    line(out, "path", &endpoint.path)?;
+    for (name, table) in [("query", &endpoint.query), ("headers", &endpoint.headers)] {
+        if !table.is_empty() {
+            let pairs: Vec<(&str, String)> = table
+                .iter()
+                .map(|(key, value)| Ok((key.as_str(), encode(value)?)))
+                .collect::<Result<_, ProfileError>>()?;
+            out.push_str(&format!("{name} = {}\n", inline_table(&pairs)));
+        }
+    }
+    if let Some(body) = &endpoint.body {
+        line(out, "body", body)?;
+    }
+    if let Some(file) = &endpoint.body_file {
+        line(out, "body_file", file)?;
+    }
+    if let Some(weight) = endpoint.weight {
+        line(out, "weight", weight)?;
+    }
+    Ok(())
 }
 
 /// One value in TOML syntax (strings quoted and escaped).
@@ -249,6 +281,25 @@ mod tests {
         let text = profile.to_toml().unwrap();
         assert_eq!(Profile::from_toml(&text).unwrap(), profile, "{text}");
         assert_eq!(key("a\"b\\c\n"), "\"a\\\"b\\\\c\\u000A\"");
+    }
+
+    #[test]
+    fn endpoints_survive_the_round_trip_with_odd_bodies() {
+        let mut profile = Profile::demo().unwrap();
+        let host = &mut profile.hosts[0];
+        host.endpoints.push(EndpointEntry {
+            name: "create \"item\"".into(),
+            method: Some("POST".into()),
+            query: [("page".to_owned(), "2 & 3".to_owned())].into(),
+            headers: [("content-type".to_owned(), "application/json".to_owned())].into(),
+            body: Some("{\n  \"name\": \"wid'get\",\n  \"note\": \"tab\there \\ é\"\n}".into()),
+            weight: Some(3),
+            ..EndpointEntry::get("/items?dry_run=1")
+        });
+        host.endpoints.push(EndpointEntry { body_file: Some("payload.json".into()), ..EndpointEntry::get("/upload") });
+        let text = profile.to_toml().unwrap();
+        assert!(text.contains("[[hosts.endpoints]]"), "{text}");
+        assert_eq!(Profile::from_toml(&text).unwrap(), profile, "{text}");
     }
 
     #[test]
