@@ -489,3 +489,67 @@ async fn lock_free_admissions_hand_over_to_pauses_caps_and_queues() {
     drop(limiter.try_acquire(1).unwrap());
     assert!(limiter.try_acquire(1).is_err());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_bucket_settled_below_its_estimate_refills_by_the_difference_and_above_it_goes_into_debt() {
+    // 10 tokens refilled at 10/s; the lock-free path serves this limiter while it is idle.
+    let limiter = Limiter::new("llm", bucket(10, "10/1s")).unwrap();
+    let mut estimate = limiter.try_acquire(8).unwrap();
+    assert!(limiter.try_acquire(3).is_err(), "the estimate holds 8 of 10");
+    estimate.settle(2);
+    assert_eq!(estimate.charged(), 2);
+    let six = limiter.try_acquire(6).unwrap();
+    assert!(limiter.try_acquire(3).is_err(), "exactly the difference came back, no more");
+    drop(six);
+    // Settled above its estimate: 2 of debt, so the next token comes 0.3 s later, not 0.1 s.
+    let mut over = limiter.try_acquire(2).unwrap();
+    over.settle(4);
+    let start = Instant::now();
+    let _next = limiter.acquire(Priority::Normal, 1).await.unwrap();
+    assert_eq!(start.elapsed(), Duration::from_millis(300));
+    // A refund never fills the bucket past its capacity.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    estimate.settle(0);
+    assert!(limiter.try_acquire(10).is_ok());
+    assert!(limiter.try_acquire(1).is_err(), "a refund on a full bucket adds nothing");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_window_settles_in_the_admissions_slot_and_a_refund_wakes_the_queue() {
+    let config =
+        LimiterConfig::new().with_budget(BudgetSpec::sliding_window("tokens", 10, Duration::from_secs(60)).unwrap());
+    let limiter = Limiter::new("llm", config).unwrap();
+    let mut first = limiter.try_acquire(6).unwrap();
+    let waiter = {
+        let limiter = limiter.clone();
+        tokio::spawn(async move {
+            let start = Instant::now();
+            let _permit = limiter.acquire(Priority::Normal, 7).await.unwrap();
+            start.elapsed()
+        })
+    };
+    until_queued(&limiter, 1).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    first.settle(3);
+    assert_eq!(waiter.await.unwrap(), Duration::from_secs(1), "admitted the moment the refund came");
+    // The window now holds 3 + 7 = 10. A settlement above the estimate overfills it: the next
+    // unit waits for the first admission (now 4 units) to leave, 60 s after it.
+    first.settle(4);
+    let start = Instant::now();
+    let _late = limiter.acquire(Priority::Normal, 1).await.unwrap();
+    assert_eq!(start.elapsed(), Duration::from_secs(59));
+    // Once an admission left the window, settling it changes nothing.
+    first.settle(0);
+    assert!(limiter.try_acquire(2).is_ok());
+    assert!(limiter.try_acquire(1).is_err(), "7 + 1 + 2 = 10: nothing was refunded twice");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unsettled_permit_keeps_its_estimate_after_it_is_dropped() {
+    let config =
+        LimiterConfig::new().with_budget(BudgetSpec::sliding_window("tokens", 10, Duration::from_secs(60)).unwrap());
+    let limiter = Limiter::new("llm", config).unwrap();
+    drop(limiter.try_acquire(7).unwrap());
+    assert!(limiter.try_acquire(4).is_err(), "dropping is not a refund");
+    assert!(limiter.try_acquire(3).is_ok());
+}

@@ -126,6 +126,23 @@ impl BudgetState {
         }
     }
 
+    /// Gives back `units` spent by an admission at `admitted` (a settlement below the estimate).
+    pub(crate) fn refund(&mut self, units: u64, admitted: u64, now: u64) {
+        match self {
+            Self::Bucket(bucket) => bucket.refund(units, now),
+            Self::Window(window) => window.refund(units, admitted, now),
+        }
+    }
+
+    /// Spends `units` more for an admission at `admitted` (a settlement above the estimate),
+    /// into debt if the budget holds less.
+    pub(crate) fn charge(&mut self, units: u64, admitted: u64, now: u64) {
+        match self {
+            Self::Bucket(bucket) => bucket.consume(units, now),
+            Self::Window(window) => window.charge(units, admitted, now),
+        }
+    }
+
     /// Units that could be spent right now (fractional for buckets).
     pub(crate) fn available(&mut self, now: u64) -> f64 {
         match self {
@@ -247,6 +264,12 @@ impl TokenBucket {
         self.tat = self.tat.max(self.ticks(now)) + u128::from(cost) * self.per_ns;
     }
 
+    /// Refills by `units`, never past full.
+    fn refund(&mut self, units: u64, now: u64) {
+        let full_at = self.tat.min(self.ticks(now));
+        self.tat = self.tat.saturating_sub(u128::from(units) * self.per_ns).max(full_at);
+    }
+
     fn available(&self, now: u64) -> f64 {
         let debt = self.tat.saturating_sub(self.ticks(now)).min(self.tolerance);
         (self.tolerance - debt) as f64 / self.per_ns as f64
@@ -309,6 +332,35 @@ impl SlidingWindow {
     fn available(&mut self, now: u64) -> u64 {
         self.prune(now);
         self.limit.saturating_sub(self.used)
+    }
+
+    /// The slot of admissions at `admitted`, if the window still counts them.
+    fn slot(&mut self, admitted: u64, now: u64) -> Result<usize, usize> {
+        self.prune(now);
+        self.entries.binary_search_by_key(&admitted, |(at, _)| *at)
+    }
+
+    /// Forgets `units` of the admissions at `admitted`; nothing if they left the window.
+    fn refund(&mut self, units: u64, admitted: u64, now: u64) {
+        if let Ok(index) = self.slot(admitted, now) {
+            let spent = &mut self.entries[index].1;
+            let freed = units.min(*spent);
+            *spent -= freed;
+            self.used -= freed;
+        }
+    }
+
+    /// Counts `units` more at `admitted` while the window still holds that instant (above the
+    /// limit if need be: later admissions then wait until enough leaves).
+    fn charge(&mut self, units: u64, admitted: u64, now: u64) {
+        if admitted.saturating_add(self.window) <= now {
+            return;
+        }
+        match self.slot(admitted, now) {
+            Ok(index) => self.entries[index].1 += units,
+            Err(index) => self.entries.insert(index, (admitted, units)),
+        }
+        self.used += units;
     }
 }
 

@@ -321,7 +321,7 @@ impl Shared {
         shared.in_flight.fetch_add(1, Ordering::SeqCst);
         let now = duration_nanos(Instant::now().saturating_duration_since(shared.epoch));
         if fast.try_spend(&shared.fast_word, cost, now) {
-            return Some(Permit { shared: Arc::clone(shared), ticket: None });
+            return Some(Permit { shared: Arc::clone(shared), ticket: None, charged: cost, admitted_ns: now });
         }
         shared.release_one();
         None
@@ -492,7 +492,22 @@ impl State {
         // uncapped, and counts itself before it spends, so a cap never admits past itself.
         shared.in_flight.fetch_add(1, Ordering::SeqCst);
         let ticket = self.gate.as_mut().map(|gate| gate.admit(now));
-        Permit { shared: Arc::clone(shared), ticket }
+        Permit { shared: Arc::clone(shared), ticket, charged: cost, admitted_ns: now_ns }
+    }
+
+    /// Corrects what a permit admitted at `admitted_ns` spent in every budget from `charged`
+    /// to `actual` units (times each budget's cost per unit), then lets the head re-evaluate.
+    fn settle(&mut self, charged: u64, actual: u64, admitted_ns: u64, now: Instant) {
+        let now_ns = self.nanos(now);
+        for (spec, budget) in self.config.budgets.iter().zip(self.budgets.iter_mut()) {
+            let (was, is) = (charged.saturating_mul(spec.cost), actual.saturating_mul(spec.cost));
+            if is < was {
+                budget.refund(was - is, admitted_ns, now_ns);
+            } else if is > was {
+                budget.charge(is - was, admitted_ns, now_ns);
+            }
+        }
+        self.wake_head(now);
     }
 
     fn concurrency_blocked(&self) -> Blocked {
@@ -657,6 +672,11 @@ pub struct Permit {
     shared: Arc<Shared>,
     /// The admission gate's ticket for this request, when the limiter has a gate.
     ticket: Option<u64>,
+    /// The units this permit holds in every budget: the estimate it was admitted with, until
+    /// [`settle`](Self::settle) corrects it.
+    charged: u64,
+    /// When it was admitted, on the limiter's nanosecond clock (a window counts it from then).
+    admitted_ns: u64,
 }
 
 impl Permit {
@@ -668,6 +688,27 @@ impl Permit {
     /// The admission gate's ticket (its admission order), when the limiter has a gate.
     pub fn ticket(&self) -> Option<u64> {
         self.ticket
+    }
+
+    /// The units this permit holds: its estimate, or what the last settlement said.
+    pub fn charged(&self) -> u64 {
+        self.charged
+    }
+
+    /// The request's true cost is known: every budget that counted the estimate now counts
+    /// `actual` units instead, at once and under one lock. Less gives the difference back (a
+    /// token bucket refills by it, a sliding window forgets it from the admission's slot, both
+    /// never above their capacity); more charges the rest, into debt if need be, which delays
+    /// the next admissions until it is paid. A window the admission has already left is not
+    /// touched. Settling again corrects the previous settlement; a permit never settled keeps
+    /// its estimate. Budgets shared through a store are not settled here (they count the estimate).
+    pub fn settle(&mut self, actual: u64) {
+        if actual == self.charged {
+            return;
+        }
+        let mut state = self.shared.lock();
+        state.settle(self.charged, actual, self.admitted_ns, Instant::now());
+        self.charged = actual;
     }
 }
 
