@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use proptest::prelude::*;
-use ratescope::engine::{BudgetSpec, Limiter, LimiterConfig, Priority, Rate};
+use ratescope::engine::{BudgetSpec, Cost, Limiter, LimiterConfig, Priority, Rate};
 use tokio::time::Instant;
 
 #[derive(Debug, Clone)]
@@ -71,7 +71,7 @@ async fn run(limiter: &Limiter, requests: &[Request]) -> Vec<Outcome> {
                 let Ok(mut permit) = acquired else { return };
                 let admitted = start.elapsed().as_nanos() as u64;
                 tokio::time::sleep(Duration::from_millis(request.settle_after_ms)).await;
-                permit.settle(request.actual);
+                permit.settle(Cost::requests(request.actual));
                 let settled = start.elapsed().as_nanos() as u64;
                 outcomes.lock().push(Outcome { admitted, settled, estimate: request.estimate, actual: request.actual });
             })

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::ConfigError;
 use super::rate::{MAX_AMOUNT, Rate, format_period};
+use super::unit::{Cost, Unit};
 
 /// What kind of limit a budget enforces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -18,12 +19,15 @@ pub enum BudgetKind {
     SlidingWindow { limit: u64, window: Duration },
 }
 
-/// A named budget and what one request costs in it (default 1).
+/// A named budget, the unit it counts and what one unit of a request's cost spends in it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct BudgetSpec {
     pub name: String,
     pub kind: BudgetKind,
-    /// Units one request of cost 1 spends here; a request of cost `c` spends `c * cost`.
+    /// What this budget counts (requests unless named otherwise).
+    pub unit: Unit,
+    /// Units one unit of a request's cost spends here; a request spending `c` of the unit
+    /// spends `c * cost`.
     pub cost: u64,
 }
 
@@ -38,6 +42,17 @@ impl BudgetSpec {
         Self::checked(name.into(), BudgetKind::SlidingWindow { limit, window })
     }
 
+    /// The same budget counting `unit` instead of requests.
+    pub fn with_unit(mut self, unit: Unit) -> Self {
+        self.unit = unit;
+        self
+    }
+
+    /// What a request of `cost` spends here.
+    pub(crate) fn spend(&self, cost: &Cost) -> u64 {
+        cost.of(&self.unit).saturating_mul(self.cost)
+    }
+
     /// The same budget with a different cost per request.
     pub fn with_cost(mut self, cost: u64) -> Result<Self, ConfigError> {
         self.cost = cost;
@@ -46,7 +61,7 @@ impl BudgetSpec {
     }
 
     fn checked(name: String, kind: BudgetKind) -> Result<Self, ConfigError> {
-        let spec = Self { name, kind, cost: 1 };
+        let spec = Self { name, kind, unit: Unit::Requests, cost: 1 };
         spec.validate()?;
         Ok(spec)
     }
@@ -88,9 +103,15 @@ impl BudgetSpec {
     /// A short description such as `bucket 5 @ 3/1s` or `window 1000/1h`.
     pub fn describe(&self) -> String {
         let cost = if self.cost == 1 { String::new() } else { format!(" (cost {})", self.cost) };
+        let unit = match &self.unit {
+            Unit::Requests => String::new(),
+            unit => format!(" {unit}"),
+        };
         match self.kind {
-            BudgetKind::TokenBucket { capacity, refill } => format!("bucket {capacity} @ {refill}{cost}"),
-            BudgetKind::SlidingWindow { limit, window } => format!("window {limit}/{}{cost}", format_period(window)),
+            BudgetKind::TokenBucket { capacity, refill } => format!("bucket {capacity}{unit} @ {refill}{cost}"),
+            BudgetKind::SlidingWindow { limit, window } => {
+                format!("window {limit}{unit}/{}{cost}", format_period(window))
+            }
         }
     }
 }

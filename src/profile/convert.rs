@@ -13,7 +13,7 @@ use super::model::{
 };
 use super::store::slug;
 use crate::engine::{
-    BudgetSpec, ConfigError, LimitKey, LimiterConfig, MAX_CONCURRENCY, Rate, Registry, parse_duration,
+    BudgetSpec, ConfigError, LimitKey, LimiterConfig, MAX_CONCURRENCY, Rate, Registry, Unit, parse_duration,
 };
 use crate::http::retry::{Jitter, RetryConfigError, RetryPolicy};
 
@@ -358,6 +358,20 @@ impl BudgetEntry {
                     .map_err(|err| fail("window", format!("window \"{text}\": {err}")))?
             }
         };
+        let spec = match self.unit.as_deref().map(str::trim) {
+            None => spec,
+            Some(unit)
+                if unit.is_empty() || unit.chars().any(|c| !(c.is_ascii_alphanumeric() || c == '_' || c == '-')) =>
+            {
+                return Err(fail(
+                    "unit",
+                    format!(
+                        "unit \"{unit}\": name it in letters, digits, '-' or '_', such as \"tokens\" or \"points\""
+                    ),
+                ));
+            }
+            Some(unit) => spec.with_unit(Unit::named(unit)),
+        };
         match self.cost {
             None => Ok(spec),
             Some(cost) => spec.with_cost(cost).map_err(|err| fail("cost", format!("cost {cost}: {err}"))),
@@ -417,6 +431,20 @@ mod tests {
         let mut host = HostProfile::new("api", "https://API.example.com:8443/v1");
         host.budgets.push(BudgetEntry::token_bucket("rate", 5, "5/1s"));
         host
+    }
+
+    #[test]
+    fn a_budget_counts_its_unit_and_a_bad_unit_is_named() {
+        let mut host = host();
+        host.budgets
+            .push(BudgetEntry { unit: Some("Tokens".into()), ..BudgetEntry::sliding_window("tpm", 200_000, "1m") });
+        let config = host.limiter_config().unwrap();
+        assert_eq!(config.budgets[0].unit, Unit::Requests);
+        assert_eq!(config.budgets[1].unit, Unit::tokens());
+        assert_eq!(BudgetEntry::from_spec(&config.budgets[1]).unit.as_deref(), Some("tokens"));
+        host.budgets[1].unit = Some("to kens".into());
+        let err = host.limiter_config().unwrap_err().to_string();
+        assert!(err.contains("budget 'tpm'") && err.contains("\"to kens\""), "{err}");
     }
 
     #[test]

@@ -23,7 +23,8 @@
 //!     { name = "rate", kind = "token_bucket", capacity = 5, rate = "5/1s" },
 //!     # an exact sliding window: at most `limit` in any `window`
 //!     { name = "minute", kind = "sliding_window", limit = 100, window = "1m" },
-//! ]                                     # each budget may also set `cost` (default 1)
+//! ]                                     # each budget may also set `cost` (default 1) and
+//!                                       # `unit`: requests (default), tokens, points, ...
 //! headers = { "accept" = "application/json" }   # non-secret headers sent to this host
 //! secret_headers = ["x-api-key"]        # names only; values live in the secret store
 //!

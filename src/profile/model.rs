@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::{BudgetKind, BudgetSpec, LimitKey, LimiterConfig, format_period};
+use crate::engine::{BudgetKind, BudgetSpec, LimitKey, LimiterConfig, Unit, format_period};
 use crate::http::{RedirectPolicy, RetryPolicy};
 
 /// Budgets whose name starts with this were learned from a server at run time; profiles never keep them.
@@ -136,6 +136,9 @@ pub struct BudgetEntry {
     /// What one request spends here (default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<u64>,
+    /// What the budget counts: `requests` (the default), `tokens`, `points` or a name of your own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<String>,
 }
 
 /// Limits for requests whose path starts with `prefix` (on whole segments). They replace the
@@ -296,6 +299,7 @@ impl BudgetEntry {
             limit: None,
             window: None,
             cost: None,
+            unit: None,
         }
     }
 
@@ -309,6 +313,7 @@ impl BudgetEntry {
             limit: Some(limit),
             window: Some(window.into()),
             cost: None,
+            unit: None,
         }
     }
 
@@ -323,6 +328,7 @@ impl BudgetEntry {
             }
         };
         entry.cost = (spec.cost != 1).then_some(spec.cost);
+        entry.unit = (spec.unit != Unit::Requests).then(|| spec.unit.to_string());
         entry
     }
 }

@@ -182,6 +182,9 @@ fn budgets(out: &mut String, budgets: &[BudgetEntry]) -> Result<(), ProfileError
         if let Some(cost) = budget.cost {
             pairs.push(("cost", encode(cost)?));
         }
+        if let Some(unit) = &budget.unit {
+            pairs.push(("unit", encode(unit)?));
+        }
         out.push_str(&format!("    {},\n", inline_table(&pairs)));
     }
     out.push_str("]\n");
@@ -278,6 +281,7 @@ mod tests {
         host.headers.insert("x-odd_Name".into(), "a \"b\" 'c' \\ é".into());
         host.secret_headers.push("x-api-key".into());
         host.paths[0].budgets[0].cost = Some(2);
+        host.budgets[0].unit = Some("points".into());
         let text = profile.to_toml().unwrap();
         assert_eq!(Profile::from_toml(&text).unwrap(), profile, "{text}");
         assert_eq!(key("a\"b\\c\n"), "\"a\\\"b\\\\c\\u000A\"");

@@ -454,7 +454,7 @@ pub fn local_share(spec: &BudgetSpec, instances: u32) -> Result<BudgetSpec, Stor
         }
         BudgetKind::SlidingWindow { limit, window } => BudgetKind::SlidingWindow { limit: floor(limit), window },
     };
-    let share = BudgetSpec { name: spec.name.clone(), kind, cost: spec.cost };
+    let share = BudgetSpec { name: spec.name.clone(), kind, unit: spec.unit.clone(), cost: spec.cost };
     share.validate().map_err(invalid)?;
     Ok(share)
 }
