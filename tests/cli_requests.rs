@@ -24,17 +24,20 @@ struct Seen {
 
 type Log = Arc<Mutex<Vec<Seen>>>;
 
+/// Keeps the request and answers with a usage block: a token per 8 bytes of body.
 async fn record(
     State(log): State<Log>,
     method: Method,
     OriginalUri(uri): OriginalUri,
     headers: HeaderMap,
     body: Bytes,
-) {
+) -> String {
+    let tokens = body.len() / 8;
     log.lock().unwrap().push(Seen { method, uri: uri.to_string(), headers, body });
+    format!(r#"{{"usage": {{"total_tokens": {tokens}}}}}"#)
 }
 
-/// A server answering 200 to everything and keeping what it got.
+/// A server answering 200 (and its usage) to everything and keeping what it got.
 async fn recorder() -> (SocketAddr, Log) {
     let log = Log::default();
     let app = Router::new().fallback(record).with_state(log.clone());
@@ -150,4 +153,40 @@ async fn a_pasted_curl_becomes_an_endpoint_whose_secret_stays_out_of_the_profile
     let (code, _, stderr) = ratescope(dir.path(), &["profile", "import-curl", "llm", "wget http://x/"], "").await;
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("not a curl command"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_reserved_from_the_body_are_settled_from_the_answers_usage() {
+    let (addr, log) = recorder().await;
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("http://{addr}/v1/chat");
+    let prompt = "p".repeat(40);
+    let args = [
+        "burst",
+        &url,
+        "-n",
+        "9",
+        "-d",
+        &prompt,
+        "--window",
+        "50/1m:tokens",
+        "--cost",
+        "tokens=body/4->field:usage.total_tokens",
+        "--json",
+    ];
+    let (code, stdout, stderr) = ratescope(dir.path(), &args, "").await;
+    assert_eq!(code, 0, "{stderr}");
+    let summary: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(summary["succeeded"], 9, "{summary:#}");
+    // 10 tokens reserved each (40 bytes / 4), 5 spent (40 / 8): 90 reserved, 45 settled. Without
+    // settlement the sixth would wait a minute for the window; with it all nine fit in 50.
+    let tokens = &summary["units"]["tokens"];
+    assert_eq!(tokens["reserved"], 90, "{summary:#}");
+    assert_eq!(tokens["settled"], 45);
+    assert_eq!(tokens["refunded"], 45);
+    assert_eq!(tokens["charged_more"], 0);
+    assert_eq!(log.lock().unwrap().len(), 9);
+    let (code, _, stderr) = ratescope(dir.path(), &["burst", &url, "--cost", "tokens=lots"], "").await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("not a number, body/N or field:PATH"), "{stderr}");
 }

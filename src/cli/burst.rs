@@ -14,7 +14,7 @@ use super::LimitArgs;
 use super::shared::SharedArgs;
 use crate::engine::{Rate, parse_duration};
 use crate::files::{self, WriteOptions};
-use crate::http::{LimitedClient, RetryPolicy};
+use crate::http::{CostRule, LimitedClient, RetryPolicy};
 use crate::profile::{MAX_BODY_BYTES, Profile, ProfileStore, SecretStore};
 use crate::run::{ArrivalPattern, Burst, BurstSpec, Endpoint, PriorityMix, content_type_of, write_csv};
 
@@ -51,6 +51,11 @@ pub struct BurstArgs {
     /// guessed (JSON, else text) unless -H sets one.
     #[arg(short = 'd', long = "data", value_name = "TEXT|@FILE")]
     pub data: Option<String>,
+    /// Reserve units other than requests and settle them from each answer, e.g.
+    /// tokens=field:max_tokens+body/4->field:usage.total_tokens (repeat for several units);
+    /// budgets count them with --window 200000/1m:tokens.
+    #[arg(long = "cost", value_name = "UNIT=ESTIMATE[->ACTUAL]")]
+    pub costs: Vec<CostRule>,
     /// Extra request header, `Name: value`; repeat for several.
     #[arg(short = 'H', long = "header", value_name = "NAME: VALUE")]
     pub headers: Vec<String>,
@@ -117,6 +122,9 @@ impl BurstArgs {
                 }
                 endpoint.body = Some(body.clone());
             }
+        }
+        for endpoint in &mut endpoints {
+            endpoint.cost_rules.extend(self.costs.iter().cloned());
         }
         let method = match (&self.method, &self.data) {
             (Some(method), _) => {

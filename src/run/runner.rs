@@ -212,6 +212,7 @@ impl Plan {
         }
         request.headers.extend(endpoint.headers.iter().map(|(name, value)| (name.clone(), value.clone())));
         request.body.clone_from(&endpoint.body);
+        request.cost_rules.clone_from(&endpoint.cost_rules);
         Some(request)
     }
 

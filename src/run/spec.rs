@@ -11,7 +11,7 @@ use thiserror::Error;
 use url::Url;
 
 use crate::engine::{ConfigError, LimitKey, LimiterConfig, Priority, Rate, Registry};
-use crate::http::{Adaptive, ClientBuilder, ClientError, EventSink, LimitedClient, RetryPolicy};
+use crate::http::{Adaptive, ClientBuilder, ClientError, CostRule, EventSink, LimitedClient, RetryPolicy};
 use crate::store::{SharedSettings, StoreError};
 
 /// The most requests one burst may plan.
@@ -28,12 +28,14 @@ pub struct Endpoint {
     pub headers: HeaderMap,
     /// Sent with every request to this endpoint.
     pub body: Option<Bytes>,
+    /// Units other than requests (tokens, points) each request reserves, settled from its answer.
+    pub cost_rules: Vec<CostRule>,
 }
 
 impl Endpoint {
     /// `url` with `weight`, sending the burst's method and headers and no body.
     pub fn new(url: Url, weight: u32) -> Self {
-        Self { url, weight, method: None, headers: HeaderMap::new(), body: None }
+        Self { url, weight, method: None, headers: HeaderMap::new(), body: None, cost_rules: Vec::new() }
     }
 
     /// The same endpoint sending `body`, with a `Content-Type` guessed from it unless one is set.
