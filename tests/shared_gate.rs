@@ -101,7 +101,14 @@ async fn bad_gate_settings_are_refused() {
     assert!(SharedGate::new(store.clone(), health.clone(), "", &[window(5, 60)], FailPolicy::Open).is_err());
     assert!(SharedGate::new(store.clone(), health.clone(), "a{b}", &[window(5, 60)], FailPolicy::Open).is_err());
     let zero = FailPolicy::Local { instances: 0 };
-    assert!(SharedGate::new(store, health, "team", &[window(5, 60)], zero).is_err());
+    assert!(SharedGate::new(store.clone(), health.clone(), "team", &[window(5, 60)], zero).is_err());
+    let gate = || SharedGate::new(store.clone(), health.clone(), "team", &[window(5, 60)], FailPolicy::Open).unwrap();
+    assert!(gate().with_lease(0, Duration::from_secs(1)).is_err());
+    assert!(gate().with_lease(2, Duration::ZERO).is_err());
+    assert!(gate().with_lease(ratescope::store::MAX_LEASE + 1, Duration::from_secs(1)).is_err());
+    let shared = gate();
+    let _clone = shared.clone();
+    assert!(shared.with_lease(2, Duration::from_secs(1)).is_err(), "a lease is set before the gate is shared");
 }
 
 /// A store that will never let us in: every request fails at once, with an error that says

@@ -1,4 +1,4 @@
-//! Budgets shared through a real Redis: several processes, skewed clocks, a Redis restart mid-burst, `SCRIPT FLUSH` mid-run.
+//! Budgets shared through a real Redis: several processes, skewed clocks, a Redis restart mid-burst, `SCRIPT FLUSH` mid-run, token leases.
 //!
 //! Processes are this test binary started again in the `child_role` test (which does nothing
 //! unless `RATESCOPE_SHARED_CHILD` is set), some under `faketime` with a clock hours or days
@@ -285,4 +285,60 @@ async fn script_flush_mid_run_loses_no_decision() {
     assert_eq!((counts.admitted, counts.unavailable, counts.failed_open), (40, 0, 0), "{counts:?}");
     // The window is now full: the 41st is refused by Redis, not let through.
     assert!(tokio::time::timeout(Duration::from_millis(300), gate.admit(1)).await.is_err());
+}
+
+/// A token lease (issue #19): one round trip takes four requests' worth, the store counts all
+/// four at once, and the overshoot is what the documentation says: a window may see its limit
+/// plus the lease less one, never more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_takes_a_batch_per_round_trip_and_overshoots_by_at_most_its_size_less_one() {
+    if !shared_server_up().await {
+        return skip_or_fail(&format!("no server answers at {}", redis_url()));
+    }
+    let key = unique_key("lease");
+    let budgets = [BudgetSpec::sliding_window("second", 10, Duration::from_secs(1)).unwrap()];
+    let leasing = leasing_gate(&key, &budgets, 4).await;
+    let plain = leasing_gate(&key, &budgets, 1).await;
+
+    // One round trip, four requests' worth counted in Redis; the next three need no round trip.
+    leasing.admit(1).await.unwrap();
+    let mut raw = raw_connection().await;
+    let window = format!("{{{SHARED_PREFIX}:{key}}}:second:window");
+    assert_eq!(raw.zcard::<_, u64>(&window).await.unwrap(), 4, "the whole lease is spent in the store");
+    // Another process gets only what is left: 10 - 4.
+    let mut others = 0;
+    while tokio::time::timeout(Duration::from_millis(100), plain.admit(1)).await.is_ok() {
+        others += 1;
+        assert!(others <= 10, "the plain gate ran past the window");
+        if others == 6 {
+            break;
+        }
+    }
+    assert_eq!(others, 6);
+    assert!(tokio::time::timeout(Duration::from_millis(100), plain.admit(1)).await.is_err(), "the window is full");
+
+    // Once the lease's tokens have left the window, the plain gate gets a whole fresh window of
+    // 10, and the leasing process still holds 3: 13 sent within moments = limit + (4 - 1).
+    let mut fresh = 0;
+    while fresh < 10 {
+        plain.admit(1).await.unwrap();
+        fresh += 1;
+    }
+    let round_trips = leasing.health().counts().round_trips;
+    for _ in 0..3 {
+        let held = tokio::time::timeout(Duration::from_millis(100), leasing.admit(1)).await;
+        held.expect("a held token needs no wait").unwrap();
+    }
+    assert_eq!(leasing.health().counts().round_trips, round_trips, "held tokens cost no round trip");
+    assert_eq!(leasing.health().counts().leased, 3);
+    // The lease is used up: the next request asks the store, and the window is full.
+    assert!(tokio::time::timeout(Duration::from_millis(100), leasing.admit(1)).await.is_err());
+    cleanup(&key).await;
+}
+
+/// A gate of its own store (as another process would have) taking `lease` requests' worth per round trip.
+async fn leasing_gate(key: &str, budgets: &[BudgetSpec], lease: u64) -> SharedGate {
+    let store = RedisStore::connect(&redis_url(), SHARED_PREFIX).await.unwrap();
+    let gate = SharedGate::new(store, StoreHealth::new(), key, budgets, FailPolicy::Closed).unwrap();
+    gate.with_lease(lease, Duration::from_secs(30)).unwrap()
 }

@@ -254,7 +254,7 @@ fn profile_client(profile: &Profile, args: &BurstArgs, spec: &mut BurstSpec) -> 
     spec.limits = entries.iter().find(|(key, _)| key.path_prefix.is_none()).map(|(_, config)| config.clone());
     let secrets = SecretStore::open_default()?;
     let mut builder = profile.client_builder(&secrets)?.request_timeout(args.timeout);
-    if let Some(shared) = args.shared.settings(profile.shared_settings()?)? {
+    if let Some(shared) = args.shared.settings(profile.shared_settings_with(&secrets)?)? {
         builder = builder.share_budgets(&shared)?.0;
     }
     Ok(builder.build()?)

@@ -296,6 +296,7 @@ mod tests {
             redis: "${REDIS_URL}".into(),
             key: "team".into(),
             on_failure: Some("local/2".into()),
+            ca_file: None,
         });
         let text = show(&profile, Path::new("/p/demo.toml"), &SecretStore::in_memory(), |_| false);
         assert!(text.contains("shared budgets: key 'team' in ${REDIS_URL} (when it is away: local/2)"), "{text}");

@@ -116,8 +116,9 @@ impl ProxyArgs {
         match &self.profile {
             Some(reference) => {
                 let profile = load_profile(reference)?;
-                config = config.with_profile(&profile, &SecretStore::open_default()?)?;
-                config.shared = self.shared.settings(profile.shared_settings()?)?;
+                let secrets = SecretStore::open_default()?;
+                config = config.with_profile(&profile, &secrets)?;
+                config.shared = self.shared.settings(profile.shared_settings_with(&secrets)?)?;
             }
             None => {
                 config.shared = self.shared.settings(None)?;

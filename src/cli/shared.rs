@@ -8,7 +8,9 @@ use crate::store::{FailPolicy, SharedSettings};
 #[derive(Debug, Clone, Args)]
 pub struct SharedArgs {
     /// Share the budgets with every other process using the same --shared-key, through this
-    /// Redis (redis://host:port[/db]); the budgets are then decided in Redis, lanes and -c stay local.
+    /// Redis (redis://host:port[/db], rediss:// for TLS, user:password@ for an ACL user,
+    /// redis+cluster://host:port[,host:port] for a Cluster); the budgets are then decided in
+    /// Redis, lanes and -c stay local.
     #[arg(long, value_name = "URL")]
     pub redis: Option<String>,
     /// The name all processes sharing one budget use (one per account or API key); the Redis
@@ -19,6 +21,14 @@ pub struct SharedArgs {
     /// counted) or local/N (pace by 1/N of each budget in-process).
     #[arg(long, value_name = "POLICY")]
     pub on_redis_failure: Option<FailPolicy>,
+    /// PEM file of the certificate authorities that sign the rediss:// server's certificate
+    /// (instead of the system's).
+    #[arg(long, value_name = "FILE")]
+    pub redis_ca: Option<std::path::PathBuf>,
+    /// Take N requests' worth of the shared budget per round trip (for one very hot key): N
+    /// times fewer round trips, at most N-1 requests per process over the budget in any window.
+    #[arg(long, value_name = "N")]
+    pub redis_lease: Option<u64>,
 }
 
 impl SharedArgs {
@@ -46,14 +56,26 @@ impl SharedArgs {
                 settings
             }
             (None, None) => {
-                if self.shared_key.is_some() || self.on_redis_failure.is_some() {
-                    usage!("--shared-key and --on-redis-failure need --redis URL (or a profile with a [shared] table)");
+                if self.shared_key.is_some()
+                    || self.on_redis_failure.is_some()
+                    || self.redis_ca.is_some()
+                    || self.redis_lease.is_some()
+                {
+                    usage!(
+                        "--shared-key, --on-redis-failure, --redis-ca and --redis-lease need --redis URL (or a profile with a [shared] table)"
+                    );
                 }
                 return Ok(None);
             }
         };
         if let Some(policy) = self.on_redis_failure {
             settings = settings.with_policy(policy)?;
+        }
+        if let Some(ca) = &self.redis_ca {
+            settings = settings.with_ca_file(ca)?;
+        }
+        if let Some(lease) = self.redis_lease {
+            settings = settings.with_lease(lease)?;
         }
         Ok(Some(settings))
     }

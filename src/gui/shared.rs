@@ -16,11 +16,19 @@ pub struct SharedDraft {
     pub url: String,
     pub key: String,
     pub policy: String,
+    /// The profile's CA file for `rediss://`, kept as adopted (not edited in the row).
+    pub ca_file: Option<String>,
 }
 
 impl Default for SharedDraft {
     fn default() -> Self {
-        Self { on: false, url: "redis://127.0.0.1:6379".into(), key: String::new(), policy: "fail-closed".into() }
+        Self {
+            on: false,
+            url: "redis://127.0.0.1:6379".into(),
+            key: String::new(),
+            policy: "fail-closed".into(),
+            ca_file: None,
+        }
     }
 }
 
@@ -32,9 +40,10 @@ impl SharedDraft {
         }
         let key = if self.key.trim().is_empty() { profile.name.clone() } else { self.key.trim().to_owned() };
         let policy: FailPolicy = self.policy.parse().map_err(|err| format!("on Redis failure: {err}"))?;
-        let settings = SharedSettings::new(self.url.trim(), key)
+        let mut settings = SharedSettings::new(self.url.trim(), key)
             .and_then(|settings| settings.with_policy(policy))
             .map_err(|err| format!("share via Redis: {err}"))?;
+        settings.ca_file = self.ca_file.as_ref().map(Into::into);
         Ok(Some(settings))
     }
 
@@ -45,6 +54,7 @@ impl SharedDraft {
             self.url.clone_from(&shared.redis);
             self.key.clone_from(&shared.key);
             self.policy = shared.on_failure.clone().unwrap_or_else(|| "fail-closed".into());
+            self.ca_file.clone_from(&shared.ca_file);
         }
     }
 }
@@ -56,6 +66,7 @@ pub fn shared_ui(ui: &mut egui::Ui, draft: &mut SharedDraft, report: Option<&Sha
             .on_hover_text("decide this profile's budgets in Redis, shared with every process using the same key");
         ui.add_enabled_ui(draft.on, |ui| {
             ui.add(egui::TextEdit::singleline(&mut draft.url).desired_width(170.0).hint_text("redis://host:6379"))
+                .on_hover_text("redis://, rediss:// (TLS), redis+cluster://host:port,host:port (Cluster)")
                 .accessible_name("Redis URL");
             ui.label("key");
             ui.add(egui::TextEdit::singleline(&mut draft.key).desired_width(110.0).hint_text(profile_name))
@@ -82,7 +93,14 @@ pub fn shared_ui(ui: &mut egui::Ui, draft: &mut SharedDraft, report: Option<&Sha
 fn indicator_ui(ui: &mut egui::Ui, report: Option<&SharedReport>) {
     let (color, text) = match report {
         None => (egui::Color32::GRAY, "not connected yet: fire a burst".to_owned()),
-        Some(report) if report.state == "connected" => (egui::Color32::from_rgb(80, 190, 100), "connected".to_owned()),
+        Some(report) if report.state == "connected" => {
+            // A failover or restart shows as connected again, with how often it happened.
+            let text = match report.counts.recoveries {
+                0 => "connected".to_owned(),
+                n => format!("connected again ({n} recoveries)"),
+            };
+            (egui::Color32::from_rgb(80, 190, 100), text)
+        }
         Some(report) if report.state.starts_with("degraded") => {
             (egui::Color32::from_rgb(235, 150, 50), report.state.clone())
         }

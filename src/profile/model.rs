@@ -36,6 +36,9 @@ pub struct SharedEntry {
     /// `fail-closed` (default), `fail-open`, `local` or `local/N` (N expected instances).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_failure: Option<String>,
+    /// PEM file of the CAs that sign a `rediss://` server's certificate (`${ENV}` allowed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<String>,
 }
 
 /// One host: where it is, how fast to go, how to retry, what to send.

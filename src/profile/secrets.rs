@@ -229,6 +229,24 @@ impl SecretStore {
         Ok(headers)
     }
 
+    /// The password of `profile`'s shared Redis (`[PROFILE.shared] redis-password = "..."`,
+    /// `${VAR}` resolved), if the store holds one.
+    pub fn redis_password(&self, profile: &str) -> Result<Option<String>, ProfileError> {
+        let (host, name) = ("shared", "redis-password");
+        let Some(secret) = self.raw(profile, host, name) else { return Ok(None) };
+        let value = resolve(&secret.0, &|variable| std::env::var(variable).ok()).map_err(|err| match err {
+            Unresolved::Unset(variable) => {
+                ProfileError::UnsetVariable { host: host.into(), header: name.into(), variable }
+            }
+            Unresolved::Malformed => ProfileError::BadSecret {
+                host: host.into(),
+                header: name.into(),
+                problem: "a '${' has no matching '}' or no variable name (write ${NAME})".into(),
+            },
+        })?;
+        Ok(Some(value))
+    }
+
     fn raw(&self, profile: &str, host: &str, header: &str) -> Option<&Secret> {
         self.secrets.get(profile)?.get(host)?.get(&header.trim().to_ascii_lowercase())
     }

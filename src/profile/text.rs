@@ -51,6 +51,9 @@ impl Profile {
             if let Some(policy) = &shared.on_failure {
                 line(&mut out, "on_failure", policy)?;
             }
+            if let Some(ca_file) = &shared.ca_file {
+                line(&mut out, "ca_file", ca_file)?;
+            }
         }
         for host in &self.hosts {
             out.push_str("\n[[hosts]]\n");
@@ -262,9 +265,10 @@ mod tests {
     fn the_shared_table_survives_the_round_trip() {
         let mut profile = Profile::demo().unwrap();
         profile.shared = Some(crate::profile::SharedEntry {
-            redis: "redis://:${REDIS_PASSWORD}@db:6379/2".into(),
+            redis: "rediss://:${REDIS_PASSWORD}@db:6379/2".into(),
             key: "team \"a\"".into(),
             on_failure: Some("local/3".into()),
+            ca_file: Some("/etc/ssl/team-ca.pem".into()),
         });
         let text = profile.to_toml().unwrap();
         assert!(text.contains("[shared]"), "{text}");

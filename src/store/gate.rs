@@ -29,6 +29,9 @@ pub const PROBE_INTERVAL: Duration = Duration::from_millis(500);
 /// The most instances a local fallback may divide a budget by.
 pub const MAX_INSTANCES: u32 = 10_000;
 
+/// The largest token lease: requests' worth taken from the store in one round trip.
+pub const MAX_LEASE: u64 = 1_000;
+
 /// What a gate does when the store cannot answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum FailPolicy {
@@ -171,6 +174,11 @@ pub struct SharedCounts {
     pub failed_open: u64,
     /// Requests paced by the local fallback.
     pub local_fallback: u64,
+    /// Requests admitted from a token lease held in this process (no round trip); also in `admitted`.
+    pub leased: u64,
+    /// Times the store answered again after being away: a restart, a reconnect, or a failover
+    /// to a promoted replica. Each one is also a `StoreState` change to connected.
+    pub recoveries: u64,
 }
 
 impl fmt::Display for SharedCounts {
@@ -178,8 +186,15 @@ impl fmt::Display for SharedCounts {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} admitted by the store, {} denials waited out, {} round trips; {} store failures, {} let through open, {} paced locally",
-            self.admitted, self.denied, self.round_trips, self.unavailable, self.failed_open, self.local_fallback
+            "{} admitted by the store ({} from leases), {} denials waited out, {} round trips; {} store failures, {} recoveries, {} let through open, {} paced locally",
+            self.admitted,
+            self.leased,
+            self.denied,
+            self.round_trips,
+            self.unavailable,
+            self.recoveries,
+            self.failed_open,
+            self.local_fallback
         )
     }
 }
@@ -195,6 +210,8 @@ pub struct StoreHealth {
     unavailable: AtomicU64,
     failed_open: AtomicU64,
     local_fallback: AtomicU64,
+    recoveries: AtomicU64,
+    leased: AtomicU64,
 }
 
 impl StoreHealth {
@@ -222,6 +239,8 @@ impl StoreHealth {
             unavailable: load(&self.unavailable),
             failed_open: load(&self.failed_open),
             local_fallback: load(&self.local_fallback),
+            recoveries: load(&self.recoveries),
+            leased: load(&self.leased),
         }
     }
 
@@ -240,7 +259,12 @@ impl StoreHealth {
         *self.last_failure.lock() = None;
         self.state.send_if_modified(|state| {
             let changed = *state != StoreState::Connected;
+            let recovered = matches!(state, StoreState::Degraded { .. });
             *state = StoreState::Connected;
+            if recovered {
+                self.recoveries.fetch_add(1, Ordering::Relaxed);
+                tracing::info!("shared budget store answers again");
+            }
             changed
         })
     }
@@ -277,6 +301,10 @@ struct GateInner {
     budgets: RwLock<Arc<Budgets>>,
     /// One asker per key at a time; the others wait here in order.
     turn: tokio::sync::Mutex<()>,
+    /// Requests' worth taken per round trip (1: no lease) and how long the rest stays usable.
+    lease: (u64, Duration),
+    /// What is left of the last lease (in units of request cost) and until when it may be used.
+    held: Mutex<(u64, Instant)>,
 }
 
 #[derive(Debug)]
@@ -311,8 +339,33 @@ impl SharedGate {
                 policy,
                 budgets: RwLock::new(Arc::new(budgets)),
                 turn: tokio::sync::Mutex::new(()),
+                lease: (1, Duration::ZERO),
+                held: Mutex::new((0, Instant::now())),
             }),
         })
+    }
+
+    /// Takes `size` requests' worth from the store per round trip and admits the rest from this
+    /// process for up to `hold` (then what is left is dropped, unused): a hot key costs a round
+    /// trip per `size` requests instead of per request.
+    ///
+    /// The trade: tokens are spent in the store when leased, not when used, so a process may
+    /// send up to `size - 1` requests whose tokens were counted earlier. With P processes
+    /// leasing, any window of a sliding-window budget sees at most `limit + P·(size − 1)`
+    /// requests, and a bucket at most `capacity + rate·t + P·(size − 1)` in any span t. The
+    /// total never exceeds what the store admitted; unused leases only under-spend. A lease
+    /// larger than a budget holds, or than what is left, falls back to asking for one request.
+    /// Call before the gate is cloned.
+    pub fn with_lease(mut self, size: u64, hold: Duration) -> Result<Self, StoreError> {
+        if !(1..=MAX_LEASE).contains(&size) || hold.is_zero() || hold > Duration::from_secs(3600) {
+            return Err(StoreError::InvalidSettings(format!(
+                "a token lease takes 1 to {MAX_LEASE} requests' worth, held above zero and at most an hour (not {size} for {hold:?})"
+            )));
+        }
+        let inner = Arc::get_mut(&mut self.inner)
+            .ok_or_else(|| StoreError::InvalidSettings("a lease is set before the gate is shared".into()))?;
+        inner.lease = (size, hold);
+        Ok(self)
     }
 
     /// The shared key's name.
@@ -343,6 +396,8 @@ impl SharedGate {
             next.fallback = Some(limiter.clone());
         }
         *current = Arc::new(next);
+        // A lease was counted against the old budgets: drop it.
+        self.inner.held.lock().0 = 0;
         Ok(())
     }
 
@@ -376,15 +431,30 @@ impl SharedGate {
             remaining,
             state_change: changed.then(|| inner.health.state()),
         };
+        if inner.take_held(cost) {
+            return Ok(admitted(AdmittedVia::Store, None, false));
+        }
+        // A lease asks for `size` requests' worth, unless a budget could never hold that much.
+        let (size, hold) = inner.lease;
+        let mut ask = cost.saturating_mul(size);
+        if ask > cost && shared.iter().any(|spec| spec.units(ask).is_err()) {
+            ask = cost;
+        }
         loop {
             let retry_at = inner.health.degraded_until(Instant::now());
             if retry_at.is_none() {
-                match inner.store.acquire_all(&inner.key, shared, cost).await {
+                match inner.store.acquire_all(&inner.key, shared, ask).await {
                     Ok(decision) => {
                         changed |= inner.health.answered();
                         if decision.allowed {
                             inner.health.admitted.fetch_add(1, Ordering::Relaxed);
+                            *inner.held.lock() = (ask - cost, Instant::now() + hold);
                             return Ok(admitted(AdmittedVia::Store, Some(decision.remaining), changed));
+                        }
+                        if ask > cost {
+                            // Not a whole lease left: ask for this request alone, at once.
+                            ask = cost;
+                            continue;
                         }
                         inner.health.denied.fetch_add(1, Ordering::Relaxed);
                         // Redis computed exactly when this cost fits: sleep that, then ask once more.
@@ -401,8 +471,15 @@ impl SharedGate {
                     return Ok(admitted(AdmittedVia::FailOpen, None, changed));
                 }
                 (FailPolicy::Local { .. }, Some(limiter)) => {
+                    // Wait for the local share only until the next probe: a request that has
+                    // spent this process's share must not sit out a whole window while the
+                    // store (after a restart or a failover) could already answer it.
+                    let next_probe = retry_at.unwrap_or_else(|| Instant::now() + PROBE_INTERVAL);
+                    let Ok(permit) = tokio::time::timeout_at(next_probe, limiter.acquire(Priority::Normal, cost)).await
+                    else {
+                        continue;
+                    };
                     // The fallback holds budgets only, so its permit is released at once.
-                    let permit = limiter.acquire(Priority::Normal, cost).await;
                     drop(permit.map_err(|err| StoreError::InvalidSettings(err.to_string()))?);
                     inner.health.local_fallback.fetch_add(1, Ordering::Relaxed);
                     return Ok(admitted(AdmittedVia::LocalFallback, None, changed));
@@ -414,6 +491,20 @@ impl SharedGate {
                 }
             }
         }
+    }
+}
+
+impl GateInner {
+    /// Admits `cost` from the lease this process holds, if enough of it is left and still valid.
+    fn take_held(&self, cost: u64) -> bool {
+        let mut held = self.held.lock();
+        if held.0 < cost || Instant::now() >= held.1 {
+            return false;
+        }
+        held.0 -= cost;
+        self.health.admitted.fetch_add(1, Ordering::Relaxed);
+        self.health.leased.fetch_add(1, Ordering::Relaxed);
+        true
     }
 }
 

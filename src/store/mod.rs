@@ -9,6 +9,7 @@
 //! Time inside the store is whole microseconds of the Redis clock. Periods are rounded
 //! *up* to a microsecond, so a shared budget never admits faster than it was asked to.
 
+mod endpoint;
 mod gate;
 mod redis;
 mod settings;
@@ -17,12 +18,15 @@ use std::time::Duration;
 
 use crate::engine::{BudgetKind, BudgetSpec, Rate};
 
+pub use self::endpoint::StoreAddress;
 pub use self::gate::{
-    AdmittedVia, FailPolicy, MAX_INSTANCES, PROBE_INTERVAL, SharedAdmission, SharedCounts, SharedGate, StoreHealth,
-    StoreState, local_share,
+    AdmittedVia, FailPolicy, MAX_INSTANCES, MAX_LEASE, PROBE_INTERVAL, SharedAdmission, SharedCounts, SharedGate,
+    StoreHealth, StoreState, local_share,
 };
 pub use self::redis::{DECIDE_SCRIPT, RedisStore, RedisStoreOptions};
-pub use self::settings::{SHARED_PREFIX, SharedHandle, SharedReport, SharedSettings, is_secret_parameter, local_part};
+pub use self::settings::{
+    LEASE_HOLD, SHARED_PREFIX, SharedHandle, SharedReport, SharedSettings, is_secret_parameter, local_part,
+};
 
 /// The longest period a shared budget may span (a window, or a full bucket's refill): ten years.
 ///
@@ -239,7 +243,7 @@ pub enum StoreError {
     /// lacks the commands, or a server that does not speak Redis. Every request fails at once,
     /// whatever the fail policy: retrying would only hide a configuration error.
     #[error(
-        "the budget store refused us: {0} (check the URL's user and password, the user's ACL, and that the port is Redis)"
+        "the budget store refused us: {0} (check the URL's user and password, the user's ACL, the CA file for rediss://, and that the port is Redis)"
     )]
     Refused(String),
     /// The store answered with an error or an unexpected reply (a key of the wrong type, a

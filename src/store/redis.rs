@@ -1,4 +1,4 @@
-//! `RedisStore`: shared budgets in Redis, one atomic Lua script per decision, on a reconnecting connection.
+//! `RedisStore`: shared budgets in Redis (one node or a Cluster), one atomic Lua script per decision, on a reconnecting connection.
 //!
 //! Keys are `{prefix:key}:tat` for a token bucket (GCRA's theoretical arrival time) and
 //! `{prefix:key}:window` plus `{prefix:key}:seq` for a sliding window (a sorted set with
@@ -6,16 +6,20 @@
 //! braces are a Redis Cluster hash tag, so all keys of one decision live in one slot.
 //! Every write sets a TTL: a key disappears once it no longer changes any answer.
 //!
-//! Scripts run with EVALSHA; `redis::Script` loads the script and retries once when the
-//! server answers NOSCRIPT (after a restart, a failover or `SCRIPT FLUSH`).
+//! Scripts run with EVALSHA; a node that answers NOSCRIPT (after a restart, a failover or
+//! `SCRIPT FLUSH`, or a cluster node asked for the first time) gets EVAL, which runs the
+//! script and caches it there. In a cluster every decision goes to the one node that owns
+//! its key's slot; the cluster client follows MOVED and ASK and refreshes its slot map.
 
 use std::sync::LazyLock;
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Client, ErrorKind, RedisError, Script, ServerErrorKind};
+use redis::cluster::{ClusterClient, ClusterClientBuilder, ClusterConfig};
+use redis::cluster_async::ClusterConnection;
+use redis::{Client, Cmd, ErrorKind, RedisError, Script, ServerErrorKind, TlsCertificates};
 
-use super::{SharedBudget, SharedSpec, StoreDecision, StoreError, micros_ceil};
+use super::{SharedBudget, SharedSpec, StoreAddress, StoreDecision, StoreError, micros_ceil};
 
 /// The decision script as sent to Redis: the clock prelude, the bucket and window steps, then
 /// the decision over every budget of a request.
@@ -27,6 +31,9 @@ pub const DECIDE_SCRIPT: &str = concat!(
 );
 
 static DECIDE: LazyLock<Script> = LazyLock::new(|| Script::new(DECIDE_SCRIPT));
+
+/// Tries of one command on a cluster (redirections and reconnects included).
+const CLUSTER_RETRIES: u32 = 8;
 
 /// The longest any timeout may be; anything above it is a mistake, not a setting.
 const MAX_TIMEOUT: Duration = Duration::from_secs(60);
@@ -82,24 +89,45 @@ impl RedisStoreOptions {
 
 /// Budgets kept in Redis and shared by every process that uses the same URL and prefix.
 ///
-/// Cloning is cheap and clones share one multiplexed connection, which reconnects in the
-/// background after it drops.
+/// Cloning is cheap and clones share one multiplexed connection (one per node for a
+/// cluster), which reconnects in the background after it drops.
 #[derive(Clone)]
 pub struct RedisStore {
-    connection: ConnectionManager,
+    link: Link,
     prefix: String,
     options: RedisStoreOptions,
+}
+
+/// The connection: one node through a reconnecting manager, or a cluster client that follows
+/// MOVED/ASK redirections and refreshes its slot map after a failover or a resharding.
+#[derive(Clone)]
+enum Link {
+    Node(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl Link {
+    async fn query<T: redis::FromRedisValue>(&mut self, command: &Cmd) -> redis::RedisResult<T> {
+        match self {
+            Self::Node(connection) => command.query_async(connection).await,
+            Self::Cluster(connection) => command.query_async(connection).await,
+        }
+    }
 }
 
 impl std::fmt::Debug for RedisStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // The URL (which may hold a password) is deliberately not kept or shown.
-        f.debug_struct("RedisStore").field("prefix", &self.prefix).field("options", &self.options).finish()
+        f.debug_struct("RedisStore")
+            .field("cluster", &matches!(self.link, Link::Cluster(_)))
+            .field("prefix", &self.prefix)
+            .field("options", &self.options)
+            .finish()
     }
 }
 
 impl RedisStore {
-    /// Connects to `url` (`redis://[:password@]host[:port][/db]`) with the default timeouts;
+    /// Connects to `url` (any form [`StoreAddress::parse`] takes) with the default timeouts;
     /// every key this store writes starts with `{prefix:`.
     pub async fn connect(url: &str, prefix: &str) -> Result<Self, StoreError> {
         Self::connect_with(url, prefix, RedisStoreOptions::default()).await
@@ -107,33 +135,56 @@ impl RedisStore {
 
     /// [`connect`](Self::connect) with explicit timeouts.
     pub async fn connect_with(url: &str, prefix: &str, options: RedisStoreOptions) -> Result<Self, StoreError> {
-        let (client, options) = Self::prepare(url, prefix, options)?;
-        let connecting = ConnectionManager::new_with_config(client, options.manager_config());
-        let connection = match tokio::time::timeout(options.connect_timeout, connecting).await {
-            Ok(Ok(connection)) => connection,
-            Ok(Err(err)) => return Err(classify(&err, "connect", options.connect_timeout)),
-            Err(_) => return Err(StoreError::Timeout { operation: "connect", after: options.connect_timeout }),
-        };
-        Ok(Self { connection, prefix: prefix.to_owned(), options })
+        Self::connect_to(&StoreAddress::parse(url)?, prefix, options).await
+    }
+
+    /// Connects to `address` (a node or a cluster, with or without TLS) now: the store is
+    /// returned once the server (a cluster: a node and its slot map) answered PING.
+    pub async fn connect_to(
+        address: &StoreAddress,
+        prefix: &str,
+        options: RedisStoreOptions,
+    ) -> Result<Self, StoreError> {
+        let store = Self::connect_lazy_to(address, prefix, options)?;
+        let mut link = store.link.clone();
+        let after = options.connect_timeout;
+        match tokio::time::timeout(after, link.query::<()>(&redis::cmd("PING"))).await {
+            Ok(Ok(())) => Ok(store),
+            Ok(Err(err)) => Err(classify(&err, "connect", after)),
+            Err(_) => Err(StoreError::Timeout { operation: "connect", after }),
+        }
     }
 
     /// A store that connects on its first decision instead of now, so a service can start
     /// while Redis is still down (its first calls then fail with an unavailable error).
     /// Must be called inside a tokio runtime.
     pub fn connect_lazy(url: &str, prefix: &str, options: RedisStoreOptions) -> Result<Self, StoreError> {
-        let (client, options) = Self::prepare(url, prefix, options)?;
-        let connection = ConnectionManager::new_lazy_with_config(client, options.manager_config())
-            .map_err(|err| classify(&err, "connect", options.connect_timeout))?;
-        Ok(Self { connection, prefix: prefix.to_owned(), options })
+        Self::connect_lazy_to(&StoreAddress::parse(url)?, prefix, options)
     }
 
-    fn prepare(url: &str, prefix: &str, options: RedisStoreOptions) -> Result<(Client, RedisStoreOptions), StoreError> {
+    /// [`connect_lazy`](Self::connect_lazy) to a parsed address (a node or a cluster, with or without TLS).
+    pub fn connect_lazy_to(
+        address: &StoreAddress,
+        prefix: &str,
+        options: RedisStoreOptions,
+    ) -> Result<Self, StoreError> {
         options.validate()?;
         validate_prefix(prefix)?;
-        // The URL is not echoed back: it may hold a password.
-        let client = Client::open(url)
-            .map_err(|err| StoreError::InvalidSettings(format!("not a usable Redis URL ({})", err.category())))?;
-        Ok((client, options))
+        let link = if address.is_cluster() {
+            Link::Cluster(
+                cluster_client(address, options)?.get_pending_async_connection_with_config(cluster_config(options)),
+            )
+        } else {
+            let connection = ConnectionManager::new_lazy_with_config(node_client(address)?, options.manager_config())
+                .map_err(|err| classify(&err, "connect", options.connect_timeout))?;
+            Link::Node(connection)
+        };
+        Ok(Self { link, prefix: prefix.to_owned(), options })
+    }
+
+    /// Whether this store talks to a Redis Cluster.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.link, Link::Cluster(_))
     }
 
     /// The prefix every key of this store starts with (inside the hash tag).
@@ -189,39 +240,91 @@ impl RedisStore {
     }
 
     async fn decide(&self, keys: Vec<String>, budgets: &[(&SharedBudget, u64)]) -> Result<StoreDecision, StoreError> {
-        let mut invocation = DECIDE.prepare_invoke();
-        for name in &keys {
-            invocation.key(name);
-        }
-        invocation.arg(budgets.len());
+        let mut args: Vec<u64> = Vec::with_capacity(1 + budgets.len() * 4);
+        args.push(budgets.len() as u64);
         for (budget, cost) in budgets {
             let (kind, period, capacity) = match **budget {
                 SharedBudget::TokenBucket { capacity, per_token } => (1, micros_ceil(per_token), capacity),
                 SharedBudget::SlidingWindow { limit, window } => (2, micros_ceil(window), limit),
             };
-            invocation.arg(kind).arg(period).arg(capacity).arg(*cost);
+            args.extend([kind, period, capacity, *cost]);
         }
-        let mut connection = self.connection.clone();
+        let mut link = self.link.clone();
         let after = self.options.command_timeout;
-        let attempts = async {
-            // `invoke_async` loads the script after a NOSCRIPT and tries once more; a second
-            // flush between that load and the call (a `SCRIPT FLUSH` loop, a failover) gets a
-            // few more tries, all within the one command timeout.
-            let mut tries = 0;
-            loop {
-                match invocation.invoke_async::<Vec<i64>>(&mut connection).await {
-                    Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) && tries < 3 => tries += 1,
-                    other => return other,
+        let attempt = async {
+            // EVALSHA: one round trip. A node that has not seen the script (a restart, a
+            // failover to a replica, `SCRIPT FLUSH`, a cluster node asked for the first time)
+            // answers NOSCRIPT, and then EVAL runs it and caches it on that node: the script is
+            // loaded per node, where the key lives, on first use.
+            match link.query::<Vec<i64>>(&script_command("EVALSHA", DECIDE.get_hash(), &keys, &args)).await {
+                Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                    link.query(&script_command("EVAL", DECIDE_SCRIPT, &keys, &args)).await
                 }
+                other => other,
             }
         };
-        let reply = match tokio::time::timeout(after, attempts).await {
+        let reply = match tokio::time::timeout(after, attempt).await {
             Ok(Ok(reply)) => reply,
             Ok(Err(err)) => return Err(classify(&err, "acquire", after)),
             Err(_) => return Err(StoreError::Timeout { operation: "acquire", after }),
         };
         decision(&reply, budgets.len())
     }
+}
+
+/// `EVALSHA sha numkeys keys... args...` (or `EVAL script ...`).
+fn script_command(verb: &str, script: &str, keys: &[String], args: &[u64]) -> Cmd {
+    let mut command = redis::cmd(verb);
+    command.arg(script).arg(keys.len()).arg(keys).arg(args);
+    command
+}
+
+/// A client for one node, trusting the address's CA file if it has one.
+fn node_client(address: &StoreAddress) -> Result<Client, StoreError> {
+    // The URL is not echoed back: it may hold a password.
+    let invalid = |err: RedisError| StoreError::InvalidSettings(format!("not a usable Redis URL ({})", err.category()));
+    let url = address.nodes().first().map(String::as_str).unwrap_or_default();
+    match address.ca_pem() {
+        Some(ca) => {
+            install_crypto_provider();
+            Client::build_with_tls(url, TlsCertificates { client_tls: None, root_cert: Some(ca.to_vec()) })
+                .map_err(invalid)
+        }
+        None => {
+            if address.is_tls() {
+                install_crypto_provider();
+            }
+            Client::open(url).map_err(invalid)
+        }
+    }
+}
+
+/// A cluster client over the address's seed nodes, with this store's timeouts.
+fn cluster_client(address: &StoreAddress, options: RedisStoreOptions) -> Result<ClusterClient, StoreError> {
+    let mut builder = ClusterClientBuilder::new(address.nodes().iter().map(String::as_str))
+        .connection_timeout(options.connect_timeout)
+        .response_timeout(options.command_timeout)
+        // Redirections count as retries: a cluster settling after a failover may bounce a
+        // request a few times. All of it stays within the one command timeout.
+        .retries(CLUSTER_RETRIES)
+        .min_retry_wait(10)
+        .max_retry_wait(200);
+    if address.is_tls() {
+        install_crypto_provider();
+    }
+    if let Some(ca) = address.ca_pem() {
+        builder = builder.certs(TlsCertificates { client_tls: None, root_cert: Some(ca.to_vec()) });
+    }
+    builder.build().map_err(|err| StoreError::InvalidSettings(format!("not a usable Redis Cluster URL ({err})")))
+}
+
+fn cluster_config(options: RedisStoreOptions) -> ClusterConfig {
+    ClusterConfig::new().set_connection_timeout(options.connect_timeout).set_response_timeout(options.command_timeout)
+}
+
+/// rustls needs one process-wide crypto provider; ring is the one this crate builds with.
+fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
 fn check_key(key: &str) -> Result<&str, StoreError> {
@@ -274,21 +377,27 @@ fn classify(err: &RedisError, operation: &'static str, after: Duration) -> Store
     let refused = matches!(
         err.kind(),
         ErrorKind::AuthenticationFailed | ErrorKind::Parse | ErrorKind::Server(ServerErrorKind::NoPerm)
-    ) || matches!(err.code(), Some("NOAUTH" | "WRONGPASS" | "NOPERM"));
+    ) || matches!(err.code(), Some("NOAUTH" | "WRONGPASS" | "NOPERM"))
+        || is_tls_failure(err);
     if refused {
         return StoreError::Refused(err.to_string());
     }
+    // A cluster mid-failover or mid-resharding (no node for a slot yet, redirections that
+    // outlasted the client's retries) is away for now, like a restarting server.
     let unavailable = err.is_io_error()
         || err.is_connection_refusal()
         || err.is_connection_dropped()
         || matches!(
             err.kind(),
-            ErrorKind::Server(
-                ServerErrorKind::BusyLoading
-                    | ServerErrorKind::ClusterDown
-                    | ServerErrorKind::MasterDown
-                    | ServerErrorKind::TryAgain
-            )
+            ErrorKind::ClusterConnectionNotFound
+                | ErrorKind::Server(
+                    ServerErrorKind::BusyLoading
+                        | ServerErrorKind::ClusterDown
+                        | ServerErrorKind::MasterDown
+                        | ServerErrorKind::TryAgain
+                        | ServerErrorKind::Moved
+                        | ServerErrorKind::Ask
+                )
         );
     if unavailable {
         StoreError::Unreachable(err.to_string())
@@ -297,6 +406,24 @@ fn classify(err: &RedisError, operation: &'static str, after: Duration) -> Store
     } else {
         StoreError::Script(err.to_string())
     }
+}
+
+/// Whether a TLS handshake failed (an untrusted or mismatched certificate, a server that does
+/// not speak TLS): a setting to fix, not an outage to wait out.
+fn is_tls_failure(err: &RedisError) -> bool {
+    type Shared = std::sync::Arc<dyn std::error::Error + Send + Sync>;
+    // redis keeps an I/O error behind an `Arc`; tokio-rustls puts the handshake's error
+    // inside the `io::Error` (whose own `source()` would skip it).
+    let Some(source) = std::error::Error::source(err) else { return false };
+    let inner: &(dyn std::error::Error + 'static) = match source.downcast_ref::<Shared>() {
+        Some(shared) => shared.as_ref(),
+        None => source,
+    };
+    inner.downcast_ref::<rustls::Error>().is_some()
+        || inner
+            .downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::get_ref)
+            .is_some_and(|tls| tls.downcast_ref::<rustls::Error>().is_some())
 }
 
 fn validate_prefix(prefix: &str) -> Result<(), StoreError> {

@@ -7,12 +7,20 @@
 //! per process. Budgets learned from a server at run time (adaptive mode) stay local too.
 
 use std::fmt;
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde::Serialize;
 
-use super::{FailPolicy, RedisStore, RedisStoreOptions, SharedCounts, SharedGate, StoreError, StoreHealth};
+use super::{
+    FailPolicy, MAX_LEASE, RedisStore, RedisStoreOptions, SharedCounts, SharedGate, StoreAddress, StoreError,
+    StoreHealth,
+};
 use crate::engine::{LimitKey, LimiterConfig, Registry};
+
+/// How long what is left of a lease stays usable before it is dropped.
+pub const LEASE_HOLD: Duration = Duration::from_secs(1);
 
 /// The prefix of every Redis key ratescope writes for shared budgets.
 pub const SHARED_PREFIX: &str = "ratescope";
@@ -20,18 +28,25 @@ pub const SHARED_PREFIX: &str = "ratescope";
 /// Where and how a client's budgets are shared.
 #[derive(Clone, PartialEq)]
 pub struct SharedSettings {
-    /// `redis://[:password@]host[:port][/db]`; never printed.
+    /// `redis://[user:password@]host[:port][/db]`, `rediss://` (TLS), `redis+cluster://host:port[,host:port]`
+    /// or a comma-separated list of cluster nodes ([`StoreAddress::parse`]); never printed.
     pub url: String,
+    /// PEM file of the certificate authorities that sign a `rediss://` server's certificate
+    /// (instead of the system's); read when the store is opened.
+    pub ca_file: Option<PathBuf>,
     /// The name every sharing process uses: one per account or API key.
     pub name: String,
     pub policy: FailPolicy,
     pub options: RedisStoreOptions,
+    /// Requests' worth each process takes per round trip (1: none); see [`SharedGate::with_lease`].
+    pub lease: u64,
 }
 
 impl fmt::Debug for SharedSettings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SharedSettings")
             .field("url", &redacted_url(&self.url))
+            .field("ca_file", &self.ca_file)
             .field("name", &self.name)
             .field("policy", &self.policy)
             .finish_non_exhaustive()
@@ -43,9 +58,11 @@ impl SharedSettings {
     pub fn new(url: impl Into<String>, name: impl Into<String>) -> Result<Self, StoreError> {
         let settings = Self {
             url: url.into(),
+            ca_file: None,
             name: name.into(),
             policy: FailPolicy::default(),
             options: RedisStoreOptions::default(),
+            lease: 1,
         };
         settings.validate()?;
         Ok(settings)
@@ -57,6 +74,34 @@ impl SharedSettings {
         Ok(self)
     }
 
+    /// Leases `size` requests' worth per round trip, each lease usable for [`LEASE_HOLD`]: fewer
+    /// round trips on a hot key for an overshoot of at most `size − 1` per process.
+    pub fn with_lease(mut self, size: u64) -> Result<Self, StoreError> {
+        if !(1..=MAX_LEASE).contains(&size) {
+            return Err(StoreError::InvalidSettings(format!("a lease is 1 to {MAX_LEASE} requests, not {size}")));
+        }
+        self.lease = size;
+        Ok(self)
+    }
+
+    /// Trusts the CAs in this PEM file for a `rediss://` store (checked now, read again when opened).
+    pub fn with_ca_file(mut self, path: impl Into<PathBuf>) -> Result<Self, StoreError> {
+        let path = path.into();
+        StoreAddress::parse(&self.url)?.with_ca_file(&path)?;
+        self.ca_file = Some(path);
+        Ok(self)
+    }
+
+    /// The parsed address, with the CA file read.
+    pub fn address(&self) -> Result<StoreAddress, StoreError> {
+        self.validate()?;
+        let address = StoreAddress::parse(&self.url)?;
+        match &self.ca_file {
+            Some(path) => address.with_ca_file(path),
+            None => Ok(address),
+        }
+    }
+
     /// Refuses an empty or unusable name, a URL that is not Redis, and a bad policy.
     pub fn validate(&self) -> Result<(), StoreError> {
         let name = &self.name;
@@ -65,13 +110,12 @@ impl SharedSettings {
                 "the shared key name {name:?} must be 1 to 100 characters, without braces or control characters"
             )));
         }
-        let scheme_ok = ["redis://", "rediss://", "redis+unix://", "unix://"].iter().any(|s| self.url.starts_with(s));
-        if !scheme_ok {
-            return Err(StoreError::InvalidSettings(format!(
-                "'{}' is not a Redis URL (redis://host:port)",
-                redacted_url(&self.url)
-            )));
-        }
+        StoreAddress::parse(&self.url).map_err(|err| match err {
+            StoreError::InvalidSettings(why) => {
+                StoreError::InvalidSettings(format!("'{}': {why}", redacted_url(&self.url)))
+            }
+            other => other,
+        })?;
         self.policy.validate()
     }
 
@@ -89,7 +133,7 @@ impl SharedSettings {
     /// key), leaving lanes and concurrency in the registry. Needs a tokio runtime.
     pub fn share(&self, registry: &Registry) -> Result<(Vec<(String, SharedGate)>, SharedHandle), StoreError> {
         self.validate()?;
-        let store = RedisStore::connect_lazy(&self.url, SHARED_PREFIX, self.options)?;
+        let store = RedisStore::connect_lazy_to(&self.address()?, SHARED_PREFIX, self.options)?;
         let health = StoreHealth::new();
         let mut gates = Vec::new();
         let mut keys = Vec::new();
@@ -98,7 +142,8 @@ impl SharedSettings {
                 continue;
             }
             let shared_key = self.key_for(&key);
-            let gate = SharedGate::new(store.clone(), Arc::clone(&health), &shared_key, &config.budgets, self.policy)?;
+            let gate = SharedGate::new(store.clone(), Arc::clone(&health), &shared_key, &config.budgets, self.policy)?
+                .with_lease(self.lease, LEASE_HOLD)?;
             registry
                 .set(key.clone(), local_part(&config))
                 .map_err(|err| StoreError::InvalidSettings(err.to_string()))?;
@@ -219,5 +264,10 @@ mod tests {
         let settings = SharedSettings::new("redis://127.0.0.1", "team").unwrap();
         let key: LimitKey = "api.example.com/search".parse().unwrap();
         assert_eq!(settings.key_for(&key), "team/api.example.com/search");
+        assert!(settings.clone().with_lease(0).is_err());
+        assert!(settings.clone().with_lease(crate::store::MAX_LEASE + 1).is_err());
+        assert_eq!(settings.with_lease(10).unwrap().lease, 10);
+        let cluster = SharedSettings::new("redis+cluster://a:7000,b:7001", "team").unwrap();
+        assert!(cluster.address().unwrap().is_cluster());
     }
 }

@@ -2,6 +2,9 @@
 
 #![allow(dead_code)]
 
+pub mod children;
+pub mod topology;
+
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
