@@ -294,81 +294,16 @@ impl BudgetEntry {
             ));
         }
         let spec = match self.kind {
-            BudgetEntryKind::TokenBucket => {
-                if self.limit.is_some() || self.window.is_some() {
-                    let field = if self.limit.is_some() { "limit" } else { "window" };
-                    return Err(fail(
-                        field,
-                        "limit and window belong to sliding windows; a token bucket has capacity and rate".into(),
-                    ));
-                }
-                let capacity = self.capacity.ok_or_else(|| {
-                    InvalidSetting::new(
-                        at.clone(),
-                        format!("{label}: a token bucket needs a capacity (the burst it allows)"),
-                    )
-                })?;
-                if capacity == 0 {
-                    return Err(fail(
-                        "capacity",
-                        "capacity 0 would never let a request through; use at least 1".into(),
-                    ));
-                }
-                let text = self.rate.as_deref().ok_or_else(|| {
-                    InvalidSetting::new(
-                        at.clone(),
-                        format!("{label}: a token bucket needs a rate, such as rate = \"10/1s\""),
-                    )
-                })?;
-                let rate: Rate = text.parse().map_err(|err| {
-                    // "0/1s" parses as a non-positive amount; say what that means for a bucket.
-                    let err = match err {
-                        ConfigError::NotPositive(0.0) => ConfigError::ZeroRate,
-                        other => other,
-                    };
-                    fail("rate", format!("rate \"{text}\": {err}"))
-                })?;
-                BudgetSpec::token_bucket(&self.name, capacity, rate).map_err(|err| fail("capacity", err.to_string()))?
-            }
-            BudgetEntryKind::SlidingWindow => {
-                if self.capacity.is_some() || self.rate.is_some() {
-                    let field = if self.capacity.is_some() { "capacity" } else { "rate" };
-                    return Err(fail(
-                        field,
-                        "capacity and rate belong to token buckets; a sliding window has limit and window".into(),
-                    ));
-                }
-                let limit = self.limit.ok_or_else(|| {
-                    InvalidSetting::new(
-                        at.clone(),
-                        format!("{label}: a sliding window needs a limit (requests per window)"),
-                    )
-                })?;
-                if limit == 0 {
-                    return Err(fail("limit", "limit 0 would never let a request through; use at least 1".into()));
-                }
-                let text = self.window.as_deref().ok_or_else(|| {
-                    InvalidSetting::new(
-                        at.clone(),
-                        format!("{label}: a sliding window needs a window, such as window = \"1m\""),
-                    )
-                })?;
-                let window = parse_duration(text).map_err(|err| fail("window", format!("window: {err}")))?;
-                BudgetSpec::sliding_window(&self.name, limit, window)
-                    .map_err(|err| fail("window", format!("window \"{text}\": {err}")))?
-            }
+            BudgetEntryKind::TokenBucket => self.bucket_spec(at, &label)?,
+            BudgetEntryKind::SlidingWindow => self.window_spec(at, &label)?,
         };
         let spec = match self.unit.as_deref().map(str::trim) {
             None => spec,
             Some(unit)
-                if unit.is_empty() || unit.chars().any(|c| !(c.is_ascii_alphanumeric() || c == '_' || c == '-')) =>
+                if unit.is_empty() || !unit.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') =>
             {
-                return Err(fail(
-                    "unit",
-                    format!(
-                        "unit \"{unit}\": name it in letters, digits, '-' or '_', such as \"tokens\" or \"points\""
-                    ),
-                ));
+                let hint = "name it in letters, digits, '-' or '_', such as \"tokens\" or \"points\"";
+                return Err(fail("unit", format!("unit \"{unit}\": {hint}")));
             }
             Some(unit) => spec.with_unit(Unit::named(unit)),
         };
@@ -376,6 +311,63 @@ impl BudgetEntry {
             None => Ok(spec),
             Some(cost) => spec.with_cost(cost).map_err(|err| fail("cost", format!("cost {cost}: {err}"))),
         }
+    }
+
+    /// A token bucket's capacity and rate, checked (`at` is the budget's table).
+    fn bucket_spec(&self, at: &FieldPath, label: &str) -> Result<BudgetSpec, InvalidSetting> {
+        let fail = |field: &str, message: String| InvalidSetting::new(at.key(field), format!("{label}: {message}"));
+        if self.limit.is_some() || self.window.is_some() {
+            let field = if self.limit.is_some() { "limit" } else { "window" };
+            return Err(fail(
+                field,
+                "limit and window belong to sliding windows; a token bucket has capacity and rate".into(),
+            ));
+        }
+        let capacity = self.capacity.ok_or_else(|| {
+            InvalidSetting::new(at.clone(), format!("{label}: a token bucket needs a capacity (the burst it allows)"))
+        })?;
+        if capacity == 0 {
+            return Err(fail("capacity", "capacity 0 would never let a request through; use at least 1".into()));
+        }
+        let text = self.rate.as_deref().ok_or_else(|| {
+            InvalidSetting::new(at.clone(), format!("{label}: a token bucket needs a rate, such as rate = \"10/1s\""))
+        })?;
+        let rate: Rate = text.parse().map_err(|err| {
+            // "0/1s" parses as a non-positive amount; say what that means for a bucket.
+            let err = match err {
+                ConfigError::NotPositive(0.0) => ConfigError::ZeroRate,
+                other => other,
+            };
+            fail("rate", format!("rate \"{text}\": {err}"))
+        })?;
+        BudgetSpec::token_bucket(&self.name, capacity, rate).map_err(|err| fail("capacity", err.to_string()))
+    }
+
+    /// A sliding window's limit and length, checked (`at` is the budget's table).
+    fn window_spec(&self, at: &FieldPath, label: &str) -> Result<BudgetSpec, InvalidSetting> {
+        let fail = |field: &str, message: String| InvalidSetting::new(at.key(field), format!("{label}: {message}"));
+        if self.capacity.is_some() || self.rate.is_some() {
+            let field = if self.capacity.is_some() { "capacity" } else { "rate" };
+            return Err(fail(
+                field,
+                "capacity and rate belong to token buckets; a sliding window has limit and window".into(),
+            ));
+        }
+        let limit = self.limit.ok_or_else(|| {
+            InvalidSetting::new(at.clone(), format!("{label}: a sliding window needs a limit (requests per window)"))
+        })?;
+        if limit == 0 {
+            return Err(fail("limit", "limit 0 would never let a request through; use at least 1".into()));
+        }
+        let text = self.window.as_deref().ok_or_else(|| {
+            InvalidSetting::new(
+                at.clone(),
+                format!("{label}: a sliding window needs a window, such as window = \"1m\""),
+            )
+        })?;
+        let window = parse_duration(text).map_err(|err| fail("window", format!("window: {err}")))?;
+        BudgetSpec::sliding_window(&self.name, limit, window)
+            .map_err(|err| fail("window", format!("window \"{text}\": {err}")))
     }
 }
 

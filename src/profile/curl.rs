@@ -242,19 +242,7 @@ impl Request {
             None => url.path().to_owned(),
         };
         let mut host = HostProfile::new(authority, base_url);
-        let mut endpoint_headers = BTreeMap::new();
-        let mut secrets = Vec::new();
-        for (name, value) in headers {
-            if looks_secret(&name.to_ascii_lowercase()) {
-                if !host.secret_headers.iter().any(|known| known.eq_ignore_ascii_case(&name)) {
-                    host.secret_headers.push(name.to_ascii_lowercase());
-                }
-                secrets.retain(|(known, _): &(String, String)| !known.eq_ignore_ascii_case(&name));
-                secrets.push((name.to_ascii_lowercase(), value));
-            } else {
-                endpoint_headers.insert(name, value);
-            }
-        }
+        let (endpoint_headers, secrets) = split_secrets(headers, &mut host);
         let endpoint = EndpointEntry {
             name: format!("{method} {}", url.path()),
             method: (method != "GET").then_some(method),
@@ -306,6 +294,29 @@ impl Profile {
         host.endpoints.push(import.endpoint.clone());
         Imported { host: host.name.clone(), endpoint: import.endpoint.name.clone(), new_host }
     }
+}
+
+/// The headers that carry credentials (named in `host.secret_headers`, their values returned
+/// for the secret store; a later one of the same name wins) and the rest, for the endpoint.
+fn split_secrets(
+    headers: Vec<(String, String)>,
+    host: &mut HostProfile,
+) -> (BTreeMap<String, String>, Vec<(String, String)>) {
+    let mut plain = BTreeMap::new();
+    let mut secrets: Vec<(String, String)> = Vec::new();
+    for (name, value) in headers {
+        let lower = name.to_ascii_lowercase();
+        if looks_secret(&lower) {
+            if !host.secret_headers.contains(&lower) {
+                host.secret_headers.push(lower.clone());
+            }
+            secrets.retain(|(known, _)| *known != lower);
+            secrets.push((lower, value));
+        } else {
+            plain.insert(name, value);
+        }
+    }
+    (plain, secrets)
 }
 
 /// `-XPOST` → (`-X`, `POST`); `--request=POST` → (`--request`, `POST`); anything else whole.
