@@ -208,6 +208,7 @@ fn profile_endpoint(profile: &Profile, name: &str) -> anyhow::Result<Endpoint> {
     let mut endpoint = Endpoint::new(resolved.url, resolved.weight);
     endpoint.method = Some(resolved.method);
     endpoint.headers = resolved.headers;
+    endpoint.cost_rules = resolved.cost_rules;
     if let Some(body) = resolved.body {
         endpoint = endpoint.with_body(body);
     }

@@ -252,6 +252,7 @@ impl Request {
             body,
             body_file: self.data_file,
             weight: None,
+            costs: Vec::new(),
         };
         Ok(CurlImport { host, endpoint, secrets, ignored: self.ignored })
     }

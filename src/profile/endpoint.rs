@@ -12,6 +12,7 @@ use super::convert::{looks_secret, looks_secret_parameter};
 use super::error::{FieldPath, InvalidSetting, ProfileError};
 use super::model::{EndpointEntry, HostProfile};
 use crate::files;
+use crate::http::CostRule;
 
 /// The largest body an endpoint sends (a file beyond it is refused, naming the cap).
 pub const MAX_BODY_BYTES: u64 = 16 * 1024 * 1024;
@@ -26,6 +27,8 @@ pub struct ResolvedEndpoint {
     pub headers: HeaderMap,
     pub body: Option<Bytes>,
     pub weight: u32,
+    /// What a request reserves of other units, settled from its answer.
+    pub cost_rules: Vec<CostRule>,
 }
 
 impl HostProfile {
@@ -85,6 +88,7 @@ impl EndpointEntry {
             body: None,
             body_file: None,
             weight: None,
+            costs: Vec::new(),
         }
     }
 
@@ -139,7 +143,16 @@ impl EndpointEntry {
             );
         }
         let weight = self.weight.unwrap_or(1);
-        Ok(ResolvedEndpoint { name: self.name.trim().to_owned(), url, method, headers, body, weight })
+        let cost_rules = self
+            .costs
+            .iter()
+            .enumerate()
+            .map(|(index, rule)| {
+                rule.parse::<CostRule>()
+                    .map_err(|err| InvalidSetting::new(at.key("costs").index(index), format!("{label}: {err}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(ResolvedEndpoint { name: self.name.trim().to_owned(), url, method, headers, body, weight, cost_rules })
     }
 }
 
@@ -196,6 +209,22 @@ mod tests {
         assert_eq!(resolved.headers["accept"], "application/json");
         assert_eq!(resolved.body.as_deref(), Some(br#"{"name":"x"}"#.as_slice()));
         assert_eq!(resolved.weight, 1);
+        assert!(resolved.cost_rules.is_empty());
+    }
+
+    #[test]
+    fn cost_rules_resolve_and_a_bad_one_names_its_place() {
+        let rule = "tokens=field:max_tokens+body/4->field:usage.total_tokens";
+        let entry =
+            EndpointEntry { method: Some("POST".into()), costs: vec![rule.into()], ..EndpointEntry::get("/chat") };
+        let resolved = host(vec![entry.clone()]).endpoint("/chat").unwrap();
+        assert_eq!(resolved.cost_rules, [rule.parse::<CostRule>().unwrap()]);
+        let bad = EndpointEntry { costs: vec![rule.into(), "tokens=lots".into()], ..entry };
+        let err = host(vec![bad]).check_endpoints().unwrap_err();
+        assert!(err.to_string().contains("endpoint '/chat': 'lots' is not a number"), "{err}");
+        let text = "name = \"p\"\n\n[[hosts]]\nname = \"api\"\nbase_url = \"https://api.example.com\"\n\n[[hosts.endpoints]]\nname = \"chat\"\nmethod = \"POST\"\npath = \"/chat\"\ncosts = [\"tokens=lots\"]\n";
+        let err = crate::profile::Profile::from_toml(text).unwrap_err().to_string();
+        assert!(err.starts_with("line 11") && err.contains("host 'api'") && err.contains("'lots'"), "{err}");
     }
 
     #[test]

@@ -51,6 +51,7 @@
 //! headers = { "content-type" = "application/json" }   # over the host's (never secrets)
 //! body = '{"name": "widget"}'           # or body_file = "payload.json"; Content-Type guessed
 //! weight = 3                            # its share of a burst over several endpoints
+//! costs = ["tokens=field:max_tokens+body/4->field:usage.total_tokens"]  # reserve, then settle
 //! ```
 //!
 //! Durations are written like `500ms`, `1s`, `1m`, `1h`, `1d`, or `1m30s`. Unknown fields are

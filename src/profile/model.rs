@@ -105,6 +105,10 @@ pub struct EndpointEntry {
     /// Its share of a burst over several endpoints (default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weight: Option<u32>,
+    /// Units other than requests a request reserves and settles, one rule per unit:
+    /// `"tokens=field:max_tokens+body/4->field:usage.total_tokens"` (see `http::cost`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub costs: Vec<String>,
 }
 
 /// The kind of a budget, as written in `kind = "..."`.

@@ -126,6 +126,9 @@ fn write_endpoint(out: &mut String, endpoint: &EndpointEntry) -> Result<(), Prof
     if let Some(weight) = endpoint.weight {
         line(out, "weight", weight)?;
     }
+    if !endpoint.costs.is_empty() {
+        line(out, "costs", &endpoint.costs)?;
+    }
     Ok(())
 }
 
@@ -304,7 +307,11 @@ mod tests {
             weight: Some(3),
             ..EndpointEntry::get("/items?dry_run=1")
         });
-        host.endpoints.push(EndpointEntry { body_file: Some("payload.json".into()), ..EndpointEntry::get("/upload") });
+        host.endpoints.push(EndpointEntry {
+            body_file: Some("payload.json".into()),
+            costs: vec!["tokens=field:max_tokens+body/4->field:usage.total_tokens".into()],
+            ..EndpointEntry::get("/upload")
+        });
         let text = profile.to_toml().unwrap();
         assert!(text.contains("[[hosts.endpoints]]"), "{text}");
         assert_eq!(Profile::from_toml(&text).unwrap(), profile, "{text}");
