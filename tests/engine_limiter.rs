@@ -6,7 +6,9 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use ratescope::engine::{AcquireError, Blocked, BudgetSpec, Limiter, LimiterConfig, Priority, Rate, TryAcquireError};
+use ratescope::engine::{
+    AcquireError, Blocked, BudgetSpec, Cost, Limiter, LimiterConfig, Priority, Rate, TryAcquireError, Unit,
+};
 use tokio::time::Instant;
 
 fn rate(text: &str) -> Rate {
@@ -488,4 +490,96 @@ async fn lock_free_admissions_hand_over_to_pauses_caps_and_queues() {
     tokio::time::sleep_until(start + Duration::from_secs(6)).await;
     drop(limiter.try_acquire(1).unwrap());
     assert!(limiter.try_acquire(1).is_err());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_bucket_settled_below_its_estimate_refills_by_the_difference_and_above_it_goes_into_debt() {
+    // 10 tokens refilled at 10/s; the lock-free path serves this limiter while it is idle.
+    let limiter = Limiter::new("llm", bucket(10, "10/1s")).unwrap();
+    let mut estimate = limiter.try_acquire(8).unwrap();
+    assert!(limiter.try_acquire(3).is_err(), "the estimate holds 8 of 10");
+    estimate.settle(Cost::requests(2));
+    assert_eq!(estimate.charged(), &Cost::requests(2));
+    let six = limiter.try_acquire(6).unwrap();
+    assert!(limiter.try_acquire(3).is_err(), "exactly the difference came back, no more");
+    drop(six);
+    // Settled above its estimate: 2 of debt, so the next token comes 0.3 s later, not 0.1 s.
+    let mut over = limiter.try_acquire(2).unwrap();
+    over.settle(Cost::requests(4));
+    let start = Instant::now();
+    let _next = limiter.acquire(Priority::Normal, 1).await.unwrap();
+    assert_eq!(start.elapsed(), Duration::from_millis(300));
+    // A refund never fills the bucket past its capacity.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    estimate.settle(Cost::requests(0));
+    assert!(limiter.try_acquire(10).is_ok());
+    assert!(limiter.try_acquire(1).is_err(), "a refund on a full bucket adds nothing");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_window_settles_in_the_admissions_slot_and_a_refund_wakes_the_queue() {
+    let config =
+        LimiterConfig::new().with_budget(BudgetSpec::sliding_window("tokens", 10, Duration::from_secs(60)).unwrap());
+    let limiter = Limiter::new("llm", config).unwrap();
+    let mut first = limiter.try_acquire(6).unwrap();
+    let waiter = {
+        let limiter = limiter.clone();
+        tokio::spawn(async move {
+            let start = Instant::now();
+            let _permit = limiter.acquire(Priority::Normal, 7).await.unwrap();
+            start.elapsed()
+        })
+    };
+    until_queued(&limiter, 1).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    first.settle(Cost::requests(3));
+    assert_eq!(waiter.await.unwrap(), Duration::from_secs(1), "admitted the moment the refund came");
+    // The window now holds 3 + 7 = 10. A settlement above the estimate overfills it: the next
+    // unit waits for the first admission (now 4 units) to leave, 60 s after it.
+    first.settle(Cost::requests(4));
+    let start = Instant::now();
+    let _late = limiter.acquire(Priority::Normal, 1).await.unwrap();
+    assert_eq!(start.elapsed(), Duration::from_secs(59));
+    // Once an admission left the window, settling it changes nothing.
+    first.settle(Cost::requests(0));
+    assert!(limiter.try_acquire(2).is_ok());
+    assert!(limiter.try_acquire(1).is_err(), "7 + 1 + 2 = 10: nothing was refunded twice");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unsettled_permit_keeps_its_estimate_after_it_is_dropped() {
+    let config =
+        LimiterConfig::new().with_budget(BudgetSpec::sliding_window("tokens", 10, Duration::from_secs(60)).unwrap());
+    let limiter = Limiter::new("llm", config).unwrap();
+    drop(limiter.try_acquire(7).unwrap());
+    assert!(limiter.try_acquire(4).is_err(), "dropping is not a refund");
+    assert!(limiter.try_acquire(3).is_ok());
+}
+
+#[tokio::test(start_paused = true)]
+async fn budgets_of_different_units_stack_on_one_key_and_tokens_settle() {
+    // 3 requests per minute and 1000 tokens per minute, as an LLM API publishes them.
+    let config = LimiterConfig::new()
+        .with_budget(BudgetSpec::sliding_window("requests", 3, Duration::from_secs(60)).unwrap())
+        .with_budget(
+            BudgetSpec::sliding_window("tokens", 1000, Duration::from_secs(60)).unwrap().with_unit(Unit::tokens()),
+        );
+    let limiter = Limiter::new("llm", config).unwrap();
+    let prompt = |tokens| Cost::requests(1).with(Unit::tokens(), tokens);
+    let mut big = limiter.try_acquire_cost(prompt(800)).unwrap();
+    let err = limiter.try_acquire_cost(prompt(300)).unwrap_err();
+    assert!(matches!(err, TryAcquireError::WouldWait(Blocked::Budget { ref name, .. }) if name == "tokens"), "{err:?}");
+    // The answer used 350 tokens: 450 come back, and the requests budget is untouched.
+    big.settle(prompt(350));
+    let _second = limiter.try_acquire_cost(prompt(650)).unwrap();
+    let err = limiter.try_acquire_cost(prompt(1)).unwrap_err();
+    assert!(matches!(err, TryAcquireError::WouldWait(Blocked::Budget { ref name, .. }) if name == "tokens"), "{err:?}");
+    let _third = limiter.try_acquire(1).unwrap();
+    let err = limiter.try_acquire(1).unwrap_err();
+    assert!(
+        matches!(err, TryAcquireError::WouldWait(Blocked::Budget { ref name, .. }) if name == "requests"),
+        "{err:?}"
+    );
+    let over = limiter.try_acquire_cost(prompt(1001)).unwrap_err();
+    assert!(matches!(over, TryAcquireError::Invalid(AcquireError::CostExceedsCapacity { .. })), "{over:?}");
 }

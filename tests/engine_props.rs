@@ -65,7 +65,12 @@ fn run(budgets: &[BudgetKind], requests: &[Request], guard: Option<u64>) -> Vec<
     runtime.block_on(async {
         let mut config = LimiterConfig::new().with_starvation_guard(guard.map(Duration::from_millis));
         for (i, kind) in budgets.iter().enumerate() {
-            config = config.with_budget(BudgetSpec { name: format!("b{i}"), kind: *kind, cost: 1 });
+            config = config.with_budget(BudgetSpec {
+                name: format!("b{i}"),
+                kind: *kind,
+                unit: Default::default(),
+                cost: 1,
+            });
         }
         let limiter = Limiter::new("prop", config).unwrap();
         let start = Instant::now();

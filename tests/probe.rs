@@ -224,3 +224,48 @@ fn the_cli_prints_the_documented_json_and_saves_a_profile() {
     assert_eq!(saved.hosts[0].base_url, server.url().as_str().trim_end_matches('/'));
     drop(server);
 }
+
+#[tokio::test(start_paused = true)]
+async fn token_budgets_in_the_headers_are_reported_beside_the_request_suggestion() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use axum::http::HeaderMap;
+
+    // OpenAI's header dialect: 10 requests a minute published, and 40,000 tokens a minute of
+    // which each answer uses 500.
+    let count = Arc::new(AtomicU64::new(0));
+    let app = axum::Router::new().route(
+        "/v1/chat",
+        axum::routing::get(move || {
+            let count = Arc::clone(&count);
+            async move {
+                let n = count.fetch_add(1, Ordering::SeqCst) + 1;
+                let mut headers = HeaderMap::new();
+                let mut set = |name: &'static str, value: String| {
+                    headers.insert(name, value.parse().unwrap());
+                };
+                set("x-ratelimit-limit-requests", "10".into());
+                set("x-ratelimit-remaining-requests", 10u64.saturating_sub(n).to_string());
+                set("x-ratelimit-reset-requests", "1m0s".into());
+                set("x-ratelimit-limit-tokens", "40000".into());
+                set("x-ratelimit-remaining-tokens", (40_000 - 500 * n.min(80)).to_string());
+                set("x-ratelimit-reset-tokens", "6s".into());
+                headers
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let url = format!("http://{addr}/v1/chat").parse().unwrap();
+    let options = ProbeOptions { max_requests: 12, ..ProbeOptions::default() };
+    let report = probe(LimitedClient::builder().without_timers(), &url, &options).await.unwrap();
+    let tokens =
+        report.unit_budgets.iter().find(|budget| budget.unit == "tokens").expect("the token budget is reported");
+    assert_eq!(tokens.limit, Some(40_000.0), "{report}");
+    assert!(tokens.remaining.is_some_and(|left| left < 40_000.0), "{report}");
+    assert_eq!(tokens.source, "openai");
+    assert!(report.to_string().contains("also counts: tokens 'tokens' 40000"), "{report}");
+    assert!(report.unit_budgets.iter().all(|budget| budget.unit != "requests"), "requests are the suggestion's");
+}

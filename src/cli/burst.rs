@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::Args;
 use http::Method;
+use http::header::CONTENT_TYPE;
 use indicatif::{ProgressBar, ProgressStyle};
 use url::Url;
 
@@ -13,15 +14,19 @@ use super::LimitArgs;
 use super::shared::SharedArgs;
 use crate::engine::{Rate, parse_duration};
 use crate::files::{self, WriteOptions};
-use crate::http::{LimitedClient, RetryPolicy};
-use crate::profile::{Profile, ProfileStore, SecretStore};
-use crate::run::{ArrivalPattern, Burst, BurstSpec, Endpoint, PriorityMix, write_csv};
+use crate::http::{CostRule, LimitedClient, RetryPolicy};
+use crate::profile::{MAX_BODY_BYTES, Profile, ProfileStore, SecretStore};
+use crate::run::{ArrivalPattern, Burst, BurstSpec, Endpoint, PriorityMix, content_type_of, write_csv};
 
 #[derive(Debug, Args)]
 pub struct BurstArgs {
     /// Target URL(s); several spread the requests by --weights.
-    #[arg(required = true, value_name = "URL")]
+    #[arg(required_unless_present = "endpoints", value_name = "URL")]
     pub urls: Vec<Url>,
+    /// A profile endpoint to fire (method, path, headers and body from the profile); repeat for
+    /// several, spread by their weights. Needs --profile.
+    #[arg(long = "endpoint", value_name = "NAME", requires = "profile")]
+    pub endpoints: Vec<String>,
     /// Relative weights of the URLs, e.g. 3,1.
     #[arg(long, value_delimiter = ',')]
     pub weights: Vec<u32>,
@@ -39,9 +44,18 @@ pub struct BurstArgs {
     /// Follow the limits the server publishes in its headers (tightening, never loosening).
     #[arg(long)]
     pub adaptive: bool,
-    /// HTTP method.
-    #[arg(short = 'm', long, default_value = "GET")]
-    pub method: Method,
+    /// HTTP method (default GET, or POST with --data, as curl does).
+    #[arg(short = 'm', short_alias = 'X', long, alias = "request")]
+    pub method: Option<Method>,
+    /// Request body: text, `@FILE` or `@-` (standard input), up to 16 MiB; its Content-Type is
+    /// guessed (JSON, else text) unless -H sets one.
+    #[arg(short = 'd', long = "data", value_name = "TEXT|@FILE")]
+    pub data: Option<String>,
+    /// Reserve units other than requests and settle them from each answer, e.g.
+    /// tokens=field:max_tokens+body/4->field:usage.total_tokens (repeat for several units);
+    /// budgets count them with --window 200000/1m:tokens.
+    #[arg(long = "cost", value_name = "UNIT=ESTIMATE[->ACTUAL]")]
+    pub costs: Vec<CostRule>,
     /// Extra request header, `Name: value`; repeat for several.
     #[arg(short = 'H', long = "header", value_name = "NAME: VALUE")]
     pub headers: Vec<String>,
@@ -82,17 +96,46 @@ pub(super) fn duration_arg(text: &str) -> Result<Duration, String> {
 }
 
 impl BurstArgs {
-    fn spec(&self) -> anyhow::Result<BurstSpec> {
+    fn spec(&self, profile: Option<&Profile>) -> anyhow::Result<BurstSpec> {
         if !self.weights.is_empty() && self.weights.len() != self.urls.len() {
             usage!("--weights has {} values for {} URLs", self.weights.len(), self.urls.len());
         }
-        let endpoints = self
+        let body = self.data.as_deref().map(read_data).transpose()?;
+        let mut endpoints: Vec<Endpoint> = self
             .urls
             .iter()
             .enumerate()
-            .map(|(i, url)| Endpoint { url: url.clone(), weight: self.weights.get(i).copied().unwrap_or(1) })
+            .map(|(i, url)| Endpoint::new(url.clone(), self.weights.get(i).copied().unwrap_or(1)))
             .collect();
+        if let Some(profile) = profile {
+            for name in &self.endpoints {
+                endpoints.push(profile_endpoint(profile, name)?);
+            }
+        }
         let headers = super::header_map(&self.headers)?;
+        if let Some(body) = body {
+            for endpoint in &mut endpoints {
+                // -H Content-Type (the burst's header) wins over the guess.
+                endpoint.headers.remove(CONTENT_TYPE);
+                if !headers.contains_key(CONTENT_TYPE) {
+                    endpoint.headers.insert(CONTENT_TYPE, content_type_of(&body));
+                }
+                endpoint.body = Some(body.clone());
+            }
+        }
+        for endpoint in &mut endpoints {
+            endpoint.cost_rules.extend(self.costs.iter().cloned());
+        }
+        let method = match (&self.method, &self.data) {
+            (Some(method), _) => {
+                for endpoint in &mut endpoints {
+                    endpoint.method = None;
+                }
+                method.clone()
+            }
+            (None, Some(_)) => Method::POST,
+            (None, None) => Method::GET,
+        };
         let arrival = match (&self.arrival_rate, self.duration, &self.ramp) {
             (Some(rate), Some(duration), _) => ArrivalPattern::ForDuration { rate: *rate, duration },
             (Some(rate), None, _) => ArrivalPattern::FixedRate(*rate),
@@ -118,7 +161,7 @@ impl BurstArgs {
             if self.no_limit { (None, self.limits.concurrency) } else { (Some(self.limits.to_config()?), None) };
         Ok(BurstSpec {
             endpoints,
-            method: self.method.clone(),
+            method,
             headers,
             requests: self.requests,
             arrival,
@@ -131,6 +174,45 @@ impl BurstArgs {
             timeout: Some(self.timeout),
         })
     }
+}
+
+/// The body `--data` names: the text itself, or `@FILE` / `@-` read up to the body cap.
+fn read_data(data: &str) -> anyhow::Result<bytes::Bytes> {
+    let Some(file) = data.strip_prefix('@') else { return Ok(bytes::Bytes::copy_from_slice(data.as_bytes())) };
+    if file.is_empty() {
+        usage!("--data @ needs a file name after the @ (or @- for standard input)");
+    }
+    Ok(bytes::Bytes::from(files::read_capped(Path::new(file), MAX_BODY_BYTES)?))
+}
+
+/// The endpoint called `name` in whichever host of `profile` has one.
+fn profile_endpoint(profile: &Profile, name: &str) -> anyhow::Result<Endpoint> {
+    let hosts: Vec<_> = profile
+        .hosts
+        .iter()
+        .filter(|host| host.endpoints.iter().any(|entry| entry.name.trim().eq_ignore_ascii_case(name.trim())))
+        .collect();
+    let host = match hosts.as_slice() {
+        [host] => host,
+        [] => {
+            let known: Vec<String> =
+                profile.hosts.iter().map(|host| format!("{}: {}", host.name, host.endpoint_names())).collect();
+            usage!("profile '{}' has no endpoint '{name}' (endpoints by host: {})", profile.name, known.join("; "));
+        }
+        several => {
+            let names: Vec<&str> = several.iter().map(|host| host.name.as_str()).collect();
+            usage!("endpoint '{name}' is in several hosts ({}); rename one to pick it", names.join(", "));
+        }
+    };
+    let resolved = host.endpoint(name)?;
+    let mut endpoint = Endpoint::new(resolved.url, resolved.weight);
+    endpoint.method = Some(resolved.method);
+    endpoint.headers = resolved.headers;
+    endpoint.cost_rules = resolved.cost_rules;
+    if let Some(body) = resolved.body {
+        endpoint = endpoint.with_body(body);
+    }
+    Ok(endpoint)
 }
 
 /// Writes `results` as CSV to what `path` names, whole or not at all ([`files::write_with`]).
@@ -155,8 +237,7 @@ pub(super) fn load_profile(reference: &str) -> anyhow::Result<Profile> {
 
 /// A client from the profile (its budgets shared if the profile or the flags say so), and the
 /// limits it applies to the burst's hosts (for the summary). Needs the runtime entered.
-fn profile_client(reference: &str, args: &BurstArgs, spec: &mut BurstSpec) -> anyhow::Result<LimitedClient> {
-    let profile = load_profile(reference)?;
+fn profile_client(profile: &Profile, args: &BurstArgs, spec: &mut BurstSpec) -> anyhow::Result<LimitedClient> {
     let entries = profile.entries()?;
     for endpoint in &spec.endpoints {
         let host = endpoint.url.host_str().unwrap_or_default();
@@ -167,7 +248,7 @@ fn profile_client(reference: &str, args: &BurstArgs, spec: &mut BurstSpec) -> an
                 "profile '{}' has no host for {}; its hosts: {}",
                 profile.name,
                 endpoint.url,
-                describe_hosts(&profile)
+                describe_hosts(profile)
             );
         }
     }
@@ -185,12 +266,13 @@ fn describe_hosts(profile: &Profile) -> String {
 }
 
 pub fn run(args: BurstArgs) -> anyhow::Result<ExitCode> {
-    let mut spec = args.spec()?;
+    let profile = args.profile.as_deref().map(load_profile).transpose()?;
+    let mut spec = args.spec(profile.as_ref())?;
     let runtime = super::runtime()?;
     // Shared budgets connect lazily from inside the runtime.
     let _entered = runtime.enter();
-    let client = match &args.profile {
-        Some(reference) => Some(profile_client(reference, &args, &mut spec)?),
+    let client = match &profile {
+        Some(profile) => Some(profile_client(profile, &args, &mut spec)?),
         None => {
             spec.shared = args.shared.settings(None)?;
             if spec.shared.is_some() && spec.limits.as_ref().is_none_or(|limits| limits.budgets.is_empty()) {

@@ -3,7 +3,7 @@
 use anyhow::Context;
 use clap::Args;
 
-use crate::engine::{BudgetSpec, LimiterConfig, Rate, parse_duration};
+use crate::engine::{BudgetSpec, LimiterConfig, Rate, Unit, parse_duration};
 
 #[derive(Debug, Clone, Args)]
 pub struct LimitArgs {
@@ -13,7 +13,8 @@ pub struct LimitArgs {
     /// Token bucket capacity (the burst let through at once); defaults to the rate's amount.
     #[arg(long, value_name = "B")]
     pub burst: Option<u64>,
-    /// Exact sliding window, e.g. 1000/1h; repeat for several.
+    /// Exact sliding window, e.g. 1000/1h; repeat for several. A unit other than requests
+    /// after a colon: 200000/1m:tokens (with --cost saying what a request spends of it).
     #[arg(long = "window", value_name = "N/DURATION")]
     pub windows: Vec<String>,
     /// Most requests in flight at once.
@@ -41,10 +42,16 @@ impl LimitArgs {
                 .with_context(|| format!("--window '{text}' is not of the form N/DURATION, e.g. 1000/1h"))?;
             let limit: u64 =
                 limit.trim().parse().with_context(|| format!("--window '{text}': '{limit}' is not a whole number"))?;
+            let (window, unit) = match window.split_once(':') {
+                Some((window, unit)) => (window, Unit::named(unit)),
+                None => (window, Unit::Requests),
+            };
             let window = parse_duration(window).with_context(|| format!("--window '{text}'"))?;
             let name = if self.windows.len() == 1 { "window".to_owned() } else { format!("window{}", i + 1) };
             config = config.with_budget(
-                BudgetSpec::sliding_window(name, limit, window).with_context(|| format!("--window '{text}'"))?,
+                BudgetSpec::sliding_window(name, limit, window)
+                    .with_context(|| format!("--window '{text}'"))?
+                    .with_unit(unit),
             );
         }
         if let Some(limit) = self.concurrency {

@@ -1,4 +1,4 @@
-//! `ratescope profile`: list, show, import and export saved profiles.
+//! `ratescope profile`: list, show, import (a file, or a pasted curl command) and export saved profiles.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -8,7 +8,9 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 
 use crate::engine::format_period;
-use crate::profile::{BudgetEntry, HostProfile, Profile, ProfileStore, SecretStatus, SecretStore};
+use crate::profile::{
+    BudgetEntry, HostProfile, Profile, ProfileError, ProfileStore, SecretStatus, SecretStore, parse_curl,
+};
 
 #[derive(Debug, Args)]
 pub struct ProfileArgs {
@@ -37,6 +39,14 @@ pub enum ProfileCommand {
         #[arg(long)]
         overwrite: bool,
     },
+    /// Add a request pasted as a curl command to a saved profile (made if missing): its host,
+    /// one endpoint, and its credential headers moved into the secret store.
+    ImportCurl {
+        /// The profile to add to.
+        name: String,
+        /// The curl command, quoted as one argument, or - to read it from standard input.
+        command: String,
+    },
     /// Write a saved profile to FILE ("-" for standard output); secret values are never written.
     Export {
         /// The profile's name.
@@ -44,6 +54,49 @@ pub enum ProfileCommand {
         /// Where to write it.
         file: PathBuf,
     },
+}
+
+/// `profile import-curl`: the profile gains the host and endpoint, the secret store the credentials.
+fn import_curl(store: &ProfileStore, name: &str, command: &str) -> anyhow::Result<ExitCode> {
+    let command = if command == "-" {
+        let bytes = crate::files::read_capped(Path::new("-"), crate::files::MAX_CONFIG_BYTES)?;
+        String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("the command on standard input is not UTF-8 text"))?
+    } else {
+        command.to_owned()
+    };
+    let import = parse_curl(&command).map_err(|err| super::as_usage(anyhow::anyhow!("cannot import: {err}")))?;
+    let mut profile = match store.load(name) {
+        Ok(profile) => profile,
+        Err(ProfileError::NotFound { .. }) => Profile::new(name),
+        Err(err) => return Err(err.into()),
+    };
+    let added = profile.add_curl_import(&import);
+    profile.validate()?;
+    if !import.secrets.is_empty() {
+        let mut secrets = SecretStore::open_default()?;
+        for (header, value) in &import.secrets {
+            secrets.set(&profile.name, &added.host, header, value.clone());
+        }
+        secrets.save()?;
+    }
+    let path = store.save(&profile)?;
+    let host = if added.new_host { "new host" } else { "host" };
+    outln!(
+        "added endpoint '{}' to {host} '{}' in profile '{}' ({})",
+        added.endpoint,
+        added.host,
+        profile.name,
+        path.display()
+    )?;
+    if !import.secrets.is_empty() {
+        let names: Vec<&str> = import.secrets.iter().map(|(name, _)| name.as_str()).collect();
+        outln!("moved {} into the secret store (never into the profile)", names.join(", "))?;
+    }
+    if !import.ignored.is_empty() {
+        outln!("ignored: {}", import.ignored.join(" "))?;
+    }
+    outln!("fire it: ratescope burst --profile '{}' --endpoint '{}' -n 10", profile.name, added.endpoint)?;
+    Ok(ExitCode::SUCCESS)
 }
 
 pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
@@ -72,6 +125,7 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
             outln!("imported profile '{}' ({}) as {}", profile.name, hosts(profile.hosts.len()), path.display())?;
             Ok(ExitCode::SUCCESS)
         }
+        ProfileCommand::ImportCurl { name, command } => import_curl(&store, &name, &command),
         ProfileCommand::Export { name, file } => {
             if file == Path::new("-") {
                 out!("{}", store.load(&name)?.to_toml()?)?;
@@ -148,6 +202,17 @@ fn show(profile: &Profile, path: &Path, secrets: &SecretStore, is_set: impl Fn(&
             let key = host.key().map(|key| format!("{}{}", key.host, path.prefix.trim_end_matches('/')));
             let _ = writeln!(out, "  path {}  (key {})", path.prefix, key.unwrap_or_else(|_| "?".to_owned()));
             limits_lines(&mut out, "    ", path.budgets.iter().map(budget_line).collect(), path.concurrency);
+        }
+        for endpoint in &host.endpoints {
+            let method = endpoint.method.as_deref().unwrap_or("GET");
+            let mut line = format!("  endpoint '{}': {method} {}", endpoint.name, endpoint.path);
+            if let Some(body) = &endpoint.body {
+                line.push_str(&format!(", body of {} bytes", body.len()));
+            }
+            if let Some(file) = &endpoint.body_file {
+                line.push_str(&format!(", body from {file}"));
+            }
+            let _ = writeln!(out, "{line}");
         }
     }
     out

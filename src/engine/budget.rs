@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::ConfigError;
 use super::rate::{MAX_AMOUNT, Rate, format_period};
+use super::unit::{Cost, Unit};
 
 /// What kind of limit a budget enforces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -18,12 +19,15 @@ pub enum BudgetKind {
     SlidingWindow { limit: u64, window: Duration },
 }
 
-/// A named budget and what one request costs in it (default 1).
+/// A named budget, the unit it counts and what one unit of a request's cost spends in it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct BudgetSpec {
     pub name: String,
     pub kind: BudgetKind,
-    /// Units one request of cost 1 spends here; a request of cost `c` spends `c * cost`.
+    /// What this budget counts (requests unless named otherwise).
+    pub unit: Unit,
+    /// Units one unit of a request's cost spends here; a request spending `c` of the unit
+    /// spends `c * cost`.
     pub cost: u64,
 }
 
@@ -38,6 +42,17 @@ impl BudgetSpec {
         Self::checked(name.into(), BudgetKind::SlidingWindow { limit, window })
     }
 
+    /// The same budget counting `unit` instead of requests.
+    pub fn with_unit(mut self, unit: Unit) -> Self {
+        self.unit = unit;
+        self
+    }
+
+    /// What a request of `cost` spends here.
+    pub(crate) fn spend(&self, cost: &Cost) -> u64 {
+        cost.of(&self.unit).saturating_mul(self.cost)
+    }
+
     /// The same budget with a different cost per request.
     pub fn with_cost(mut self, cost: u64) -> Result<Self, ConfigError> {
         self.cost = cost;
@@ -46,7 +61,7 @@ impl BudgetSpec {
     }
 
     fn checked(name: String, kind: BudgetKind) -> Result<Self, ConfigError> {
-        let spec = Self { name, kind, cost: 1 };
+        let spec = Self { name, kind, unit: Unit::Requests, cost: 1 };
         spec.validate()?;
         Ok(spec)
     }
@@ -88,9 +103,15 @@ impl BudgetSpec {
     /// A short description such as `bucket 5 @ 3/1s` or `window 1000/1h`.
     pub fn describe(&self) -> String {
         let cost = if self.cost == 1 { String::new() } else { format!(" (cost {})", self.cost) };
+        let unit = match &self.unit {
+            Unit::Requests => String::new(),
+            unit => format!(" {unit}"),
+        };
         match self.kind {
-            BudgetKind::TokenBucket { capacity, refill } => format!("bucket {capacity} @ {refill}{cost}"),
-            BudgetKind::SlidingWindow { limit, window } => format!("window {limit}/{}{cost}", format_period(window)),
+            BudgetKind::TokenBucket { capacity, refill } => format!("bucket {capacity}{unit} @ {refill}{cost}"),
+            BudgetKind::SlidingWindow { limit, window } => {
+                format!("window {limit}{unit}/{}{cost}", format_period(window))
+            }
         }
     }
 }
@@ -123,6 +144,23 @@ impl BudgetState {
         match self {
             Self::Bucket(bucket) => bucket.consume(cost, now),
             Self::Window(window) => window.consume(cost, now),
+        }
+    }
+
+    /// Gives back `units` spent by an admission at `admitted` (a settlement below the estimate).
+    pub(crate) fn refund(&mut self, units: u64, admitted: u64, now: u64) {
+        match self {
+            Self::Bucket(bucket) => bucket.refund(units, now),
+            Self::Window(window) => window.refund(units, admitted, now),
+        }
+    }
+
+    /// Spends `units` more for an admission at `admitted` (a settlement above the estimate),
+    /// into debt if the budget holds less.
+    pub(crate) fn charge(&mut self, units: u64, admitted: u64, now: u64) {
+        match self {
+            Self::Bucket(bucket) => bucket.consume(units, now),
+            Self::Window(window) => window.charge(units, admitted, now),
         }
     }
 
@@ -247,6 +285,12 @@ impl TokenBucket {
         self.tat = self.tat.max(self.ticks(now)) + u128::from(cost) * self.per_ns;
     }
 
+    /// Refills by `units`, never past full.
+    fn refund(&mut self, units: u64, now: u64) {
+        let full_at = self.tat.min(self.ticks(now));
+        self.tat = self.tat.saturating_sub(u128::from(units) * self.per_ns).max(full_at);
+    }
+
     fn available(&self, now: u64) -> f64 {
         let debt = self.tat.saturating_sub(self.ticks(now)).min(self.tolerance);
         (self.tolerance - debt) as f64 / self.per_ns as f64
@@ -309,6 +353,35 @@ impl SlidingWindow {
     fn available(&mut self, now: u64) -> u64 {
         self.prune(now);
         self.limit.saturating_sub(self.used)
+    }
+
+    /// The slot of admissions at `admitted`, if the window still counts them.
+    fn slot(&mut self, admitted: u64, now: u64) -> Result<usize, usize> {
+        self.prune(now);
+        self.entries.binary_search_by_key(&admitted, |(at, _)| *at)
+    }
+
+    /// Forgets `units` of the admissions at `admitted`; nothing if they left the window.
+    fn refund(&mut self, units: u64, admitted: u64, now: u64) {
+        if let Ok(index) = self.slot(admitted, now) {
+            let spent = &mut self.entries[index].1;
+            let freed = units.min(*spent);
+            *spent -= freed;
+            self.used -= freed;
+        }
+    }
+
+    /// Counts `units` more at `admitted` while the window still holds that instant (above the
+    /// limit if need be: later admissions then wait until enough leaves).
+    fn charge(&mut self, units: u64, admitted: u64, now: u64) {
+        if admitted.saturating_add(self.window) <= now {
+            return;
+        }
+        match self.slot(admitted, now) {
+            Ok(index) => self.entries[index].1 += units,
+            Err(index) => self.entries.insert(index, (admitted, units)),
+        }
+        self.used += units;
     }
 }
 

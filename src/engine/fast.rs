@@ -11,13 +11,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::budget::{BudgetKind, reduced_ticks};
 use super::config::LimiterConfig;
+use super::unit::Unit;
 
 /// The word's value while the locked state owns the bucket.
 pub(crate) const PARKED: u64 = u64::MAX;
 
 /// One token bucket's constants in the bucket's own ticks (see `budget::TokenBucket`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct FastBucket {
+    /// What the bucket counts: a request spends its amount of this unit.
+    unit: Unit,
     /// Ticks per nanosecond.
     ticks_per_ns: u64,
     /// Ticks one unit of request cost spends (the budget's cost per request included).
@@ -37,10 +40,16 @@ impl FastBucket {
         }
         let (ticks_per_ns, ticks_per_token) = reduced_ticks(refill.amount(), refill.per().as_nanos());
         Some(Self {
+            unit: spec.unit.clone(),
             ticks_per_ns: u64::try_from(ticks_per_ns).ok()?,
             step: u64::try_from(ticks_per_token.checked_mul(u128::from(spec.cost))?).ok()?,
             tolerance: u64::try_from(ticks_per_token.checked_mul(u128::from(capacity))?).ok()?,
         })
+    }
+
+    /// The unit the bucket counts.
+    pub(crate) fn unit(&self) -> &Unit {
+        &self.unit
     }
 
     /// Spends `cost` at `now_ns` if the bucket holds it now. `false` means "ask the locked

@@ -29,6 +29,7 @@ use super::fast::{FastBucket, PARKED};
 use super::gate::{AdmissionGate, GateReadiness};
 use super::priority::{Lanes, Priority, Ticket};
 use super::snapshot::{Blocked, BudgetSnapshot, HeadSnapshot, PauseSnapshot, Snapshot};
+use super::unit::Cost;
 
 /// The concurrency "limit" used when a config has no cap.
 const UNCAPPED: usize = usize::MAX;
@@ -77,7 +78,7 @@ struct State {
 struct Waiter {
     id: u64,
     priority: Priority,
-    cost: u64,
+    cost: Cost,
     enqueued: Instant,
     waker: Option<Waker>,
 }
@@ -104,6 +105,7 @@ impl Limiter {
         let budgets = config.budgets.iter().map(|spec| BudgetState::new(&spec.kind)).collect();
         let limit = config.concurrency.unwrap_or(UNCAPPED);
         let fast = FastBucket::for_config(&config);
+        let fast_config = fast.is_some();
         let epoch = Instant::now();
         let state = State {
             epoch,
@@ -114,7 +116,7 @@ impl Limiter {
             next_id: 0,
             pause: None,
             gate: None,
-            fast_config: fast.is_some(),
+            fast_config,
         };
         Self {
             shared: Arc::new(Shared {
@@ -123,7 +125,7 @@ impl Limiter {
                 state: Mutex::new(state),
                 fast,
                 // A new bucket is full: its theoretical arrival time is the epoch.
-                fast_word: AtomicU64::new(if fast.is_some() { 0 } else { PARKED }),
+                fast_word: AtomicU64::new(if fast_config { 0 } else { PARKED }),
                 in_flight: AtomicUsize::new(0),
                 limit: AtomicUsize::new(limit),
                 queued: AtomicUsize::new(0),
@@ -136,10 +138,17 @@ impl Limiter {
         &self.shared.key
     }
 
-    /// Waits for admission in `priority`'s lane for a request of `cost` (usually 1).
+    /// Waits for admission in `priority`'s lane for a request counting as `cost` requests
+    /// (usually 1).
     ///
     /// Dropping the future cancels: nothing is spent and its place in the queue is freed.
     pub fn acquire(&self, priority: Priority, cost: u64) -> Acquire {
+        self.acquire_cost(priority, Cost::requests(cost))
+    }
+
+    /// Like [`acquire`](Self::acquire) for a cost in several units (requests and, say, an
+    /// estimate of tokens); [`Permit::settle`] corrects the estimate once it is known.
+    pub fn acquire_cost(&self, priority: Priority, cost: Cost) -> Acquire {
         Acquire { shared: Arc::clone(&self.shared), priority, cost, ticket: None, sleep: None }
     }
 
@@ -159,18 +168,23 @@ impl Limiter {
 
     /// Admits now or says why not; never waits. Fails while others are queued, to keep their order.
     pub fn try_acquire(&self, cost: u64) -> Result<Permit, TryAcquireError> {
-        if let Some(permit) = Shared::try_fast(&self.shared, cost) {
+        self.try_acquire_cost(Cost::requests(cost))
+    }
+
+    /// Like [`try_acquire`](Self::try_acquire) for a cost in several units.
+    pub fn try_acquire_cost(&self, cost: Cost) -> Result<Permit, TryAcquireError> {
+        if let Some(permit) = Shared::try_fast(&self.shared, &cost) {
             return Ok(permit);
         }
         let now = Instant::now();
         let mut state = self.shared.lock();
-        state.check_cost(cost)?;
+        state.check_cost(&cost)?;
         if state.lanes.total() > 0 {
             let blocked = state.head_blocked(now, &self.shared).unwrap_or(Blocked::Ready);
             return Err(TryAcquireError::WouldWait(blocked));
         }
-        match state.readiness(cost, now, &self.shared) {
-            Readiness::Now => Ok(state.admit(cost, now, &self.shared)),
+        match state.readiness(&cost, now, &self.shared) {
+            Readiness::Now => Ok(state.admit(&cost, now, &self.shared)),
             Readiness::At(_, blocked) | Readiness::Gate(blocked) => Err(TryAcquireError::WouldWait(blocked)),
             Readiness::Concurrency => Err(TryAcquireError::WouldWait(state.concurrency_blocked())),
             Readiness::Never(err) => Err(err.into()),
@@ -279,7 +293,7 @@ impl Limiter {
         });
         let head = state.head(now).and_then(|ticket| {
             let waiter = state.waiters.get(ticket.0)?;
-            let (priority, cost, enqueued) = (waiter.priority, waiter.cost, waiter.enqueued);
+            let (priority, cost, enqueued) = (waiter.priority, waiter.cost.requests, waiter.enqueued);
             let blocked = state.head_blocked(now, &self.shared)?;
             Some(HeadSnapshot { priority, cost, waited: now - enqueued, blocked })
         });
@@ -311,7 +325,7 @@ impl Shared {
 
     /// Admission without the lock: a single uncapped bucket with nobody queued and no pause.
     /// `None` means "take the locked path", which decides every other case.
-    fn try_fast(shared: &Arc<Self>, cost: u64) -> Option<Permit> {
+    fn try_fast(shared: &Arc<Self>, cost: &Cost) -> Option<Permit> {
         let fast = shared.fast.as_ref()?;
         // Parked also while a gate is installed: the lock is never handed back then.
         if shared.fast_word.load(Ordering::Relaxed) == PARKED {
@@ -320,8 +334,8 @@ impl Shared {
         // Counted before the spend, so a cap set meanwhile already sees this request.
         shared.in_flight.fetch_add(1, Ordering::SeqCst);
         let now = duration_nanos(Instant::now().saturating_duration_since(shared.epoch));
-        if fast.try_spend(&shared.fast_word, cost, now) {
-            return Some(Permit { shared: Arc::clone(shared), ticket: None });
+        if cost.requests > 0 && fast.try_spend(&shared.fast_word, cost.of(fast.unit()), now) {
+            return Some(Permit { shared: Arc::clone(shared), ticket: None, charged: cost.clone(), admitted_ns: now });
         }
         shared.release_one();
         None
@@ -423,12 +437,12 @@ impl State {
             .min()
     }
 
-    fn check_cost(&self, cost: u64) -> Result<(), AcquireError> {
-        if cost == 0 {
+    fn check_cost(&self, cost: &Cost) -> Result<(), AcquireError> {
+        if cost.requests == 0 {
             return Err(AcquireError::ZeroCost);
         }
         for spec in &self.config.budgets {
-            let spent = cost.saturating_mul(spec.cost);
+            let spent = spec.spend(cost);
             if spent > spec.capacity() {
                 return Err(AcquireError::CostExceedsCapacity {
                     budget: spec.name.clone(),
@@ -441,7 +455,7 @@ impl State {
     }
 
     /// Whether a request of `cost` could be admitted at `now`, ignoring the queue.
-    fn readiness(&mut self, cost: u64, now: Instant, shared: &Shared) -> Readiness {
+    fn readiness(&mut self, cost: &Cost, now: Instant, shared: &Shared) -> Readiness {
         if let Err(err) = self.check_cost(cost) {
             return Readiness::Never(err);
         }
@@ -464,7 +478,7 @@ impl State {
         let now_ns = self.nanos(now);
         let mut latest: Option<(u64, usize)> = None;
         for (index, (spec, budget)) in self.config.budgets.iter().zip(self.budgets.iter_mut()).enumerate() {
-            let ready = budget.ready_at(cost * spec.cost, now_ns);
+            let ready = budget.ready_at(spec.spend(cost), now_ns);
             if ready > now_ns && latest.is_none_or(|(at, _)| ready > at) {
                 latest = Some((ready, index));
             }
@@ -483,16 +497,31 @@ impl State {
     }
 
     /// Spends `cost` in every budget and takes a concurrency slot. The caller checked readiness.
-    fn admit(&mut self, cost: u64, now: Instant, shared: &Arc<Shared>) -> Permit {
+    fn admit(&mut self, cost: &Cost, now: Instant, shared: &Arc<Shared>) -> Permit {
         let now_ns = self.nanos(now);
         for (spec, budget) in self.config.budgets.iter().zip(self.budgets.iter_mut()) {
-            budget.consume(cost * spec.cost, now_ns);
+            budget.consume(spec.spend(cost), now_ns);
         }
         // Readiness saw a free slot under this lock. The lock-free path takes slots only while
         // uncapped, and counts itself before it spends, so a cap never admits past itself.
         shared.in_flight.fetch_add(1, Ordering::SeqCst);
         let ticket = self.gate.as_mut().map(|gate| gate.admit(now));
-        Permit { shared: Arc::clone(shared), ticket }
+        Permit { shared: Arc::clone(shared), ticket, charged: cost.clone(), admitted_ns: now_ns }
+    }
+
+    /// Corrects what a permit admitted at `admitted_ns` spent in every budget from `charged`
+    /// to `actual` units (times each budget's cost per unit), then lets the head re-evaluate.
+    fn settle(&mut self, charged: &Cost, actual: &Cost, admitted_ns: u64, now: Instant) {
+        let now_ns = self.nanos(now);
+        for (spec, budget) in self.config.budgets.iter().zip(self.budgets.iter_mut()) {
+            let (was, is) = (spec.spend(charged), spec.spend(actual));
+            if is < was {
+                budget.refund(was - is, admitted_ns, now_ns);
+            } else if is > was {
+                budget.charge(is - was, admitted_ns, now_ns);
+            }
+        }
+        self.wake_head(now);
     }
 
     fn concurrency_blocked(&self) -> Blocked {
@@ -502,8 +531,8 @@ impl State {
     /// What blocks the head request now, if there is one.
     fn head_blocked(&mut self, now: Instant, shared: &Shared) -> Option<Blocked> {
         let ticket = self.head(now)?;
-        let cost = self.waiters.get(ticket.0)?.cost;
-        Some(match self.readiness(cost, now, shared) {
+        let cost = self.waiters.get(ticket.0)?.cost.clone();
+        Some(match self.readiness(&cost, now, shared) {
             Readiness::Now | Readiness::Never(_) => Blocked::Ready,
             Readiness::At(_, blocked) | Readiness::Gate(blocked) => blocked,
             Readiness::Concurrency => self.concurrency_blocked(),
@@ -519,7 +548,7 @@ impl State {
         }
     }
 
-    fn enqueue(&mut self, priority: Priority, cost: u64, now: Instant, waker: &Waker, shared: &Shared) -> Ticket {
+    fn enqueue(&mut self, priority: Priority, cost: Cost, now: Instant, waker: &Waker, shared: &Shared) -> Ticket {
         let id = self.next_id;
         self.next_id += 1;
         let slot = self.waiters.insert(Waiter { id, priority, cost, enqueued: now, waker: Some(waker.clone()) });
@@ -552,7 +581,7 @@ impl State {
 pub struct Acquire {
     shared: Arc<Shared>,
     priority: Priority,
-    cost: u64,
+    cost: Cost,
     ticket: Option<Ticket>,
     /// Armed only while this request is the head and waits for time to pass.
     sleep: Option<Pin<Box<Sleep>>>,
@@ -564,7 +593,7 @@ impl Future for Acquire {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         if this.ticket.is_none()
-            && let Some(permit) = Shared::try_fast(&this.shared, this.cost)
+            && let Some(permit) = Shared::try_fast(&this.shared, &this.cost)
         {
             return Poll::Ready(Ok(permit));
         }
@@ -575,15 +604,15 @@ impl Future for Acquire {
             Some(ticket) => ticket,
             None => {
                 if state.lanes.total() == 0 {
-                    match state.readiness(this.cost, now, &shared) {
-                        Readiness::Now => return Poll::Ready(Ok(state.admit(this.cost, now, &shared))),
+                    match state.readiness(&this.cost, now, &shared) {
+                        Readiness::Now => return Poll::Ready(Ok(state.admit(&this.cost, now, &shared))),
                         Readiness::Never(err) => return Poll::Ready(Err(err)),
                         Readiness::At(..) | Readiness::Concurrency | Readiness::Gate(_) => {}
                     }
-                } else if let Err(err) = state.check_cost(this.cost) {
+                } else if let Err(err) = state.check_cost(&this.cost) {
                     return Poll::Ready(Err(err));
                 }
-                let ticket = state.enqueue(this.priority, this.cost, now, cx.waker(), &shared);
+                let ticket = state.enqueue(this.priority, this.cost.clone(), now, cx.waker(), &shared);
                 this.ticket = Some(ticket);
                 ticket
             }
@@ -601,12 +630,12 @@ impl Future for Acquire {
                 }
                 return Poll::Pending;
             }
-            match state.readiness(this.cost, now, &shared) {
+            match state.readiness(&this.cost, now, &shared) {
                 Readiness::Now => {
                     state.dequeue(ticket, true, &shared);
                     this.ticket = None;
                     this.sleep = None;
-                    let permit = state.admit(this.cost, now, &shared);
+                    let permit = state.admit(&this.cost, now, &shared);
                     state.wake_head(now);
                     return Poll::Ready(Ok(permit));
                 }
@@ -657,6 +686,11 @@ pub struct Permit {
     shared: Arc<Shared>,
     /// The admission gate's ticket for this request, when the limiter has a gate.
     ticket: Option<u64>,
+    /// What this permit holds in every budget: the estimate it was admitted with, until
+    /// [`settle`](Self::settle) corrects it.
+    charged: Cost,
+    /// When it was admitted, on the limiter's nanosecond clock (a window counts it from then).
+    admitted_ns: u64,
 }
 
 impl Permit {
@@ -668,6 +702,27 @@ impl Permit {
     /// The admission gate's ticket (its admission order), when the limiter has a gate.
     pub fn ticket(&self) -> Option<u64> {
         self.ticket
+    }
+
+    /// What this permit holds: its estimate, or what the last settlement said.
+    pub fn charged(&self) -> &Cost {
+        &self.charged
+    }
+
+    /// The request's true cost is known: every budget that counted the estimate now counts
+    /// `actual` units instead, at once and under one lock. Less gives the difference back (a
+    /// token bucket refills by it, a sliding window forgets it from the admission's slot, both
+    /// never above their capacity); more charges the rest, into debt if need be, which delays
+    /// the next admissions until it is paid. A window the admission has already left is not
+    /// touched. Settling again corrects the previous settlement; a permit never settled keeps
+    /// its estimate. Budgets shared through a store are not settled here (they count the estimate).
+    pub fn settle(&mut self, actual: Cost) {
+        if actual == self.charged {
+            return;
+        }
+        let mut state = self.shared.lock();
+        state.settle(&self.charged, &actual, self.admitted_ns, Instant::now());
+        self.charged = actual;
     }
 }
 

@@ -13,6 +13,7 @@ mod priority;
 mod rate;
 mod registry;
 mod snapshot;
+mod unit;
 
 pub use budget::{BudgetKind, BudgetSpec};
 pub(crate) use budget::{BudgetState, duration_nanos};
@@ -24,3 +25,4 @@ pub use priority::Priority;
 pub use rate::{Rate, format_period, format_wait, parse_duration};
 pub use registry::{LimitKey, Registry};
 pub use snapshot::{Blocked, BudgetSnapshot, HeadSnapshot, PauseSnapshot, Snapshot};
+pub use unit::{Cost, Unit};

@@ -125,9 +125,7 @@ impl Composer {
         let endpoints = self
             .endpoints
             .iter()
-            .map(|endpoint| {
-                Ok(Endpoint { url: endpoint_url(&host.base_url, &endpoint.path)?, weight: endpoint.weight })
-            })
+            .map(|endpoint| Ok(Endpoint::new(endpoint_url(&host.base_url, &endpoint.path)?, endpoint.weight)))
             .collect::<Result<Vec<_>, String>>()?;
         let config = host.limiter_config().map_err(|err| err.to_string())?;
         let retry = host.retry_policy().map_err(|err| err.to_string())?;

@@ -250,28 +250,12 @@ fn add_budget_ui(ui: &mut egui::Ui, budgets: &mut Vec<BudgetEntry>) -> bool {
         };
         if ui.button("+ token bucket").clicked() {
             let name = fresh_name("rate", budgets);
-            budgets.push(BudgetEntry {
-                name,
-                kind: BudgetEntryKind::TokenBucket,
-                capacity: Some(10),
-                rate: Some("10/1s".into()),
-                limit: None,
-                window: None,
-                cost: None,
-            });
+            budgets.push(BudgetEntry::token_bucket(name, 10, "10/1s"));
             changed = true;
         }
         if ui.button("+ sliding window").clicked() {
             let name = fresh_name("window", budgets);
-            budgets.push(BudgetEntry {
-                name,
-                kind: BudgetEntryKind::SlidingWindow,
-                capacity: None,
-                rate: None,
-                limit: Some(1000),
-                window: Some("1h".into()),
-                cost: None,
-            });
+            budgets.push(BudgetEntry::sliding_window(name, 1000, "1h"));
             changed = true;
         }
     });

@@ -191,6 +191,7 @@ mod tests {
             error_examples: BTreeMap::from([("could not connect".into(), "connection refused".into())]),
             limiter: "bucket 5 @ 3/1s".into(),
             shared: None,
+            units: BTreeMap::new(),
         }
     }
 

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use super::headers::RateLimitInfo;
 use super::retry::RetryReason;
-use crate::engine::Priority;
+use crate::engine::{Cost, Priority};
 use crate::store::{AdmittedVia, StoreState};
 
 /// One step in the life of one request.
@@ -45,6 +45,8 @@ pub enum EventKind {
     RetryScheduled { attempt: u32, delay: Duration, reason: RetryReason, cause: String },
     /// The key was paused: nothing of it is sent for `pause`.
     KeyPaused { pause: Duration, reason: String },
+    /// The answer told the request's true cost: its budgets now count `actual`, not `reserved`.
+    Settled { attempt: u32, reserved: Cost, actual: Cost },
     /// Adaptive mode learned something about the server's limits (scouting, a window, a pace).
     Adaptive { note: String },
     /// Served from the response cache without touching the limiter (`revalidated`: after a 304).

@@ -459,24 +459,7 @@ impl ServerMirror {
     ) -> Option<Learned> {
         let remaining = reported.remaining.unwrap_or(0.0).floor() as u64;
         let limit = reported.limit.filter(|limit| limit.is_finite() && *limit >= 1.0).map(|limit| limit.floor() as u64);
-        let index = match self.budgets.iter().position(|budget| budget.name == reported.name) {
-            Some(index) => {
-                let budget = &self.budgets[index];
-                let newer = match budget.rolled {
-                    Some(rolled) => ticket >= rolled.since,
-                    None => ticket > budget.report_ticket,
-                };
-                if !newer {
-                    self.settle_unsure(index, ticket, remaining);
-                    return None;
-                }
-                index
-            }
-            None => {
-                self.budgets.push(Mirrored::first_seen(&reported.name, ticket, received_at));
-                self.budgets.len() - 1
-            }
-        };
+        let index = self.report_index(&reported.name, ticket, remaining, received_at)?;
         let precision = reported.reset_precision;
         let unsure: Vec<u64> = self.in_flight.range(..ticket).map(|(ticket, _)| *ticket).collect();
         let spent_since = self.next_ticket.saturating_sub(ticket + 1) + unsure.len() as u64;
@@ -534,6 +517,25 @@ impl ServerMirror {
             }),
             _ => None,
         }
+    }
+
+    /// The budget the report from `ticket` renews (made on its first report), or `None` when
+    /// a newer report holds it (then the answer only settles what it leaves unsure).
+    fn report_index(&mut self, name: &str, ticket: u64, remaining: u64, received_at: Instant) -> Option<usize> {
+        let Some(index) = self.budgets.iter().position(|budget| budget.name == name) else {
+            self.budgets.push(Mirrored::first_seen(name, ticket, received_at));
+            return Some(self.budgets.len() - 1);
+        };
+        let budget = &self.budgets[index];
+        let newer = match budget.rolled {
+            Some(rolled) => ticket >= rolled.since,
+            None => ticket > budget.report_ticket,
+        };
+        if !newer {
+            self.settle_unsure(index, ticket, remaining);
+            return None;
+        }
+        Some(index)
     }
 
     /// When budget `index` frees its next unit by the key's own send log, after the report

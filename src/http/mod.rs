@@ -2,6 +2,7 @@
 pub mod adaptive;
 pub mod cache;
 pub mod client;
+pub mod cost;
 pub mod events;
 pub mod headers;
 pub mod http1;
@@ -10,7 +11,10 @@ pub mod redirect;
 pub mod retry;
 pub mod transport;
 
-pub use client::{Adaptive, AttemptRecord, ClientBuilder, ClientError, LimitedClient, LimitedResponse, RequestSpec};
+pub use client::{
+    Adaptive, AttemptRecord, ClientBuilder, ClientError, LimitedClient, LimitedResponse, RequestSpec, Settlement,
+};
+pub use cost::CostRule;
 pub use events::{Event, EventKind, EventSink};
 pub use headers::{RateLimitInfo, ServerBudget};
 pub use http1::Http1Transport;

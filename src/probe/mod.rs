@@ -42,7 +42,7 @@ use thiserror::Error;
 use tokio::time::Instant;
 use url::Url;
 
-pub use report::{Confidence, ProbeReport, SuggestedBudget, Suggestion};
+pub use report::{Confidence, ProbeReport, SuggestedBudget, Suggestion, UnitBudget};
 
 use crate::engine::format_wait;
 use crate::http::headers::ServerBudget;
@@ -735,7 +735,29 @@ impl Prober {
             throttled: self.samples.iter().filter(|s| s.refused()).count(),
             discovered: found.discovered,
             elapsed_s: self.now(),
+            unit_budgets: self.unit_budgets(),
         }
+    }
+
+    /// Every budget in another unit than requests the answers reported, as last seen.
+    fn unit_budgets(&self) -> Vec<UnitBudget> {
+        let mut seen: Vec<UnitBudget> = Vec::new();
+        for budget in self.samples.iter().flat_map(|sample| &sample.info.budgets).filter(|b| b.unit != "requests") {
+            let last = UnitBudget {
+                name: budget.name.clone(),
+                unit: budget.unit.clone(),
+                limit: budget.limit,
+                remaining: budget.remaining,
+                resets_in_s: budget.reset_after.map(|reset| reset.as_secs_f64()),
+                window_s: budget.window.map(|window| window.as_secs_f64()),
+                source: budget.source.clone(),
+            };
+            match seen.iter_mut().find(|known| known.name == last.name && known.unit == last.unit) {
+                Some(known) => *known = last,
+                None => seen.push(last),
+            }
+        }
+        seen
     }
 }
 

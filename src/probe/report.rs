@@ -147,6 +147,42 @@ pub struct ProbeReport {
     pub discovered: usize,
     /// How long the probe took (seconds).
     pub elapsed_s: f64,
+    /// Budgets the headers report in units other than requests (tokens, points), as last seen:
+    /// the suggestion paces requests, these say what else the API counts.
+    pub unit_budgets: Vec<UnitBudget>,
+}
+
+/// A budget counting tokens, points or another unit, as the server's headers last reported it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UnitBudget {
+    pub name: String,
+    pub unit: String,
+    pub limit: Option<f64>,
+    pub remaining: Option<f64>,
+    pub resets_in_s: Option<f64>,
+    pub window_s: Option<f64>,
+    /// The header dialect that reported it (`openai`, `anthropic`, ...).
+    pub source: String,
+}
+
+impl UnitBudget {
+    /// `tokens 'tokens' 200000 per 1m, 199000 left (openai)`.
+    pub fn describe(&self) -> String {
+        let mut text = format!("{} '{}'", self.unit, self.name);
+        if let Some(limit) = self.limit {
+            text.push_str(&format!(" {}", trim(limit)));
+            if let Some(window) = self.window_s {
+                text.push_str(&format!(" per {}s", trim(window)));
+            }
+        }
+        if let Some(remaining) = self.remaining {
+            text.push_str(&format!(", {} left", trim(remaining)));
+        }
+        if let Some(reset) = self.resets_in_s {
+            text.push_str(&format!(", full in {}s", trim(reset)));
+        }
+        format!("{text} ({})", self.source)
+    }
 }
 
 impl ProbeReport {
@@ -154,7 +190,7 @@ impl ProbeReport {
     /// `{"suggested": {"budgets": [...], "concurrency": n|null}, "found": {...the same shape,
     /// before the margin}, "evidence": [...],
     /// "requests_used": n, "confidence": "high|medium|low", "reasons": [...], "throttled": n,
-    /// "discovered": n, "elapsed_s": x}`.
+    /// "discovered": n, "elapsed_s": x, "unit_budgets": [...]}`.
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
     }
@@ -204,6 +240,9 @@ impl fmt::Display for ProbeReport {
             writeln!(f, "  - {reason}")?;
         }
         writeln!(f, "requests:   {} sent, {} refused, {:.1}s", self.requests_used, self.throttled, self.elapsed_s)?;
+        for budget in &self.unit_budgets {
+            writeln!(f, "also counts: {}", budget.describe())?;
+        }
         writeln!(f, "evidence:")?;
         for line in &self.evidence {
             writeln!(f, "  {line}")?;

@@ -3,16 +3,17 @@
 
 use std::collections::HashSet;
 
-use http::{HeaderMap, HeaderName, HeaderValue};
+use http::{HeaderMap, HeaderName};
 use url::Url;
 
+use super::endpoint::checked_headers;
 use super::error::{FieldPath, InvalidSetting, ProfileError};
 use super::model::{
     BudgetEntry, BudgetEntryKind, HostProfile, LEARNED_PREFIX, PathOverride, Profile, RetryEntry, normalize_prefix,
 };
 use super::store::slug;
 use crate::engine::{
-    BudgetSpec, ConfigError, LimitKey, LimiterConfig, MAX_CONCURRENCY, Rate, Registry, parse_duration,
+    BudgetSpec, ConfigError, LimitKey, LimiterConfig, MAX_CONCURRENCY, Rate, Registry, Unit, parse_duration,
 };
 use crate::http::retry::{Jitter, RetryConfigError, RetryPolicy};
 
@@ -149,6 +150,7 @@ impl HostProfile {
             }
             paths.push((path_key, path_config));
         }
+        self.check_endpoints()?;
         Ok(CompiledHost { key, config, retry, paths, headers })
     }
 
@@ -182,31 +184,7 @@ impl HostProfile {
     }
 
     fn header_map(&self) -> Result<HeaderMap, InvalidSetting> {
-        let at = FieldPath::root().key("headers");
-        let mut headers = HeaderMap::new();
-        for (name, value) in &self.headers {
-            let Ok(header) = HeaderName::from_bytes(name.trim().as_bytes()) else {
-                return Err(InvalidSetting::new(at.key(name), format!("headers: '{name}' is not a valid header name")));
-            };
-            if looks_secret(header.as_str()) {
-                return Err(InvalidSetting::new(
-                    at.key(name),
-                    format!(
-                        "headers: '{header}' looks like a secret; list it in secret_headers and keep its value in the secret store"
-                    ),
-                ));
-            }
-            if headers.contains_key(&header) {
-                return Err(InvalidSetting::new(at.key(name), format!("headers: '{header}' is listed twice")));
-            }
-            let Ok(value) = HeaderValue::from_str(value) else {
-                return Err(InvalidSetting::new(
-                    at.key(name),
-                    format!("headers: the value of '{header}' is not a valid header value"),
-                ));
-            };
-            headers.insert(header, value);
-        }
+        let headers = checked_headers(&self.headers, &FieldPath::root().key("headers"), "headers")?;
         let mut secret = HashSet::new();
         for (index, name) in self.secret_headers.iter().enumerate() {
             let at = FieldPath::root().key("secret_headers").index(index);
@@ -227,7 +205,14 @@ impl HostProfile {
     }
 }
 
-fn looks_secret(name: &str) -> bool {
+/// Whether a query parameter looks like it carries a secret (`api_key`, `access_token`, `key`, ...).
+pub(crate) fn looks_secret_parameter(name: &str) -> bool {
+    let name = name.to_ascii_lowercase().replace('_', "-");
+    name == "key" || crate::store::is_secret_parameter(&name) || looks_secret(&name)
+}
+
+/// Whether a header (lower-case name) looks like it carries a secret.
+pub(crate) fn looks_secret(name: &str) -> bool {
     SECRET_LOOKING.contains(&name) || SECRET_HINTS.iter().any(|hint| name.contains(hint))
 }
 
@@ -309,74 +294,80 @@ impl BudgetEntry {
             ));
         }
         let spec = match self.kind {
-            BudgetEntryKind::TokenBucket => {
-                if self.limit.is_some() || self.window.is_some() {
-                    let field = if self.limit.is_some() { "limit" } else { "window" };
-                    return Err(fail(
-                        field,
-                        "limit and window belong to sliding windows; a token bucket has capacity and rate".into(),
-                    ));
-                }
-                let capacity = self.capacity.ok_or_else(|| {
-                    InvalidSetting::new(
-                        at.clone(),
-                        format!("{label}: a token bucket needs a capacity (the burst it allows)"),
-                    )
-                })?;
-                if capacity == 0 {
-                    return Err(fail(
-                        "capacity",
-                        "capacity 0 would never let a request through; use at least 1".into(),
-                    ));
-                }
-                let text = self.rate.as_deref().ok_or_else(|| {
-                    InvalidSetting::new(
-                        at.clone(),
-                        format!("{label}: a token bucket needs a rate, such as rate = \"10/1s\""),
-                    )
-                })?;
-                let rate: Rate = text.parse().map_err(|err| {
-                    // "0/1s" parses as a non-positive amount; say what that means for a bucket.
-                    let err = match err {
-                        ConfigError::NotPositive(0.0) => ConfigError::ZeroRate,
-                        other => other,
-                    };
-                    fail("rate", format!("rate \"{text}\": {err}"))
-                })?;
-                BudgetSpec::token_bucket(&self.name, capacity, rate).map_err(|err| fail("capacity", err.to_string()))?
+            BudgetEntryKind::TokenBucket => self.bucket_spec(at, &label)?,
+            BudgetEntryKind::SlidingWindow => self.window_spec(at, &label)?,
+        };
+        let spec = match self.unit.as_deref().map(str::trim) {
+            None => spec,
+            Some(unit)
+                if unit.is_empty() || !unit.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') =>
+            {
+                let hint = "name it in letters, digits, '-' or '_', such as \"tokens\" or \"points\"";
+                return Err(fail("unit", format!("unit \"{unit}\": {hint}")));
             }
-            BudgetEntryKind::SlidingWindow => {
-                if self.capacity.is_some() || self.rate.is_some() {
-                    let field = if self.capacity.is_some() { "capacity" } else { "rate" };
-                    return Err(fail(
-                        field,
-                        "capacity and rate belong to token buckets; a sliding window has limit and window".into(),
-                    ));
-                }
-                let limit = self.limit.ok_or_else(|| {
-                    InvalidSetting::new(
-                        at.clone(),
-                        format!("{label}: a sliding window needs a limit (requests per window)"),
-                    )
-                })?;
-                if limit == 0 {
-                    return Err(fail("limit", "limit 0 would never let a request through; use at least 1".into()));
-                }
-                let text = self.window.as_deref().ok_or_else(|| {
-                    InvalidSetting::new(
-                        at.clone(),
-                        format!("{label}: a sliding window needs a window, such as window = \"1m\""),
-                    )
-                })?;
-                let window = parse_duration(text).map_err(|err| fail("window", format!("window: {err}")))?;
-                BudgetSpec::sliding_window(&self.name, limit, window)
-                    .map_err(|err| fail("window", format!("window \"{text}\": {err}")))?
-            }
+            Some(unit) => spec.with_unit(Unit::named(unit)),
         };
         match self.cost {
             None => Ok(spec),
             Some(cost) => spec.with_cost(cost).map_err(|err| fail("cost", format!("cost {cost}: {err}"))),
         }
+    }
+
+    /// A token bucket's capacity and rate, checked (`at` is the budget's table).
+    fn bucket_spec(&self, at: &FieldPath, label: &str) -> Result<BudgetSpec, InvalidSetting> {
+        let fail = |field: &str, message: String| InvalidSetting::new(at.key(field), format!("{label}: {message}"));
+        if self.limit.is_some() || self.window.is_some() {
+            let field = if self.limit.is_some() { "limit" } else { "window" };
+            return Err(fail(
+                field,
+                "limit and window belong to sliding windows; a token bucket has capacity and rate".into(),
+            ));
+        }
+        let capacity = self.capacity.ok_or_else(|| {
+            InvalidSetting::new(at.clone(), format!("{label}: a token bucket needs a capacity (the burst it allows)"))
+        })?;
+        if capacity == 0 {
+            return Err(fail("capacity", "capacity 0 would never let a request through; use at least 1".into()));
+        }
+        let text = self.rate.as_deref().ok_or_else(|| {
+            InvalidSetting::new(at.clone(), format!("{label}: a token bucket needs a rate, such as rate = \"10/1s\""))
+        })?;
+        let rate: Rate = text.parse().map_err(|err| {
+            // "0/1s" parses as a non-positive amount; say what that means for a bucket.
+            let err = match err {
+                ConfigError::NotPositive(0.0) => ConfigError::ZeroRate,
+                other => other,
+            };
+            fail("rate", format!("rate \"{text}\": {err}"))
+        })?;
+        BudgetSpec::token_bucket(&self.name, capacity, rate).map_err(|err| fail("capacity", err.to_string()))
+    }
+
+    /// A sliding window's limit and length, checked (`at` is the budget's table).
+    fn window_spec(&self, at: &FieldPath, label: &str) -> Result<BudgetSpec, InvalidSetting> {
+        let fail = |field: &str, message: String| InvalidSetting::new(at.key(field), format!("{label}: {message}"));
+        if self.capacity.is_some() || self.rate.is_some() {
+            let field = if self.capacity.is_some() { "capacity" } else { "rate" };
+            return Err(fail(
+                field,
+                "capacity and rate belong to token buckets; a sliding window has limit and window".into(),
+            ));
+        }
+        let limit = self.limit.ok_or_else(|| {
+            InvalidSetting::new(at.clone(), format!("{label}: a sliding window needs a limit (requests per window)"))
+        })?;
+        if limit == 0 {
+            return Err(fail("limit", "limit 0 would never let a request through; use at least 1".into()));
+        }
+        let text = self.window.as_deref().ok_or_else(|| {
+            InvalidSetting::new(
+                at.clone(),
+                format!("{label}: a sliding window needs a window, such as window = \"1m\""),
+            )
+        })?;
+        let window = parse_duration(text).map_err(|err| fail("window", format!("window: {err}")))?;
+        BudgetSpec::sliding_window(&self.name, limit, window)
+            .map_err(|err| fail("window", format!("window \"{text}\": {err}")))
     }
 }
 
@@ -432,6 +423,20 @@ mod tests {
         let mut host = HostProfile::new("api", "https://API.example.com:8443/v1");
         host.budgets.push(BudgetEntry::token_bucket("rate", 5, "5/1s"));
         host
+    }
+
+    #[test]
+    fn a_budget_counts_its_unit_and_a_bad_unit_is_named() {
+        let mut host = host();
+        host.budgets
+            .push(BudgetEntry { unit: Some("Tokens".into()), ..BudgetEntry::sliding_window("tpm", 200_000, "1m") });
+        let config = host.limiter_config().unwrap();
+        assert_eq!(config.budgets[0].unit, Unit::Requests);
+        assert_eq!(config.budgets[1].unit, Unit::tokens());
+        assert_eq!(BudgetEntry::from_spec(&config.budgets[1]).unit.as_deref(), Some("tokens"));
+        host.budgets[1].unit = Some("to kens".into());
+        let err = host.limiter_config().unwrap_err().to_string();
+        assert!(err.contains("budget 'tpm'") && err.contains("\"to kens\""), "{err}");
     }
 
     #[test]

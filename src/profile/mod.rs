@@ -23,7 +23,8 @@
 //!     { name = "rate", kind = "token_bucket", capacity = 5, rate = "5/1s" },
 //!     # an exact sliding window: at most `limit` in any `window`
 //!     { name = "minute", kind = "sliding_window", limit = 100, window = "1m" },
-//! ]                                     # each budget may also set `cost` (default 1)
+//! ]                                     # each budget may also set `cost` (default 1) and
+//!                                       # `unit`: requests (default), tokens, points, ...
 //! headers = { "accept" = "application/json" }   # non-secret headers sent to this host
 //! secret_headers = ["x-api-key"]        # names only; values live in the secret store
 //!
@@ -41,6 +42,16 @@
 //! prefix = "/search"                    # the host's (key 127.0.0.1:8787/search); the host's
 //! concurrency = 1                       # retry, headers and `adaptive` still apply
 //! budgets = [{ name = "search", kind = "sliding_window", limit = 2, window = "1s" }]
+//!
+//! [[hosts.endpoints]]                   # a request ready to fire: `burst --endpoint "create item"`
+//! name = "create item"                  # unique in the host
+//! method = "POST"                       # default GET
+//! path = "/items?dry_run=1"             # under base_url, may carry a query
+//! query = { page = "2" }                # more query parameters (never secrets)
+//! headers = { "content-type" = "application/json" }   # over the host's (never secrets)
+//! body = '{"name": "widget"}'           # or body_file = "payload.json"; Content-Type guessed
+//! weight = 3                            # its share of a burst over several endpoints
+//! costs = ["tokens=field:max_tokens+body/4->field:usage.total_tokens"]  # reserve, then settle
 //! ```
 //!
 //! Durations are written like `500ms`, `1s`, `1m`, `1h`, `1d`, or `1m30s`. Unknown fields are
@@ -61,7 +72,9 @@
 
 mod client;
 mod convert;
+mod curl;
 mod demo;
+mod endpoint;
 mod error;
 mod model;
 mod secrets;
@@ -72,10 +85,13 @@ mod text;
 use std::path::PathBuf;
 
 pub(crate) use convert::limits;
+pub use curl::{CurlError, CurlImport, Imported, parse_curl};
 pub use demo::DEMO_TOML;
+pub use endpoint::{MAX_BODY_BYTES, ResolvedEndpoint};
 pub use error::{FieldPath, InvalidSetting, Position, ProfileError, Segment};
 pub use model::{
-    BudgetEntry, BudgetEntryKind, HostProfile, LEARNED_PREFIX, PathOverride, Profile, RetryEntry, SharedEntry,
+    BudgetEntry, BudgetEntryKind, EndpointEntry, HostProfile, LEARNED_PREFIX, PathOverride, Profile, RetryEntry,
+    SharedEntry,
 };
 pub use secrets::{SecretStatus, SecretStore};
 pub use store::{ProfileStore, ProfileSummary, slug};

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::{BudgetKind, BudgetSpec, LimitKey, LimiterConfig, format_period};
+use crate::engine::{BudgetKind, BudgetSpec, LimitKey, LimiterConfig, Unit, format_period};
 use crate::http::{RedirectPolicy, RetryPolicy};
 
 /// Budgets whose name starts with this were learned from a server at run time; profiles never keep them.
@@ -73,6 +73,42 @@ pub struct HostProfile {
     /// Limits of their own for paths under a prefix.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub paths: Vec<PathOverride>,
+    /// Requests this host serves, ready to fire: method, path, query, headers and body.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<EndpointEntry>,
+}
+
+/// One request a host serves: `[[hosts.endpoints]]` with `name`, `method`, `path`, `query`,
+/// `headers`, `body` or `body_file`, and `weight`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointEntry {
+    /// Unique within the host; `burst --endpoint NAME` picks it.
+    pub name: String,
+    /// `GET` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    /// Under the host's base URL, starting with `/`; may carry a query (`/items?page=2`).
+    pub path: String,
+    /// Query parameters added to the path's own (not secrets: those go in a secret header).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub query: BTreeMap<String, String>,
+    /// Non-secret headers of this endpoint, over the host's.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// The body as text (JSON or anything else); its `Content-Type` is guessed unless set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    /// Or the body read from this file when the burst is built (relative to the working directory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_file: Option<String>,
+    /// Its share of a burst over several endpoints (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<u32>,
+    /// Units other than requests a request reserves and settles, one rule per unit:
+    /// `"tokens=field:max_tokens+body/4->field:usage.total_tokens"` (see `http::cost`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub costs: Vec<String>,
 }
 
 /// The kind of a budget, as written in `kind = "..."`.
@@ -107,6 +143,9 @@ pub struct BudgetEntry {
     /// What one request spends here (default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<u64>,
+    /// What the budget counts: `requests` (the default), `tokens`, `points` or a name of your own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<String>,
 }
 
 /// Limits for requests whose path starts with `prefix` (on whole segments). They replace the
@@ -211,6 +250,7 @@ impl HostProfile {
             retry: None,
             redirects: RedirectPolicy::default(),
             paths: Vec::new(),
+            endpoints: Vec::new(),
         }
     }
 
@@ -266,6 +306,7 @@ impl BudgetEntry {
             limit: None,
             window: None,
             cost: None,
+            unit: None,
         }
     }
 
@@ -279,6 +320,7 @@ impl BudgetEntry {
             limit: Some(limit),
             window: Some(window.into()),
             cost: None,
+            unit: None,
         }
     }
 
@@ -293,6 +335,7 @@ impl BudgetEntry {
             }
         };
         entry.cost = (spec.cost != 1).then_some(spec.cost);
+        entry.unit = (spec.unit != Unit::Requests).then(|| spec.unit.to_string());
         entry
     }
 }

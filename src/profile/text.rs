@@ -8,7 +8,7 @@ use toml::de::{DeTable, DeValue};
 use super::error::{FieldPath, Position, ProfileError, Segment};
 use serde::Serialize;
 
-use super::model::{BudgetEntry, Profile};
+use super::model::{BudgetEntry, EndpointEntry, Profile};
 
 impl Profile {
     /// Parses and validates a profile. Errors give the line and column, and the host when
@@ -92,9 +92,44 @@ impl Profile {
                 }
                 budgets(&mut out, &path.budgets)?;
             }
+            for endpoint in &host.endpoints {
+                write_endpoint(&mut out, endpoint)?;
+            }
         }
         Ok(out)
     }
+}
+
+/// `[[hosts.endpoints]]` with its fields in their documented order.
+fn write_endpoint(out: &mut String, endpoint: &EndpointEntry) -> Result<(), ProfileError> {
+    out.push_str("\n[[hosts.endpoints]]\n");
+    line(out, "name", &endpoint.name)?;
+    if let Some(method) = &endpoint.method {
+        line(out, "method", method)?;
+    }
+    line(out, "path", &endpoint.path)?;
+    for (name, table) in [("query", &endpoint.query), ("headers", &endpoint.headers)] {
+        if !table.is_empty() {
+            let pairs: Vec<(&str, String)> = table
+                .iter()
+                .map(|(key, value)| Ok((key.as_str(), encode(value)?)))
+                .collect::<Result<_, ProfileError>>()?;
+            out.push_str(&format!("{name} = {}\n", inline_table(&pairs)));
+        }
+    }
+    if let Some(body) = &endpoint.body {
+        line(out, "body", body)?;
+    }
+    if let Some(file) = &endpoint.body_file {
+        line(out, "body_file", file)?;
+    }
+    if let Some(weight) = endpoint.weight {
+        line(out, "weight", weight)?;
+    }
+    if !endpoint.costs.is_empty() {
+        line(out, "costs", &endpoint.costs)?;
+    }
+    Ok(())
 }
 
 /// One value in TOML syntax (strings quoted and escaped).
@@ -152,6 +187,9 @@ fn budgets(out: &mut String, budgets: &[BudgetEntry]) -> Result<(), ProfileError
         }
         if let Some(cost) = budget.cost {
             pairs.push(("cost", encode(cost)?));
+        }
+        if let Some(unit) = &budget.unit {
+            pairs.push(("unit", encode(unit)?));
         }
         out.push_str(&format!("    {},\n", inline_table(&pairs)));
     }
@@ -250,9 +288,33 @@ mod tests {
         host.headers.insert("x-odd_Name".into(), "a \"b\" 'c' \\ é".into());
         host.secret_headers.push("x-api-key".into());
         host.paths[0].budgets[0].cost = Some(2);
+        host.budgets[0].unit = Some("points".into());
         let text = profile.to_toml().unwrap();
         assert_eq!(Profile::from_toml(&text).unwrap(), profile, "{text}");
         assert_eq!(key("a\"b\\c\n"), "\"a\\\"b\\\\c\\u000A\"");
+    }
+
+    #[test]
+    fn endpoints_survive_the_round_trip_with_odd_bodies() {
+        let mut profile = Profile::demo().unwrap();
+        let host = &mut profile.hosts[0];
+        host.endpoints.push(EndpointEntry {
+            name: "create \"item\"".into(),
+            method: Some("POST".into()),
+            query: [("page".to_owned(), "2 & 3".to_owned())].into(),
+            headers: [("content-type".to_owned(), "application/json".to_owned())].into(),
+            body: Some("{\n  \"name\": \"wid'get\",\n  \"note\": \"tab\there \\ é\"\n}".into()),
+            weight: Some(3),
+            ..EndpointEntry::get("/items?dry_run=1")
+        });
+        host.endpoints.push(EndpointEntry {
+            body_file: Some("payload.json".into()),
+            costs: vec!["tokens=field:max_tokens+body/4->field:usage.total_tokens".into()],
+            ..EndpointEntry::get("/upload")
+        });
+        let text = profile.to_toml().unwrap();
+        assert!(text.contains("[[hosts.endpoints]]"), "{text}");
+        assert_eq!(Profile::from_toml(&text).unwrap(), profile, "{text}");
     }
 
     #[test]

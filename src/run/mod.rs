@@ -12,5 +12,5 @@ mod summary;
 pub use export::{CSV_HEADER, write_csv};
 pub use runner::{Burst, BurstProgress, RequestOutcome, RequestResult};
 pub use schedule::arrival_offsets;
-pub use spec::{ArrivalPattern, BurstSpec, Endpoint, PriorityMix, SpecError};
-pub use summary::{Percentiles, Summary};
+pub use spec::{ArrivalPattern, BurstSpec, Endpoint, PriorityMix, SpecError, content_type_of};
+pub use summary::{Percentiles, Summary, UnitTotals};

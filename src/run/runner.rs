@@ -204,8 +204,15 @@ impl Plan {
     pub(super) fn request(&self, index: usize) -> Option<RequestSpec> {
         let endpoint = self.spec.endpoints.get(*self.endpoints.get(index)?)?;
         let priority = self.spec.priorities.lane(index);
-        let mut request = RequestSpec::new(self.spec.method.clone(), endpoint.url.clone()).with_priority(priority);
+        let method = endpoint.method.clone().unwrap_or_else(|| self.spec.method.clone());
+        let mut request = RequestSpec::new(method, endpoint.url.clone()).with_priority(priority);
         request.headers.clone_from(&self.spec.headers);
+        for name in endpoint.headers.keys() {
+            request.headers.remove(name);
+        }
+        request.headers.extend(endpoint.headers.iter().map(|(name, value)| (name.clone(), value.clone())));
+        request.body.clone_from(&endpoint.body);
+        request.cost_rules.clone_from(&endpoint.cost_rules);
         Some(request)
     }
 

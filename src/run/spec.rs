@@ -4,12 +4,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::{HeaderMap, Method};
+use bytes::Bytes;
+use http::header::CONTENT_TYPE;
+use http::{HeaderMap, HeaderValue, Method};
 use thiserror::Error;
 use url::Url;
 
 use crate::engine::{ConfigError, LimitKey, LimiterConfig, Priority, Rate, Registry};
-use crate::http::{Adaptive, ClientBuilder, ClientError, EventSink, LimitedClient, RetryPolicy};
+use crate::http::{Adaptive, ClientBuilder, ClientError, CostRule, EventSink, LimitedClient, RetryPolicy};
 use crate::store::{SharedSettings, StoreError};
 
 /// The most requests one burst may plan.
@@ -20,6 +22,42 @@ pub const MAX_REQUESTS: usize = 10_000_000;
 pub struct Endpoint {
     pub url: Url,
     pub weight: u32,
+    /// This endpoint's method; `None` takes the burst's.
+    pub method: Option<Method>,
+    /// Headers of this endpoint, over the burst's (a name here replaces the burst's value).
+    pub headers: HeaderMap,
+    /// Sent with every request to this endpoint.
+    pub body: Option<Bytes>,
+    /// Units other than requests (tokens, points) each request reserves, settled from its answer.
+    pub cost_rules: Vec<CostRule>,
+}
+
+impl Endpoint {
+    /// `url` with `weight`, sending the burst's method and headers and no body.
+    pub fn new(url: Url, weight: u32) -> Self {
+        Self { url, weight, method: None, headers: HeaderMap::new(), body: None, cost_rules: Vec::new() }
+    }
+
+    /// The same endpoint sending `body`, with a `Content-Type` guessed from it unless one is set.
+    pub fn with_body(mut self, body: Bytes) -> Self {
+        if !self.headers.contains_key(CONTENT_TYPE) {
+            self.headers.insert(CONTENT_TYPE, content_type_of(&body));
+        }
+        self.body = Some(body);
+        self
+    }
+}
+
+/// The media type of a body given without one: JSON when it parses as JSON, text when it is
+/// UTF-8, bytes otherwise.
+pub fn content_type_of(body: &[u8]) -> HeaderValue {
+    if serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok() {
+        HeaderValue::from_static("application/json")
+    } else if std::str::from_utf8(body).is_ok() {
+        HeaderValue::from_static("text/plain; charset=utf-8")
+    } else {
+        HeaderValue::from_static("application/octet-stream")
+    }
 }
 
 /// When requests arrive.
@@ -138,7 +176,7 @@ impl BurstSpec {
     /// `requests` GETs of `url`, all at once, with no limits.
     pub fn get(url: Url, requests: usize) -> Self {
         Self {
-            endpoints: vec![Endpoint { url, weight: 1 }],
+            endpoints: vec![Endpoint::new(url, 1)],
             method: Method::GET,
             headers: HeaderMap::new(),
             requests,
@@ -287,7 +325,7 @@ mod tests {
         assert!(BurstSpec { endpoints: vec![], ..ok.clone() }.validate().is_err());
         let ramp = ArrivalPattern::Ramp { from: f64::NAN, to: 1.0, over: Duration::from_secs(1) };
         assert!(BurstSpec { arrival: ramp, ..ok.clone() }.validate().is_err());
-        let ftp = Endpoint { url: "ftp://h/x".parse().unwrap(), weight: 1 };
+        let ftp = Endpoint::new("ftp://h/x".parse().unwrap(), 1);
         assert!(BurstSpec { endpoints: vec![ftp], ..ok.clone() }.validate().is_err());
         assert!(BurstSpec { raw_concurrency: Some(0), ..ok }.validate().is_err());
     }

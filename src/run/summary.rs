@@ -19,6 +19,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use super::runner::{FINAL_STATUS, RequestOutcome, RequestResult};
+use crate::http::Settlement;
 use crate::store::SharedReport;
 
 /// Latency figures in milliseconds.
@@ -113,6 +114,22 @@ pub struct Summary {
     /// Shared budgets: store, keys, state and counts; absent when budgets were in-process.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shared: Option<SharedReport>,
+    /// Units other than requests (tokens, points) reserved and settled, by unit; absent
+    /// without cost rules.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub units: BTreeMap<String, UnitTotals>,
+}
+
+/// One unit over a burst: what the attempts reserved, what their answers settled, and the
+/// difference both ways.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct UnitTotals {
+    pub reserved: u64,
+    pub settled: u64,
+    /// Given back: estimates above what was spent.
+    pub refunded: u64,
+    /// Charged on top: answers that spent more than their estimate.
+    pub charged_more: u64,
 }
 
 impl Summary {
@@ -137,6 +154,7 @@ impl Summary {
             error_examples: BTreeMap::new(),
             limiter,
             shared: None,
+            units: BTreeMap::new(),
         };
         for result in results {
             summary.sent += result.attempts.len() as u64;
@@ -145,6 +163,9 @@ impl Summary {
             for attempt in &result.attempts {
                 let key = attempt.status.map_or_else(|| "error".to_owned(), |status| status.to_string());
                 *summary.status_counts.entry(key).or_default() += 1;
+                if let Some(settlement) = &attempt.settlement {
+                    summary.add_settlement(settlement);
+                }
             }
             match &result.outcome {
                 RequestOutcome::Succeeded { .. } => summary.succeeded += 1,
@@ -163,6 +184,17 @@ impl Summary {
         let finished = summary.succeeded + summary.failed;
         summary.achieved_rps = if summary.elapsed_s > 0.0 { finished as f64 / summary.elapsed_s } else { 0.0 };
         summary
+    }
+
+    fn add_settlement(&mut self, settlement: &Settlement) {
+        for (unit, reserved) in &settlement.reserved.units {
+            let actual = settlement.actual.of(unit);
+            let totals = self.units.entry(unit.to_string()).or_default();
+            totals.reserved += reserved;
+            totals.settled += actual;
+            totals.refunded += reserved.saturating_sub(actual);
+            totals.charged_more += actual.saturating_sub(*reserved);
+        }
     }
 
     /// The JSON form (the documented schema).
@@ -194,6 +226,15 @@ impl fmt::Display for Summary {
         histogram_lines(f, &self.service_histogram)?;
         if let Some(shared) = &self.shared {
             writeln!(f, "{shared}")?;
+        }
+        for (unit, totals) in &self.units {
+            let UnitTotals { reserved, settled, refunded, charged_more } = totals;
+            writeln!(
+                f,
+                "{unit}:{:pad$}reserved {reserved}, settled {settled} (refunded {refunded}, charged {charged_more} more)",
+                "",
+                pad = 14usize.saturating_sub(unit.len() + 1).max(1)
+            )?;
         }
         for (cause, n) in &self.errors {
             match self.error_examples.get(cause) {
@@ -240,6 +281,7 @@ mod tests {
             retry_delay: None,
             server_remaining: None,
             retry_after: None,
+            settlement: None,
         };
         RequestResult {
             index,

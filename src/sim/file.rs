@@ -193,7 +193,7 @@ impl EndpointEntry {
             (None, Some(url)) => url.parse().map_err(|err| format!("url '{url}': {err}"))?,
             _ => return Err("an endpoint has either a path or a url".into()),
         };
-        Ok(Endpoint { url, weight: self.weight })
+        Ok(Endpoint::new(url, self.weight))
     }
 }
 

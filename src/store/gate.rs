@@ -412,13 +412,12 @@ impl SharedGate {
         let budgets = Arc::clone(&inner.budgets.read());
         let Budgets { shared, fallback } = &*budgets;
         if shared.is_empty() {
-            let admission = SharedAdmission {
+            return Ok(SharedAdmission {
                 via: AdmittedVia::Store,
                 waited: Duration::ZERO,
                 remaining: None,
                 state_change: None,
-            };
-            return Ok(admission);
+            });
         }
         for spec in shared {
             spec.units(cost)?;
@@ -434,12 +433,8 @@ impl SharedGate {
         if inner.take_held(cost) {
             return Ok(admitted(AdmittedVia::Store, None, false));
         }
-        // A lease asks for `size` requests' worth, unless a budget could never hold that much.
-        let (size, hold) = inner.lease;
-        let mut ask = cost.saturating_mul(size);
-        if ask > cost && shared.iter().any(|spec| spec.units(ask).is_err()) {
-            ask = cost;
-        }
+        let hold = inner.lease.1;
+        let mut ask = inner.lease_ask(shared, cost);
         loop {
             let retry_at = inner.health.degraded_until(Instant::now());
             if retry_at.is_none() {
@@ -495,6 +490,13 @@ impl SharedGate {
 }
 
 impl GateInner {
+    /// What one decision asks for: a lease of `size` requests' worth, unless a budget could
+    /// never hold that much (then the request alone).
+    fn lease_ask(&self, shared: &[SharedSpec], cost: u64) -> u64 {
+        let ask = cost.saturating_mul(self.lease.0);
+        if ask > cost && shared.iter().any(|spec| spec.units(ask).is_err()) { cost } else { ask }
+    }
+
     /// Admits `cost` from the lease this process holds, if enough of it is left and still valid.
     fn take_held(&self, cost: u64) -> bool {
         let mut held = self.held.lock();
@@ -545,7 +547,7 @@ pub fn local_share(spec: &BudgetSpec, instances: u32) -> Result<BudgetSpec, Stor
         }
         BudgetKind::SlidingWindow { limit, window } => BudgetKind::SlidingWindow { limit: floor(limit), window },
     };
-    let share = BudgetSpec { name: spec.name.clone(), kind, cost: spec.cost };
+    let share = BudgetSpec { name: spec.name.clone(), kind, unit: spec.unit.clone(), cost: spec.cost };
     share.validate().map_err(invalid)?;
     Ok(share)
 }

@@ -202,6 +202,12 @@ impl TryFrom<&BudgetSpec> for SharedSpec {
 
     /// The shared form of an engine budget, under the same name and cost.
     fn try_from(spec: &BudgetSpec) -> Result<Self, StoreError> {
+        if spec.unit != crate::engine::Unit::Requests {
+            return Err(StoreError::InvalidSettings(format!(
+                "budget '{}' counts {}: shared budgets count requests only for now; keep it in-process",
+                spec.name, spec.unit
+            )));
+        }
         let shared = Self { name: spec.name.clone(), budget: SharedBudget::try_from(spec.kind)?, cost: spec.cost };
         shared.units(1)?;
         Ok(shared)
@@ -284,6 +290,16 @@ mod tests {
             SharedBudget::TokenBucket { capacity: u64::MAX, per_token: Duration::from_secs(1) }.validate().is_err()
         );
         assert!(SharedBudget::token_bucket_per_second(3, 2.5).is_ok());
+    }
+
+    #[test]
+    fn a_budget_counting_tokens_is_not_shared_yet() {
+        let tokens = BudgetSpec::sliding_window("tpm", 1000, Duration::from_secs(60))
+            .unwrap()
+            .with_unit(crate::engine::Unit::tokens());
+        let err = SharedSpec::try_from(&tokens).unwrap_err().to_string();
+        assert!(err.contains("budget 'tpm' counts tokens"), "{err}");
+        assert!(SharedSpec::try_from(&tokens.with_unit(crate::engine::Unit::Requests)).is_ok());
     }
 
     #[test]

@@ -163,7 +163,10 @@ impl Telemetry {
             EventKind::Finished { total, .. } => self.total_ms.push(t, total.as_secs_f64() * 1000.0),
             EventKind::Failed { error, attempts } => self.ingest_failure(t, event, error, *attempts),
             EventKind::Lagged { dropped } => self.events_dropped += dropped,
-            EventKind::Queued { .. } | EventKind::KeyPaused { .. } | EventKind::CacheHit { .. } => {}
+            EventKind::Queued { .. }
+            | EventKind::KeyPaused { .. }
+            | EventKind::CacheHit { .. }
+            | EventKind::Settled { .. } => {}
             EventKind::SharedAdmitted { via, .. } => *self.shared_admissions.entry(via.name()).or_default() += 1,
             EventKind::StoreState { state } => self.store_state = Some(state.clone()),
             EventKind::Adaptive { note } => {

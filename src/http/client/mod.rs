@@ -30,12 +30,14 @@ use wire::proxy_configured;
 
 use super::adaptive;
 use super::cache::{CacheConfig, CacheStats, CachedResponse, ResponseCache};
+use super::cost::CostRule;
 use super::events::{EventKind, EventSink};
 use super::headers::RateLimitInfo;
 use super::http1::Http1Transport;
 use super::redirect::RedirectPolicy;
 use super::retry::{Decision, GiveUpReason, Outcome, RetryPolicy};
 use super::transport::Transport;
+use crate::engine::Cost;
 use crate::engine::{AcquireError, LimitKey, Limiter, LimiterConfig, Priority, Registry, format_wait};
 use crate::store::{SharedGate, SharedHandle, SharedSettings, StoreError, local_part};
 
@@ -49,6 +51,8 @@ pub struct RequestSpec {
     pub priority: Priority,
     /// What this request spends in each budget (usually 1).
     pub cost: u64,
+    /// Estimates of other units (tokens, points) before sending, settled from the answer.
+    pub cost_rules: Vec<CostRule>,
 }
 
 impl RequestSpec {
@@ -58,11 +62,25 @@ impl RequestSpec {
     }
 
     pub fn new(method: Method, url: Url) -> Self {
-        Self { method, url, headers: HeaderMap::new(), body: None, priority: Priority::Normal, cost: 1 }
+        Self {
+            method,
+            url,
+            headers: HeaderMap::new(),
+            body: None,
+            priority: Priority::Normal,
+            cost: 1,
+            cost_rules: Vec::new(),
+        }
     }
 
     pub fn with_priority(mut self, priority: Priority) -> Self {
         self.priority = priority;
+        self
+    }
+
+    /// The same request, reserving what `rules` estimate and settling what its answer says.
+    pub fn with_cost_rules(mut self, rules: Vec<CostRule>) -> Self {
+        self.cost_rules = rules;
         self
     }
 }
@@ -103,6 +121,16 @@ pub struct AttemptRecord {
     /// What the server said is left of its most restrictive budget.
     pub server_remaining: Option<f64>,
     pub retry_after: Option<Duration>,
+    /// With cost rules: what the attempt reserved and what its answer settled.
+    pub settlement: Option<Settlement>,
+}
+
+/// What an attempt reserved (requests and estimates of other units) and what its answer said
+/// it actually spent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settlement {
+    pub reserved: Cost,
+    pub actual: Cost,
 }
 
 /// Why a request ended without a response to return.

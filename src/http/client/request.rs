@@ -11,12 +11,13 @@ use tokio::time::Instant;
 
 use super::wire::Attempt;
 use super::{
-    AttemptRecord, ClientError, LimitedClient, LimitedResponse, RequestSpec, ResponseHead, SharedRng, cached_response,
-    outcome_text, pause_on_throttle, status_text,
+    AttemptRecord, ClientError, LimitedClient, LimitedResponse, RequestSpec, ResponseHead, Settlement, SharedRng,
+    cached_response, outcome_text, pause_on_throttle, status_text,
 };
-use crate::engine::{Limiter, Permit};
+use crate::engine::{Cost, Limiter, Permit};
 use crate::http::adaptive;
 use crate::http::cache::{CachedResponse, Lookup};
+use crate::http::cost;
 use crate::http::events::{Event, EventKind};
 use crate::http::headers::RateLimitInfo;
 use crate::http::retry::{Decision, GiveUpReason, Outcome, RetryPolicy, RetryReason};
@@ -42,6 +43,8 @@ pub(super) struct Request<'c> {
     started: Instant,
     queue_wait: Duration,
     previous_delay: Option<Duration>,
+    /// What the request reserves in every budget: its requests and its rules' estimates.
+    estimate: Cost,
 }
 
 /// The limiter's (and the shared store's) yes for one attempt.
@@ -120,9 +123,11 @@ impl<'c> Request<'c> {
         };
         let retry = limiter.as_ref().and_then(|limiter| inner.key_retry.get(limiter.key())).unwrap_or(&inner.retry);
         let headers = client.headers_for(&spec.url, &spec.headers);
+        let estimate = cost::estimate(spec.cost, &spec.cost_rules, spec.body.as_deref());
         Ok(Self {
             client,
             spec,
+            estimate,
             host,
             limiter,
             adaptive,
@@ -171,7 +176,7 @@ impl<'c> Request<'c> {
         let Some(limiter) = &self.limiter else { return Ok(Admission { permit: None, waited: Duration::ZERO }) };
         self.emit(EventKind::Queued { attempt, priority: self.spec.priority });
         let queued_at = Instant::now();
-        let permit = match limiter.acquire(self.spec.priority, self.spec.cost).await {
+        let permit = match limiter.acquire_cost(self.spec.priority, self.estimate.clone()).await {
             Ok(permit) => permit,
             Err(err) => return Err(self.fail(err.to_string(), err.into(), attempt - 1)),
         };
@@ -247,11 +252,20 @@ impl<'c> Request<'c> {
     pub(super) fn record(
         &self,
         attempt: u32,
-        admission: Admission,
+        mut admission: Admission,
         sent: &Sent,
         decision: &Decision,
         log: &mut Vec<AttemptRecord>,
     ) {
+        let settlement = match (admission.permit.as_mut(), &sent.answer) {
+            (Some(permit), Answer::Response { status, body, .. }) if !self.spec.cost_rules.is_empty() => {
+                let actual = cost::settled(&self.estimate, &self.spec.cost_rules, status.as_u16(), body);
+                self.emit(EventKind::Settled { attempt, reserved: self.estimate.clone(), actual: actual.clone() });
+                permit.settle(actual.clone());
+                Some(Settlement { reserved: self.estimate.clone(), actual })
+            }
+            _ => None,
+        };
         let info = sent.answer.info();
         log.push(AttemptRecord {
             attempt,
@@ -266,6 +280,7 @@ impl<'c> Request<'c> {
             },
             server_remaining: info.and_then(|info| info.most_restrictive()?.remaining),
             retry_after: info.and_then(|info| info.retry_after),
+            settlement,
         });
         if let (Some(limiter), Some(status), Some(info)) = (&self.limiter, sent.answer.status(), info)
             && let Some((pause, reason)) = pause_on_throttle(limiter, status, info, decision, self.retry, attempt)

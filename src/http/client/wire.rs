@@ -142,6 +142,7 @@ impl LimitedClient {
                 body: if hop.keeps_body { current.body.clone() } else { None },
                 priority: spec.priority,
                 cost: spec.cost,
+                cost_rules: Vec::new(),
             };
             attempt = self.exchange_once(&next, &next_headers).await;
             hop_spec = Some(next);

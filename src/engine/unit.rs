@@ -1,0 +1,127 @@
+//! What budgets count and what a request spends: [`Unit`] (requests, tokens, points or any
+//! named unit) and [`Cost`] (a number of requests and estimates in other units).
+
+use std::fmt;
+use std::sync::Arc;
+
+/// What a budget counts. Budgets of different units stack on one key (500 requests/min and
+/// 200,000 tokens/min): each request spends its amount of each budget's unit.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub enum Unit {
+    /// Requests: every request spends its request count (usually 1).
+    #[default]
+    Requests,
+    /// Any other unit (`tokens`, `points`, ...), lower case: a request spends what its
+    /// [`Cost`] names for it, 0 if nothing.
+    Named(Arc<str>),
+}
+
+impl Unit {
+    /// LLM tokens (OpenAI's and Anthropic's token budgets).
+    pub fn tokens() -> Self {
+        Self::Named(Arc::from("tokens"))
+    }
+
+    /// Query points (GraphQL cost budgets: Shopify, GitHub, Atlassian).
+    pub fn points() -> Self {
+        Self::Named(Arc::from("points"))
+    }
+
+    /// The unit called `name` (trimmed, lower case); `request(s)` or nothing is [`Unit::Requests`].
+    pub fn named(name: &str) -> Self {
+        let name = name.trim().to_ascii_lowercase();
+        match name.as_str() {
+            "" | "request" | "requests" => Self::Requests,
+            _ => Self::Named(Arc::from(name)),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Requests => "requests",
+            Self::Named(name) => name,
+        }
+    }
+}
+
+impl fmt::Display for Unit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What one request spends: `requests` (usually 1, more for a request that counts as several)
+/// and amounts of other units, an estimate until the permit is settled with the actual cost.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Cost {
+    pub requests: u64,
+    /// Amounts of named units; a unit named twice adds up.
+    pub units: Vec<(Unit, u64)>,
+}
+
+impl Cost {
+    /// `count` requests and nothing else.
+    pub fn requests(count: u64) -> Self {
+        Self { requests: count, units: Vec::new() }
+    }
+
+    /// The same cost spending `amount` more of `unit` (requests add to the count).
+    #[must_use]
+    pub fn with(mut self, unit: Unit, amount: u64) -> Self {
+        match unit {
+            Unit::Requests => self.requests = self.requests.saturating_add(amount),
+            unit => self.units.push((unit, amount)),
+        }
+        self
+    }
+
+    /// How much of `unit` this cost spends.
+    pub fn of(&self, unit: &Unit) -> u64 {
+        match unit {
+            Unit::Requests => self.requests,
+            unit => self.units.iter().filter(|(named, _)| named == unit).fold(0, |sum, (_, n)| sum.saturating_add(*n)),
+        }
+    }
+}
+
+impl From<u64> for Cost {
+    fn from(requests: u64) -> Self {
+        Self::requests(requests)
+    }
+}
+
+impl fmt::Display for Cost {
+    /// `1 request`, `1 request + 1500 tokens`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let noun = if self.requests == 1 { "request" } else { "requests" };
+        write!(f, "{} {noun}", self.requests)?;
+        for (unit, amount) in &self.units {
+            write!(f, " + {amount} {unit}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_are_named_without_case_and_requests_is_the_default() {
+        assert_eq!(Unit::named(" Tokens "), Unit::tokens());
+        assert_eq!(Unit::named("requests"), Unit::Requests);
+        assert_eq!(Unit::named("Request"), Unit::Requests);
+        assert_eq!(Unit::named(""), Unit::Requests);
+        assert_eq!(Unit::named("points").to_string(), "points");
+    }
+
+    #[test]
+    fn a_cost_adds_up_per_unit() {
+        let cost = Cost::requests(1).with(Unit::tokens(), 1000).with(Unit::tokens(), 500).with(Unit::Requests, 1);
+        assert_eq!(cost.of(&Unit::Requests), 2);
+        assert_eq!(cost.of(&Unit::tokens()), 1500);
+        assert_eq!(cost.of(&Unit::points()), 0, "a unit not named costs nothing");
+        assert_eq!(Cost::requests(1).with(Unit::tokens(), 7).to_string(), "1 request + 7 tokens");
+        assert_eq!(Cost::from(3), Cost::requests(3));
+    }
+}

@@ -1,0 +1,286 @@
+//! A host's endpoints: the `[[hosts.endpoints]]` entries checked, and turned into the URL,
+//! method, headers and body a burst sends.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderName, HeaderValue, Method};
+use url::Url;
+
+use super::convert::{looks_secret, looks_secret_parameter};
+use super::error::{FieldPath, InvalidSetting, ProfileError};
+use super::model::{EndpointEntry, HostProfile};
+use crate::files;
+use crate::http::CostRule;
+
+/// The largest body an endpoint sends (a file beyond it is refused, naming the cap).
+pub const MAX_BODY_BYTES: u64 = 16 * 1024 * 1024;
+
+/// An endpoint as a burst sends it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResolvedEndpoint {
+    pub name: String,
+    pub url: Url,
+    pub method: Method,
+    /// The endpoint's own headers (the host's default headers come from the client).
+    pub headers: HeaderMap,
+    pub body: Option<Bytes>,
+    pub weight: u32,
+    /// What a request reserves of other units, settled from its answer.
+    pub cost_rules: Vec<CostRule>,
+}
+
+impl HostProfile {
+    /// The endpoint called `name` (compared without case), ready to send.
+    pub fn endpoint(&self, name: &str) -> Result<ResolvedEndpoint, ProfileError> {
+        let Some(index) = self.endpoints.iter().position(|entry| entry.name.trim().eq_ignore_ascii_case(name.trim()))
+        else {
+            return Err(ProfileError::invalid(InvalidSetting::new(
+                FieldPath::root().key("endpoints"),
+                format!("host '{}' has no endpoint '{name}'; its endpoints: {}", self.name, self.endpoint_names()),
+            )));
+        };
+        let at = FieldPath::root().key("endpoints").index(index);
+        let in_host = |err: InvalidSetting| ProfileError::invalid(err.in_host(&self.name, &FieldPath::root()));
+        let entry = &self.endpoints[index];
+        let mut resolved = entry.check(&self.base_url, &at).map_err(in_host)?;
+        if let Some(file) = &entry.body_file {
+            let bytes = files::read_capped(Path::new(file), MAX_BODY_BYTES).map_err(ProfileError::from)?;
+            resolved.body = Some(Bytes::from(bytes));
+        }
+        Ok(resolved)
+    }
+
+    /// `a, b, c`, or `none` when the host lists no endpoint.
+    pub fn endpoint_names(&self) -> String {
+        if self.endpoints.is_empty() {
+            return "none".into();
+        }
+        self.endpoints.iter().map(|entry| entry.name.as_str()).collect::<Vec<_>>().join(", ")
+    }
+
+    /// Every endpoint checked (a body file is read only when the endpoint is used).
+    pub(crate) fn check_endpoints(&self) -> Result<(), InvalidSetting> {
+        let mut names = Vec::with_capacity(self.endpoints.len());
+        for (index, entry) in self.endpoints.iter().enumerate() {
+            let at = FieldPath::root().key("endpoints").index(index);
+            entry.check(&self.base_url, &at)?;
+            let name = entry.name.trim().to_ascii_lowercase();
+            if names.contains(&name) {
+                return Err(InvalidSetting::new(at.key("name"), format!("endpoint '{}': listed twice", entry.name)));
+            }
+            names.push(name);
+        }
+        Ok(())
+    }
+}
+
+impl EndpointEntry {
+    /// A `GET` of `path` named after it.
+    pub fn get(path: &str) -> Self {
+        Self {
+            name: path.to_owned(),
+            method: None,
+            path: path.to_owned(),
+            query: BTreeMap::new(),
+            headers: BTreeMap::new(),
+            body: None,
+            body_file: None,
+            weight: None,
+            costs: Vec::new(),
+        }
+    }
+
+    /// Everything but the body file, checked and resolved against the host's `base_url`.
+    fn check(&self, base_url: &str, at: &FieldPath) -> Result<ResolvedEndpoint, InvalidSetting> {
+        let label = format!("endpoint '{}'", self.name);
+        let fail =
+            |field: &str, message: String| Err(InvalidSetting::new(at.key(field), format!("{label}: {message}")));
+        if self.name.trim().is_empty() {
+            return Err(InvalidSetting::new(at.key("name"), "endpoint: an endpoint needs a name"));
+        }
+        let method = match self.method.as_deref().map(str::trim) {
+            None | Some("") => Method::GET,
+            Some(text) => match Method::from_bytes(text.to_ascii_uppercase().as_bytes()) {
+                Ok(method) => method,
+                Err(_) => return fail("method", format!("'{text}' is not an HTTP method (GET, POST, PUT, ...)")),
+            },
+        };
+        if !self.path.starts_with('/') {
+            return fail("path", format!("'{}' must start with '/', such as /items", self.path));
+        }
+        let Ok(base) = Url::parse(base_url.trim()) else {
+            return fail("path", "the host's base_url is not a URL".into());
+        };
+        let Ok(mut url) = base.join(&format!("{}{}", base.path().trim_end_matches('/'), self.path)) else {
+            return fail("path", format!("'{}' does not make a URL under {base_url}", self.path));
+        };
+        if url.fragment().is_some() {
+            return fail("path", "must not have a fragment (#...)".into());
+        }
+        if url.query_pairs().any(|(name, _)| looks_secret_parameter(&name))
+            || self.query.keys().any(|name| looks_secret_parameter(name))
+        {
+            return fail(
+                "query",
+                "a query parameter looks like a secret (keys in URLs leak into logs); send it in a secret header"
+                    .into(),
+            );
+        }
+        if !self.query.is_empty() {
+            url.query_pairs_mut().extend_pairs(&self.query);
+        }
+        let headers = checked_headers(&self.headers, &at.key("headers"), &label)?;
+        if self.body.is_some() && self.body_file.is_some() {
+            return fail("body_file", "give body or body_file, not both".into());
+        }
+        let body = self.body.clone().map(Bytes::from);
+        if body.is_some() && method == Method::GET {
+            return fail(
+                "body",
+                "a GET with a body is ignored by most servers; set method = \"POST\" (or PUT, ...)".into(),
+            );
+        }
+        let weight = self.weight.unwrap_or(1);
+        let cost_rules = self
+            .costs
+            .iter()
+            .enumerate()
+            .map(|(index, rule)| {
+                rule.parse::<CostRule>()
+                    .map_err(|err| InvalidSetting::new(at.key("costs").index(index), format!("{label}: {err}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(ResolvedEndpoint { name: self.name.trim().to_owned(), url, method, headers, body, weight, cost_rules })
+    }
+}
+
+/// Header names and values checked: valid, each once, none that looks like a secret.
+pub(crate) fn checked_headers(
+    headers: &BTreeMap<String, String>,
+    at: &FieldPath,
+    label: &str,
+) -> Result<HeaderMap, InvalidSetting> {
+    let mut map = HeaderMap::new();
+    for (name, value) in headers {
+        let fail = |message: String| Err(InvalidSetting::new(at.key(name), format!("{label}: {message}")));
+        let Ok(header) = HeaderName::from_bytes(name.trim().as_bytes()) else {
+            return fail(format!("'{name}' is not a valid header name"));
+        };
+        if looks_secret(header.as_str()) {
+            return fail(format!(
+                "'{header}' looks like a secret; list it in the host's secret_headers and keep its value in the secret store"
+            ));
+        }
+        if map.contains_key(&header) {
+            return fail(format!("'{header}' is listed twice"));
+        }
+        let Ok(value) = HeaderValue::from_str(value) else {
+            return fail(format!("the value of '{header}' is not a valid header value"));
+        };
+        map.insert(header, value);
+    }
+    Ok(map)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(endpoints: Vec<EndpointEntry>) -> HostProfile {
+        let mut host = HostProfile::new("api", "https://api.example.com/v1");
+        host.endpoints = endpoints;
+        host
+    }
+
+    #[test]
+    fn an_endpoint_resolves_under_the_base_path_with_its_query_method_headers_and_body() {
+        let entry = EndpointEntry {
+            method: Some("post".into()),
+            query: BTreeMap::from([("dry run".into(), "yes & no".into())]),
+            headers: BTreeMap::from([("Accept".into(), "application/json".into())]),
+            body: Some(r#"{"name":"x"}"#.into()),
+            ..EndpointEntry::get("/items?page=2")
+        };
+        let resolved = host(vec![EndpointEntry { name: "create".into(), ..entry }]).endpoint("Create").unwrap();
+        assert_eq!(resolved.url.as_str(), "https://api.example.com/v1/items?page=2&dry+run=yes+%26+no");
+        assert_eq!(resolved.method, Method::POST);
+        assert_eq!(resolved.headers["accept"], "application/json");
+        assert_eq!(resolved.body.as_deref(), Some(br#"{"name":"x"}"#.as_slice()));
+        assert_eq!(resolved.weight, 1);
+        assert!(resolved.cost_rules.is_empty());
+    }
+
+    #[test]
+    fn cost_rules_resolve_and_a_bad_one_names_its_place() {
+        let rule = "tokens=field:max_tokens+body/4->field:usage.total_tokens";
+        let entry =
+            EndpointEntry { method: Some("POST".into()), costs: vec![rule.into()], ..EndpointEntry::get("/chat") };
+        let resolved = host(vec![entry.clone()]).endpoint("/chat").unwrap();
+        assert_eq!(resolved.cost_rules, [rule.parse::<CostRule>().unwrap()]);
+        let bad = EndpointEntry { costs: vec![rule.into(), "tokens=lots".into()], ..entry };
+        let err = host(vec![bad]).check_endpoints().unwrap_err();
+        assert!(err.to_string().contains("endpoint '/chat': 'lots' is not a number"), "{err}");
+        let text = "name = \"p\"\n\n[[hosts]]\nname = \"api\"\nbase_url = \"https://api.example.com\"\n\n[[hosts.endpoints]]\nname = \"chat\"\nmethod = \"POST\"\npath = \"/chat\"\ncosts = [\"tokens=lots\"]\n";
+        let err = crate::profile::Profile::from_toml(text).unwrap_err().to_string();
+        assert!(err.starts_with("line 11") && err.contains("host 'api'") && err.contains("'lots'"), "{err}");
+    }
+
+    #[test]
+    fn bad_endpoints_are_refused_naming_the_field() {
+        let cases = [
+            (EndpointEntry { method: Some("GE T".into()), ..EndpointEntry::get("/a") }, "not an HTTP method"),
+            (EndpointEntry::get("items"), "must start with '/'"),
+            (EndpointEntry::get("/a?api_key=1"), "looks like a secret"),
+            (
+                EndpointEntry { query: BTreeMap::from([("token".into(), "1".into())]), ..EndpointEntry::get("/a") },
+                "looks like a secret",
+            ),
+            (
+                EndpointEntry {
+                    headers: BTreeMap::from([("Authorization".into(), "Bearer x".into())]),
+                    ..EndpointEntry::get("/a")
+                },
+                "secret_headers",
+            ),
+            (EndpointEntry { body: Some("x".into()), ..EndpointEntry::get("/a") }, "GET with a body"),
+            (
+                EndpointEntry {
+                    method: Some("PUT".into()),
+                    body: Some("x".into()),
+                    body_file: Some("x.json".into()),
+                    ..EndpointEntry::get("/a")
+                },
+                "not both",
+            ),
+        ];
+        for (entry, expected) in cases {
+            let err = host(vec![entry.clone()]).check_endpoints().unwrap_err().to_string();
+            assert!(err.contains(expected), "{entry:?}: {err}");
+            assert!(!err.contains("Bearer x"), "a secret value is never echoed: {err}");
+        }
+        let twice =
+            host(vec![EndpointEntry::get("/a"), EndpointEntry { name: "/A".into(), ..EndpointEntry::get("/b") }]);
+        assert!(twice.check_endpoints().unwrap_err().to_string().contains("listed twice"));
+        let unknown = host(vec![EndpointEntry::get("/a")]).endpoint("nope").unwrap_err().to_string();
+        assert!(unknown.contains("no endpoint 'nope'") && unknown.contains("/a"), "{unknown}");
+    }
+
+    #[test]
+    fn a_body_file_is_read_when_the_endpoint_is_used_and_a_missing_one_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("payload.json");
+        std::fs::write(&file, b"[1,2,3]").unwrap();
+        let entry = EndpointEntry {
+            method: Some("PUT".into()),
+            body_file: Some(file.display().to_string()),
+            ..EndpointEntry::get("/a")
+        };
+        let host = host(vec![entry]);
+        assert_eq!(host.endpoint("/a").unwrap().body.as_deref(), Some(b"[1,2,3]".as_slice()));
+        std::fs::remove_file(&file).unwrap();
+        let err = host.endpoint("/a").unwrap_err().to_string();
+        assert!(err.contains("payload.json"), "{err}");
+    }
+}

@@ -1,0 +1,152 @@
+//! Property test of reserve-then-settle on paused time: requests reserve an estimate, settle
+//! the actual cost later (or are cancelled while queued), and against a model of a sliding
+//! window no admission ever finds the window holding more than its limit in units (actual
+//! once settled, the estimate until then); once everything is settled the window counts
+//! exactly the actual units, and an idle budget comes back whole (nothing lost or counted twice).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use proptest::prelude::*;
+use ratescope::engine::{BudgetSpec, Cost, Limiter, LimiterConfig, Priority, Rate};
+use tokio::time::Instant;
+
+#[derive(Debug, Clone)]
+struct Request {
+    arrival_ms: u64,
+    estimate: u64,
+    actual: u64,
+    settle_after_ms: u64,
+    /// Gives up waiting this long after arriving (never admitted then).
+    patience_ms: Option<u64>,
+}
+
+/// One admitted request: when it was admitted and settled (ns since the start), and its units.
+#[derive(Debug, Clone, Copy)]
+struct Outcome {
+    admitted: u64,
+    settled: u64,
+    estimate: u64,
+    actual: u64,
+}
+
+fn requests(limit: u64) -> impl Strategy<Value = Vec<Request>> {
+    let request = (0u64..3000, 1..=limit, 0u64..=2, 0u64..1500, prop::option::weighted(0.2, 1u64..800)).prop_map(
+        |(arrival_ms, estimate, shape, settle_after_ms, patience_ms)| {
+            // Below, at or above the estimate (above the limit too: a debt to wait out).
+            let actual = match shape {
+                0 => estimate / 2,
+                1 => estimate,
+                _ => estimate * 3 / 2,
+            };
+            Request { arrival_ms, estimate, actual, settle_after_ms, patience_ms }
+        },
+    );
+    prop::collection::vec(request, 1..30)
+}
+
+fn scenario() -> impl Strategy<Value = (u64, u64, Vec<Request>)> {
+    (2u64..12, 200u64..2500).prop_flat_map(|(limit, window_ms)| (Just(limit), Just(window_ms), requests(limit)))
+}
+
+/// Runs every request; returns the admitted ones.
+async fn run(limiter: &Limiter, requests: &[Request]) -> Vec<Outcome> {
+    let start = Instant::now();
+    let outcomes = Arc::new(Mutex::new(Vec::new()));
+    let tasks: Vec<_> = requests
+        .iter()
+        .cloned()
+        .map(|request| {
+            let (limiter, outcomes) = (limiter.clone(), Arc::clone(&outcomes));
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(request.arrival_ms)).await;
+                let acquired = match request.patience_ms {
+                    Some(patience) => {
+                        let deadline = Instant::now() + Duration::from_millis(patience);
+                        limiter.acquire_until(Priority::Normal, request.estimate, deadline).await
+                    }
+                    None => limiter.acquire(Priority::Normal, request.estimate).await,
+                };
+                let Ok(mut permit) = acquired else { return };
+                let admitted = start.elapsed().as_nanos() as u64;
+                tokio::time::sleep(Duration::from_millis(request.settle_after_ms)).await;
+                permit.settle(Cost::requests(request.actual));
+                let settled = start.elapsed().as_nanos() as u64;
+                outcomes.lock().push(Outcome { admitted, settled, estimate: request.estimate, actual: request.actual });
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    outcomes.lock().clone()
+}
+
+/// What `outcome` counts at `at`: its actual cost once settled, its estimate before; at the
+/// same instant either order is possible, so the smaller.
+fn counted(outcome: &Outcome, at: u64) -> u64 {
+    use std::cmp::Ordering::*;
+    match outcome.settled.cmp(&at) {
+        Less => outcome.actual,
+        Greater => outcome.estimate,
+        Equal => outcome.actual.min(outcome.estimate),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn a_settled_window_never_admits_past_its_limit_and_ends_exact((limit, window_ms, requests) in scenario()) {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
+        runtime.block_on(async {
+            let window = Duration::from_millis(window_ms);
+            let window_ns = window.as_nanos() as u64;
+            let config = LimiterConfig::new().with_budget(BudgetSpec::sliding_window("tokens", limit, window).unwrap());
+            let limiter = Limiter::new("llm", config).unwrap();
+            let start = Instant::now();
+            let outcomes = run(&limiter, &requests).await;
+            for (k, admission) in outcomes.iter().enumerate() {
+                let inside = outcomes.iter().enumerate().filter(|(j, other)| {
+                    *j != k && other.admitted <= admission.admitted && other.admitted + window_ns > admission.admitted
+                });
+                let held: u64 = inside.map(|(_, other)| counted(other, admission.admitted)).sum();
+                prop_assert!(
+                    held + admission.estimate <= limit,
+                    "admitted at {} ms: the window held {held} + {} > {limit}\n{outcomes:?}",
+                    admission.admitted, admission.estimate
+                );
+            }
+            // Everything settled: the window counts exactly the actual units still inside it.
+            let now = start.elapsed().as_nanos() as u64;
+            let expected: u64 = outcomes.iter().filter(|o| o.admitted + window_ns > now).map(|o| o.actual).sum();
+            let used = limiter.snapshot().budgets[0].window_used.unwrap();
+            prop_assert_eq!(used, expected, "the window counts what the settlements say");
+            // Idle for a window: whole again, and not more than whole.
+            tokio::time::sleep(window).await;
+            prop_assert!(limiter.try_acquire(limit).is_ok(), "a whole window after the last admission");
+            prop_assert!(limiter.try_acquire(1).is_err());
+            Ok(())
+        })?;
+    }
+
+    #[test]
+    fn a_settled_bucket_comes_back_exactly_whole((capacity, _, requests) in scenario()) {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
+        runtime.block_on(async {
+            let refill = Rate::new(capacity, Duration::from_secs(1)).unwrap();
+            let config = LimiterConfig::new().with_budget(BudgetSpec::token_bucket("tokens", capacity, refill).unwrap());
+            let limiter = Limiter::new("llm", config).unwrap();
+            let outcomes = run(&limiter, &requests).await;
+            let admitted = requests.iter().filter(|r| r.patience_ms.is_none()).count();
+            prop_assert!(outcomes.len() >= admitted, "every patient request got through");
+            // Long idle: full, never fuller (a refund on a full bucket adds nothing).
+            let debt: u64 = outcomes.iter().map(|o| o.actual).sum();
+            tokio::time::sleep(Duration::from_secs(debt / capacity + 2)).await;
+            prop_assert!(limiter.try_acquire(capacity).is_ok());
+            prop_assert!(limiter.try_acquire(1).is_err());
+            Ok(())
+        })?;
+    }
+}
