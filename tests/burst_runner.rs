@@ -106,6 +106,23 @@ async fn cancelling_mid_burst_drops_queued_requests_and_leaves_nothing_running()
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_cancelled_request_keeps_the_attempts_it_made() {
+    // Every answer is a 429 asking for a second: each request retries until cancelled.
+    let server = TestServer::start(1000, Duration::from_secs(60), 0).await;
+    let retry = RetryPolicy { max_attempts: 100, ..RetryPolicy::default() };
+    let burst = start(BurstSpec { retry, ..BurstSpec::get(server.url("/always-429"), 3) });
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    burst.cancel();
+    let (summary, results) = burst.finish().await;
+    let sent = server.arrivals().len() as u64;
+    assert!(sent >= 6, "each request was tried at least twice: {sent}");
+    assert_eq!(summary.cancelled, 3);
+    assert_eq!(summary.sent, sent, "the summary counts every attempt the server saw");
+    assert_eq!(summary.status_counts.get("429"), Some(&sent), "{:?}", summary.status_counts);
+    assert_eq!(results.iter().map(|r| r.attempts.len() as u64).sum::<u64>(), sent);
+}
+
+#[tokio::test(start_paused = true)]
 async fn arrivals_follow_the_pattern_and_the_csv_has_a_row_per_attempt() {
     let server = TestServer::start(1000, Duration::from_secs(60), 1).await;
     let mut url = server.url("/throttle-once");

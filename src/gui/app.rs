@@ -9,7 +9,7 @@ use url::Url;
 
 use super::backend::{Backend, Command, Update};
 use super::charts::{ChartView, EMPTY_TEXT, PROXY_EMPTY_TEXT, compare_charts_ui};
-use super::composer::Composer;
+use super::composer::{Composer, EndpointDraft};
 use super::discover::{Discover, DiscoverAction};
 use super::editor::{Editor, EditorAction};
 use super::history::{History, history_ui};
@@ -205,9 +205,6 @@ impl App {
                     }
                     self.drain_events(usize::MAX);
                     self.events = None;
-                    let log_complete = self.telemetry.log.len() < LOG_CAPACITY;
-                    let summary =
-                        Box::new(super::summary::with_cancelled_attempts(&summary, &self.telemetry, log_complete));
                     let settings = self.firing.take().unwrap_or_else(|| summary.limiter.clone());
                     self.history.push(settings, &summary, self.telemetry.clone());
                     self.shown_run = self.history.runs.back().map(|run| run.number);
@@ -600,6 +597,18 @@ impl App {
         }
         if pressed.save_png {
             self.export_charts_png();
+        }
+        if let Some(import) = self.composer.curl.curl_ui(ui.ctx()) {
+            match self.editor.import_curl(&import) {
+                Ok(message) => {
+                    self.composer.endpoints = vec![EndpointDraft::from_entry(&import.endpoint)];
+                    if let Some(method) = import.endpoint.method.as_deref().and_then(|m| m.parse().ok()) {
+                        self.composer.method = method;
+                    }
+                    self.toasts.info(message);
+                }
+                Err(err) => self.toasts.error(err),
+            }
         }
         if let RunStatus::Running { progress } = &self.run {
             let fraction = progress.done as f32 / progress.planned.max(1) as f32;

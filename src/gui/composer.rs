@@ -6,9 +6,11 @@ use url::Url;
 
 use super::backend::FireRequest;
 use super::editor::Editor;
+use super::request::{CurlPanel, RequestDraft, request_ui};
 use super::shared::{SharedDraft, shared_ui};
 use crate::engine::{Rate, parse_duration};
 use crate::http::LimitedClient;
+use crate::profile::EndpointEntry;
 use crate::run::{ArrivalPattern, BurstSpec, Endpoint, PriorityMix};
 use crate::store::SharedReport;
 
@@ -21,11 +23,26 @@ pub enum ArrivalChoice {
     ForDuration,
 }
 
-/// One endpoint row.
+/// One endpoint row: its path, weight, and the headers and body it sends.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EndpointDraft {
     pub path: String,
     pub weight: u32,
+    pub request: RequestDraft,
+    /// Its request editor is shown under the row.
+    pub open: bool,
+}
+
+impl EndpointDraft {
+    /// A path with weight 1 and no headers or body.
+    pub fn new(path: &str) -> Self {
+        Self { path: path.to_owned(), weight: 1, request: RequestDraft::default(), open: false }
+    }
+
+    /// The endpoint a profile (or an imported curl command) describes.
+    pub fn from_entry(entry: &EndpointEntry) -> Self {
+        Self { weight: entry.weight.unwrap_or(1), request: RequestDraft::from_entry(entry), ..Self::new(&entry.path) }
+    }
 }
 
 /// What the composer shows.
@@ -45,12 +62,14 @@ pub struct Composer {
     pub limiter_on: bool,
     /// Share the budgets through Redis.
     pub shared: SharedDraft,
+    /// The "Import curl" window.
+    pub curl: CurlPanel,
 }
 
 impl Default for Composer {
     fn default() -> Self {
         Self {
-            endpoints: vec![EndpointDraft { path: "/items".into(), weight: 1 }],
+            endpoints: vec![EndpointDraft::new("/items")],
             method: Method::GET,
             count: 50,
             arrival: ArrivalChoice::AllAtOnce,
@@ -63,6 +82,7 @@ impl Default for Composer {
             low: 0.0,
             limiter_on: true,
             shared: SharedDraft::default(),
+            curl: CurlPanel::default(),
         }
     }
 }
@@ -125,7 +145,14 @@ impl Composer {
         let endpoints = self
             .endpoints
             .iter()
-            .map(|endpoint| Ok(Endpoint::new(endpoint_url(&host.base_url, &endpoint.path)?, endpoint.weight)))
+            .map(|endpoint| {
+                let request = RequestDraft { method: self.method.clone(), ..endpoint.request.clone() };
+                let parts = request.parts().map_err(|err| format!("{}: {err}", endpoint.path))?;
+                let mut target = Endpoint::new(endpoint_url(&host.base_url, &endpoint.path)?, endpoint.weight);
+                target.headers = parts.headers;
+                target.body = parts.body;
+                Ok(target)
+            })
             .collect::<Result<Vec<_>, String>>()?;
         let config = host.limiter_config().map_err(|err| err.to_string())?;
         let retry = host.retry_policy().map_err(|err| err.to_string())?;
@@ -194,7 +221,15 @@ impl Composer {
                 ui.button("Discover…").on_hover_text("Probe the first endpoint for its limits and suggest settings");
             pressed.discover = discover.clicked();
             pressed.save_png = ui.button("Charts PNG…").on_hover_text("Save the charts as a PNG image").clicked();
+            if ui
+                .button("Import curl…")
+                .on_hover_text("Paste a curl command: its host and endpoint join the profile")
+                .clicked()
+            {
+                self.curl.open = true;
+            }
         });
+        self.requests_ui(ui);
         if self.limiter_on {
             let profile_name = editor.profile().map(|profile| profile.name.clone()).unwrap_or_default();
             shared_ui(ui, &mut self.shared, shared, &profile_name);
@@ -208,12 +243,31 @@ impl Composer {
     fn method_ui(&mut self, ui: &mut egui::Ui) {
         let method =
             egui::ComboBox::from_id_salt("method").width(70.0).selected_text(self.method.as_str()).show_ui(ui, |ui| {
-                for method in [Method::GET, Method::HEAD, Method::POST, Method::PUT, Method::DELETE] {
+                for method in [Method::GET, Method::HEAD, Method::POST, Method::PUT, Method::PATCH, Method::DELETE] {
                     let label = method.to_string();
                     ui.selectable_value(&mut self.method, method, label);
                 }
             });
         let _ = method.response.accessible_name("method");
+    }
+
+    /// The request editors of the endpoints whose … is pressed: headers and body.
+    fn requests_ui(&mut self, ui: &mut egui::Ui) {
+        let method = self.method.clone();
+        for (index, endpoint) in self.endpoints.iter_mut().enumerate().filter(|(_, endpoint)| endpoint.open) {
+            ui.push_id(("request", index), |ui| {
+                ui.group(|ui| {
+                    ui.horizontal(|ui| {
+                        ui.strong(format!("{method} {}", endpoint.path));
+                        if ui.small_button("close").clicked() {
+                            endpoint.open = false;
+                        }
+                    });
+                    endpoint.request.method = method.clone();
+                    request_ui(ui, &mut endpoint.request);
+                });
+            });
+        }
     }
 
     /// The endpoints' paths (and weights, when there are several), with add and remove.
@@ -225,6 +279,12 @@ impl Composer {
                 ui.add(egui::TextEdit::singleline(&mut endpoint.path).desired_width(110.0).hint_text("/path"))
                     .accessible_name("endpoint path")
                     .on_hover_text(format!("{}{}", base.trim_end_matches('/'), endpoint.path));
+                let summary = endpoint.request.summary();
+                let toggle =
+                    ui.selectable_label(endpoint.open, "…").on_hover_text(format!("headers and body ({summary})"));
+                if toggle.accessible_name(format!("request of {}", endpoint.path)).clicked() {
+                    endpoint.open = !endpoint.open;
+                }
                 if many {
                     ui.add(egui::DragValue::new(&mut endpoint.weight).range(0..=100).prefix("×"))
                         .accessible_name("endpoint weight")
@@ -239,7 +299,7 @@ impl Composer {
             self.endpoints.remove(index);
         }
         if ui.small_button("+").on_hover_text("add an endpoint").clicked() {
-            self.endpoints.push(EndpointDraft { path: "/search".into(), weight: 1 });
+            self.endpoints.push(EndpointDraft::new("/search"));
         }
     }
 
@@ -310,5 +370,69 @@ mod tests {
         assert_eq!(endpoint_url("http://h/api", "v1/x?q=1").unwrap().as_str(), "http://h/api/v1/x?q=1");
         assert!(endpoint_url("ftp://h", "/x").is_err());
         assert!(endpoint_url("not a url", "/x").is_err());
+    }
+
+    fn demo_editor() -> Editor {
+        let mut editor = Editor::default();
+        editor.load(vec![crate::profile::Profile::demo().unwrap()], crate::profile::SecretStore::in_memory());
+        editor
+    }
+
+    #[test]
+    fn an_endpoints_headers_and_body_typed_in_its_editor_are_what_fires() {
+        use egui_kittest::Harness;
+        use egui_kittest::kittest::Queryable;
+
+        let editor = demo_editor();
+        let composer = Composer { method: Method::POST, ..Composer::default() };
+        let mut harness = Harness::builder().with_size(egui::vec2(1200.0, 600.0)).build_ui_state(
+            move |ui, composer: &mut Composer| {
+                composer.composer_ui(ui, &editor, false, None);
+            },
+            composer,
+        );
+        harness.get_by_label("request of /items").click();
+        harness.run();
+        harness.get_by_label("request headers").focus();
+        harness.run();
+        for key in "Accept: text/csv".chars() {
+            harness.get_by_label("request headers").type_text(&key.to_string());
+            harness.run();
+        }
+        harness.get_by_label("request body").focus();
+        harness.run();
+        for key in r#"{"n": 1}"#.chars() {
+            harness.get_by_label("request body").type_text(&key.to_string());
+            harness.run();
+        }
+        let composer = harness.state().clone();
+        let fire = composer.fire_request(&demo_editor()).unwrap();
+        let endpoint = &fire.spec.endpoints[0];
+        assert_eq!(fire.spec.method, Method::POST);
+        assert_eq!(endpoint.headers["accept"], "text/csv");
+        assert_eq!(endpoint.headers["content-type"], "application/json");
+        assert_eq!(endpoint.body.as_deref(), Some(br#"{"n": 1}"#.as_slice()));
+
+        let get = Composer { method: Method::GET, ..composer };
+        let err = get.fire_request(&demo_editor()).unwrap_err();
+        assert!(err.contains("/items") && err.contains("sends no body"), "{err}");
+    }
+
+    #[test]
+    fn an_imported_curl_command_joins_the_profile_and_its_secret_the_store() {
+        let mut editor = demo_editor();
+        let base = editor.selected_host().unwrap().base_url.clone();
+        let command = format!("curl -X POST {base}/items -H 'Authorization: Bearer t0k' -d '{{\"a\": 1}}'");
+        let import = crate::profile::parse_curl(&command).unwrap();
+        let message = editor.import_curl(&import).unwrap();
+        assert!(message.contains("'POST /items'") && message.contains("authorization"), "{message}");
+        let host = editor.selected_host().unwrap();
+        assert_eq!(host.endpoint_names(), "POST /items");
+        assert!(host.secret_headers.contains(&"authorization".to_owned()));
+        let profile = editor.profile().unwrap().name.clone();
+        assert_eq!(editor.secrets.status(&profile, &host.name, "authorization"), crate::profile::SecretStatus::Stored);
+        let draft = EndpointDraft::from_entry(&import.endpoint);
+        assert_eq!(draft.path, "/items");
+        assert_eq!(draft.request.body, "{\"a\": 1}");
     }
 }

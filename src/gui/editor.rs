@@ -11,7 +11,7 @@ use super::app::SaveRequest;
 use super::draft;
 use crate::engine::{LimitKey, LimiterConfig, Rate, parse_duration};
 use crate::profile::{
-    BudgetEntry, BudgetEntryKind, HostProfile, PathOverride, Profile, RetryEntry, SecretStatus, SecretStore,
+    BudgetEntry, BudgetEntryKind, CurlImport, HostProfile, PathOverride, Profile, RetryEntry, SecretStatus, SecretStore,
 };
 
 /// What the editor asks the app to do.
@@ -395,6 +395,28 @@ impl Editor {
         doc.profile.validate().map_err(|err| format!("not saved: {err}"))?;
         doc.saved = Some(doc.profile.clone());
         Ok((doc.profile.clone(), self.secrets.clone()))
+    }
+
+    /// Adds a pasted curl command's host and endpoint to the current profile (the host with
+    /// its base URL, or a new one, then selected) and its credentials to the secret store;
+    /// both are kept on the next save.
+    pub fn import_curl(&mut self, import: &CurlImport) -> Result<String, String> {
+        let current = self.current;
+        let doc = self.profiles.get_mut(current).ok_or("select or create a profile first")?;
+        let added = doc.profile.add_curl_import(import);
+        let profile_name = doc.profile.name.clone();
+        self.host = doc.profile.hosts.iter().position(|host| host.name == added.host).unwrap_or(self.host);
+        for (header, value) in &import.secrets {
+            self.secrets.set(&profile_name, &added.host, header, value.clone());
+        }
+        let host = if added.new_host { "new host" } else { "host" };
+        let secrets = if import.secrets.is_empty() {
+            String::new()
+        } else {
+            let names: Vec<&str> = import.secrets.iter().map(|(name, _)| name.as_str()).collect();
+            format!("; {} kept in the secret store", names.join(", "))
+        };
+        Ok(format!("added '{}' to {host} '{}'{secrets} (unsaved: Ctrl+S keeps it)", added.endpoint, added.host))
     }
 
     /// Turns the server's reported budgets into the selected host's limits.

@@ -152,6 +152,7 @@ mod tests {
             error_examples: BTreeMap::new(),
             limiter: "none".into(),
             shared: None,
+            units: Default::default(),
         }
     }
 

@@ -15,6 +15,7 @@ mod help;
 pub mod history;
 pub mod log;
 pub mod proxy;
+mod request;
 mod save_as;
 mod screenshot;
 pub mod server;

@@ -3,33 +3,6 @@
 use egui::{Color32, Label, RichText, Ui};
 
 use crate::run::{Percentiles, Summary};
-use crate::telemetry::Telemetry;
-
-/// After a cancel, `summary` with the attempts of the cancelled requests counted too, from the
-/// request log (a cancelled request's attempts never reach the burst's results, so the summary
-/// said "11 attempts, 200×11" while the log showed five 429s as well). Unchanged when the log
-/// may be missing rows (events dropped, or rows pushed out) or holds nothing more.
-pub fn with_cancelled_attempts(summary: &Summary, telemetry: &Telemetry, log_complete: bool) -> Summary {
-    let mut reconciled = summary.clone();
-    if summary.cancelled == 0 || !log_complete || telemetry.events_dropped > 0 {
-        return reconciled;
-    }
-    let mut statuses = std::collections::BTreeMap::<String, u64>::new();
-    let mut requests = std::collections::HashSet::new();
-    for row in &telemetry.log {
-        let key = row.status.map_or_else(|| "error".to_owned(), |status| status.to_string());
-        *statuses.entry(key).or_default() += 1;
-        requests.insert(row.request_id);
-    }
-    let sent = statuses.values().sum::<u64>();
-    if sent <= summary.sent {
-        return reconciled;
-    }
-    reconciled.sent = sent;
-    reconciled.retries = sent.saturating_sub(requests.len() as u64);
-    reconciled.status_counts = statuses;
-    reconciled
-}
 
 /// The label of the JSON export button.
 pub const EXPORT_JSON_TEXT: &str = "Export JSON…";
@@ -193,41 +166,6 @@ mod tests {
             shared: None,
             units: BTreeMap::new(),
         }
-    }
-
-    #[test]
-    fn after_a_cancel_the_summary_counts_what_the_log_shows() {
-        use std::time::Duration;
-
-        use tokio::time::Instant;
-
-        use crate::http::{Event, EventKind, RateLimitInfo};
-
-        let mut cancelled = summary();
-        (cancelled.sent, cancelled.retries, cancelled.cancelled) = (11, 0, 39);
-        cancelled.status_counts = BTreeMap::from([("200".into(), 11)]);
-        let origin = Instant::now();
-        let mut telemetry = Telemetry::new(origin, 100, 100);
-        // Eleven requests answered 200; five more were throttled once each, then cancelled
-        // while waiting to retry.
-        let statuses = (0..11).map(|id| (id, 200)).chain((11..16).map(|id| (id, 429)));
-        for (id, status) in statuses {
-            let info = RateLimitInfo::parse(Some(status), &http::HeaderMap::new(), None, std::time::SystemTime::now());
-            let response = EventKind::Response {
-                attempt: 1,
-                status,
-                service_time: Duration::from_millis(5),
-                info: Box::new(info),
-                headers: Box::default(),
-            };
-            telemetry.ingest(&Event { request_id: id, key: None, at: origin, kind: response });
-        }
-        let shown = with_cancelled_attempts(&cancelled, &telemetry, true);
-        assert_eq!((shown.sent, shown.retries), (16, 0));
-        assert_eq!(shown.status_counts, BTreeMap::from([("200".into(), 11), ("429".into(), 5)]));
-        assert_eq!(with_cancelled_attempts(&cancelled, &telemetry, false).sent, 11, "an incomplete log is not used");
-        let finished = summary();
-        assert_eq!(with_cancelled_attempts(&finished, &telemetry, true).sent, finished.sent, "no cancel: as it was");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::runner::{Counters, Plan, RequestOutcome, RequestResult, panicked};
+use super::runner::{Counters, Plan, RequestResult, panicked};
 use crate::http::LimitedClient;
 
 /// Raw sending with a cap works like a load generator: `cap` workers each send the next
@@ -107,7 +107,6 @@ impl Workers {
     async fn work(self) {
         let Self { plan, client, counters, shard, cancel, next, slots } = self;
         let Some(counters) = counters.get(shard) else { return };
-        let mut cancelled = std::pin::pin!(cancel.cancelled());
         loop {
             let index = next.fetch_add(1, Ordering::Relaxed);
             if index >= plan.len() || !plan.arrival(index, &cancel).await {
@@ -118,12 +117,9 @@ impl Workers {
             let arrived = Instant::now();
             // Boxed, so a worker waiting for a later arrival holds a small future (a paced raw
             // burst may have thousands of workers waiting).
-            let sending = AssertUnwindSafe(Box::pin(plan.perform(&client, index, request, arrived))).catch_unwind();
-            let result = tokio::select! {
-                biased;
-                sent = sending => sent.unwrap_or_else(|_| plan.unfinished(index, arrived, panicked())),
-                () = &mut cancelled => plan.unfinished(index, arrived, RequestOutcome::Cancelled),
-            };
+            // A cancellation ends the request inside `perform`, keeping its attempts.
+            let sending = AssertUnwindSafe(Box::pin(plan.perform(&client, index, request, arrived, &cancel)));
+            let result = sending.catch_unwind().await.unwrap_or_else(|_| plan.unfinished(index, arrived, panicked()));
             counters.finished(&result);
             if let Some(slot) = slots.get(index) {
                 // Each index is taken by one worker only, so the slot is empty.

@@ -233,16 +233,25 @@ impl Plan {
         }
     }
 
-    /// Sends request `index` and records how it ended.
+    /// Sends request `index` and records how it ended. A cancellation ends it where it is
+    /// (queued, in flight or waiting to retry) and keeps the attempts it made.
     pub(super) async fn perform(
         &self,
         client: &LimitedClient,
         index: usize,
         request: RequestSpec,
         arrived: Instant,
+        cancel: &CancellationToken,
     ) -> RequestResult {
         let mut attempts = Vec::new();
-        let sent = client.send_recorded(request, &mut attempts).await;
+        let sent = tokio::select! {
+            biased;
+            () = cancel.cancelled() => None,
+            sent = client.send_recorded(request, &mut attempts) => Some(sent),
+        };
+        let Some(sent) = sent else {
+            return RequestResult { attempts, ..self.unfinished(index, arrived, RequestOutcome::Cancelled) };
+        };
         let (outcome, from_cache) = match sent {
             Ok(response) if response.status.as_u16() < 400 => {
                 (RequestOutcome::Succeeded { status: response.status.as_u16() }, response.from_cache)
@@ -350,24 +359,15 @@ async fn drive_tasks(
             collect(joined, &mut launched);
         }
         let Some(request) = plan.request(index) else { continue };
-        let (plan, client) = (Arc::clone(plan), client.clone());
+        let (plan, client, cancel) = (Arc::clone(plan), client.clone(), cancel.clone());
         let arrived = Instant::now();
-        let handle = tasks.spawn(async move { plan.perform(&client, index, request, arrived).await });
+        let handle = tasks.spawn(async move { plan.perform(&client, index, request, arrived, &cancel).await });
         launched.insert(handle.id(), (index, arrived));
         counters.launched();
     }
-    loop {
-        if cancel.is_cancelled() {
-            tasks.abort_all();
-        }
-        tokio::select! {
-            biased;
-            () = cancel.cancelled(), if !cancel.is_cancelled() => {}
-            joined = tasks.join_next_with_id() => match joined {
-                Some(joined) => collect(joined, &mut launched),
-                None => break,
-            },
-        }
+    // A cancelled task ends itself at once, with the attempts it made.
+    while let Some(joined) = tasks.join_next_with_id().await {
+        collect(joined, &mut launched);
     }
     results
 }

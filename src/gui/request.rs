@@ -1,0 +1,331 @@
+//! One endpoint's request as the composer edits it (method, headers, body) and the
+//! "Import curl" panel that turns a pasted command into a host, an endpoint and secrets.
+
+use bytes::Bytes;
+use http::header::CONTENT_TYPE;
+use http::{HeaderMap, HeaderName, HeaderValue, Method};
+
+use crate::profile::{CurlImport, EndpointEntry, parse_curl};
+use crate::run::content_type_of;
+
+/// Header names that carry credentials: they belong in the host's secret headers.
+const SECRET_WORDS: [&str; 7] = ["authorization", "cookie", "token", "secret", "password", "api-key", "apikey"];
+
+/// A request's method, headers (one `Name: value` a line) and body (text, sent as is).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestDraft {
+    pub method: Method,
+    pub headers: String,
+    pub body: String,
+    /// A file to load the body from, as typed.
+    pub body_file: String,
+    /// Why the last load failed.
+    pub load_error: Option<String>,
+}
+
+impl Default for RequestDraft {
+    fn default() -> Self {
+        Self {
+            method: Method::GET,
+            headers: String::new(),
+            body: String::new(),
+            body_file: String::new(),
+            load_error: None,
+        }
+    }
+}
+
+/// A request draft checked: what the burst sends for the endpoint.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestParts {
+    pub method: Method,
+    pub headers: HeaderMap,
+    pub body: Option<Bytes>,
+}
+
+impl RequestDraft {
+    /// The draft of a profile endpoint (a body file stays a file: it is named, not read).
+    pub fn from_entry(entry: &EndpointEntry) -> Self {
+        let method = entry.method.as_deref().and_then(|m| Method::from_bytes(m.as_bytes()).ok()).unwrap_or(Method::GET);
+        let headers = entry.headers.iter().map(|(name, value)| format!("{name}: {value}\n")).collect();
+        let body_file = entry.body_file.clone().unwrap_or_default();
+        let mut draft =
+            Self { method, headers, body: entry.body.clone().unwrap_or_default(), body_file, load_error: None };
+        if entry.body_file.is_some() {
+            draft.load_body();
+        }
+        draft
+    }
+
+    /// Reads the body from `body_file`; a missing, binary or oversized file leaves the body
+    /// as it was and says why.
+    pub fn load_body(&mut self) {
+        let path = std::path::Path::new(self.body_file.trim());
+        self.load_error = match crate::files::read_capped(path, crate::profile::MAX_BODY_BYTES) {
+            Ok(bytes) => match String::from_utf8(bytes) {
+                Ok(text) => {
+                    self.body = text;
+                    None
+                }
+                Err(_) => Some(format!("{} is not UTF-8 text; send binary bodies with burst -d @FILE", path.display())),
+            },
+            Err(err) => Some(err.to_string()),
+        };
+    }
+
+    /// Checked: every header line `Name: value` and not a credential, a body only with a
+    /// method that sends one; the body's `Content-Type` guessed unless a header sets it.
+    pub fn parts(&self) -> Result<RequestParts, String> {
+        let mut headers = HeaderMap::new();
+        for (number, line) in self.headers.lines().enumerate().map(|(i, line)| (i + 1, line.trim())) {
+            if line.is_empty() {
+                continue;
+            }
+            let Some((name, value)) = line.split_once(':') else {
+                return Err(format!("header line {number} is not 'Name: value'"));
+            };
+            let Ok(name) = HeaderName::from_bytes(name.trim().as_bytes()) else {
+                return Err(format!("header line {number}: '{}' is not a header name", name.trim()));
+            };
+            if SECRET_WORDS.iter().any(|word| name.as_str().contains(word)) {
+                return Err(format!(
+                    "header '{name}' carries a credential: add it to the host's secret headers, which keep it out of the profile"
+                ));
+            }
+            let Ok(value) = HeaderValue::from_str(value.trim()) else {
+                return Err(format!("header '{name}': the value has characters a header cannot carry"));
+            };
+            headers.append(name, value);
+        }
+        let body = (!self.body.is_empty()).then(|| Bytes::from(self.body.clone()));
+        if let Some(body) = &body {
+            if matches!(self.method, Method::GET | Method::HEAD) {
+                return Err(format!("a {} sends no body: pick POST, PUT or PATCH, or clear the body", self.method));
+            }
+            if !headers.contains_key(CONTENT_TYPE) {
+                headers.insert(CONTENT_TYPE, content_type_of(body));
+            }
+        }
+        Ok(RequestParts { method: self.method.clone(), headers, body })
+    }
+
+    /// One line for the endpoint row: `POST · 2 headers · body 17 B`.
+    pub fn summary(&self) -> String {
+        let mut text = self.method.to_string();
+        let headers = self.headers.lines().filter(|line| !line.trim().is_empty()).count();
+        if headers > 0 {
+            text.push_str(&format!(" · {headers} header{}", if headers == 1 { "" } else { "s" }));
+        }
+        if !self.body.is_empty() {
+            text.push_str(&format!(" · body {} B", self.body.len()));
+        }
+        text
+    }
+}
+
+/// The headers and the body of one request (typed, or loaded from a file); the error, if any,
+/// under them.
+pub fn request_ui(ui: &mut egui::Ui, draft: &mut RequestDraft) {
+    ui.label("headers, one 'Name: value' a line (credentials go in the host's secret headers)");
+    ui.add(
+        egui::TextEdit::multiline(&mut draft.headers)
+            .desired_rows(2)
+            .desired_width(f32::INFINITY)
+            .hint_text("Accept: application/json"),
+    )
+    .accessible_name("request headers");
+    ui.label("body (JSON or text; Content-Type is guessed unless a header sets it)");
+    ui.add(
+        egui::TextEdit::multiline(&mut draft.body)
+            .code_editor()
+            .desired_rows(3)
+            .desired_width(f32::INFINITY)
+            .hint_text("{\"name\": \"widget\"}"),
+    )
+    .accessible_name("request body");
+    ui.horizontal(|ui| {
+        ui.add(egui::TextEdit::singleline(&mut draft.body_file).desired_width(240.0).hint_text("payload.json"))
+            .accessible_name("body file");
+        if ui.button("Load body").on_hover_text("Read the body from this file (UTF-8 text, up to 16 MiB)").clicked() {
+            draft.load_body();
+        }
+    });
+    if let Some(error) = &draft.load_error {
+        ui.colored_label(ui.visuals().error_fg_color, error);
+    }
+    if let Err(err) = draft.parts() {
+        ui.colored_label(ui.visuals().error_fg_color, err);
+    }
+}
+
+/// The "Import curl" panel: a pasted command, its error, and Import.
+#[derive(Debug, Clone, Default)]
+pub struct CurlPanel {
+    pub open: bool,
+    pub command: String,
+    pub error: Option<String>,
+}
+
+impl CurlPanel {
+    /// Shows the panel while open; returns the import when Import was pressed on a command
+    /// that reads (the panel then closes), else keeps the error beside the text.
+    pub fn curl_ui(&mut self, ctx: &egui::Context) -> Option<CurlImport> {
+        if !self.open {
+            return None;
+        }
+        let mut open = true;
+        let mut imported = None;
+        egui::Window::new("Import curl").open(&mut open).collapsible(false).resizable(true).show(ctx, |ui| {
+            ui.label("Paste a curl command (from an API's docs or the browser's \"Copy as cURL\"):");
+            ui.add(
+                egui::TextEdit::multiline(&mut self.command)
+                    .code_editor()
+                    .desired_rows(5)
+                    .desired_width(480.0)
+                    .hint_text("curl https://api.example.com/items -H 'Authorization: Bearer ...'"),
+            )
+            .accessible_name("curl command");
+            ui.label("Its host and endpoint go into the profile; Authorization, Cookie and key headers into the secret store.");
+            if let Some(error) = &self.error {
+                ui.colored_label(ui.visuals().error_fg_color, error);
+            }
+            if ui.button("Import").clicked() {
+                match parse_curl(&self.command) {
+                    Ok(import) => imported = Some(import),
+                    Err(err) => self.error = Some(err.to_string()),
+                }
+            }
+        });
+        if imported.is_some() || !open {
+            *self = Self::default();
+        }
+        imported
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use egui_kittest::Harness;
+    use egui_kittest::kittest::Queryable;
+
+    use super::*;
+
+    fn harness(draft: RequestDraft) -> Harness<'static, RequestDraft> {
+        Harness::builder().with_size(egui::vec2(600.0, 400.0)).build_ui_state(request_ui, draft)
+    }
+
+    #[test]
+    fn headers_and_body_typed_key_by_key_keep_every_key_and_become_the_request() {
+        let mut harness = harness(RequestDraft { method: Method::POST, ..RequestDraft::default() });
+        let headers = "Accept: text/csv";
+        harness.get_by_label("request headers").focus();
+        harness.run();
+        for (typed, key) in headers.chars().enumerate() {
+            harness.get_by_label("request headers").type_text(&key.to_string());
+            harness.run();
+            let expected: String = headers.chars().take(typed + 1).collect();
+            assert_eq!(harness.state().headers, expected, "after key {}", typed + 1);
+        }
+        let body = r#"{"a": 1}"#;
+        harness.get_by_label("request body").focus();
+        harness.run();
+        for key in body.chars() {
+            harness.get_by_label("request body").type_text(&key.to_string());
+            harness.run();
+        }
+        assert_eq!(harness.state().body, body);
+        let parts = harness.state().parts().unwrap();
+        assert_eq!(parts.headers["accept"], "text/csv");
+        assert_eq!(parts.headers["content-type"], "application/json", "guessed from the body");
+        assert_eq!(parts.body.as_deref(), Some(body.as_bytes()));
+        assert_eq!(harness.state().summary(), "POST · 1 header · body 8 B");
+
+        harness.get_by_label("request body").focus();
+        harness.run();
+        harness.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::A);
+        harness.key_press(egui::Key::Backspace);
+        harness.run();
+        assert_eq!(harness.state().body, "", "select-all + delete empties the body");
+    }
+
+    #[test]
+    fn a_credential_header_or_a_get_with_a_body_is_refused_on_screen() {
+        let harness = harness(RequestDraft {
+            headers: "Authorization: Bearer abc
+"
+            .into(),
+            ..RequestDraft::default()
+        });
+        harness.get_by_label_contains("carries a credential");
+        let draft = RequestDraft { body: "x".into(), ..RequestDraft::default() };
+        assert!(draft.parts().unwrap_err().contains("sends no body"));
+        let bad = RequestDraft { headers: "no colon".into(), ..RequestDraft::default() };
+        assert_eq!(bad.parts().unwrap_err(), "header line 1 is not 'Name: value'");
+    }
+
+    #[test]
+    fn a_profile_endpoint_comes_back_as_its_draft() {
+        let entry = EndpointEntry {
+            method: Some("PATCH".into()),
+            headers: [("accept".to_owned(), "application/json".to_owned())].into(),
+            body: Some("{}".into()),
+            ..EndpointEntry::get("/items/1")
+        };
+        let draft = RequestDraft::from_entry(&entry);
+        assert_eq!(draft.method, Method::PATCH);
+        assert_eq!(draft.headers, "accept: application/json\n");
+        assert_eq!(draft.body, "{}");
+    }
+
+    #[test]
+    fn a_body_loads_from_a_file_and_a_missing_one_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("payload.json");
+        std::fs::write(&file, "[1, 2]").unwrap();
+        let mut harness = harness(RequestDraft { method: Method::PUT, ..RequestDraft::default() });
+        harness.get_by_label("body file").focus();
+        harness.run();
+        harness.get_by_label("body file").type_text(&file.display().to_string());
+        harness.run();
+        harness.get_by_label("Load body").click();
+        harness.run();
+        assert_eq!(harness.state().body, "[1, 2]");
+        std::fs::remove_file(&file).unwrap();
+        harness.get_by_label("Load body").click();
+        harness.run();
+        harness.get_by_label_contains("payload.json");
+        assert_eq!(harness.state().body, "[1, 2]", "a failed load keeps the body");
+    }
+
+    #[test]
+    fn the_curl_panel_imports_a_pasted_command_or_keeps_its_error() {
+        let panel = CurlPanel { open: true, ..CurlPanel::default() };
+        let mut harness = Harness::builder().with_size(egui::vec2(800.0, 600.0)).build_ui_state(
+            |ui, (panel, imported): &mut (CurlPanel, Option<CurlImport>)| {
+                if let Some(import) = panel.curl_ui(ui.ctx()) {
+                    *imported = Some(import);
+                }
+            },
+            (panel, None),
+        );
+        harness.get_by_label("curl command").type_text("wget http://h/");
+        harness.run();
+        harness.get_by_label("Import").click();
+        harness.run();
+        harness.get_by_label_contains("not a curl command");
+        assert!(harness.state().1.is_none());
+        harness.get_by_label("curl command").focus();
+        harness.run();
+        harness.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::A);
+        harness.key_press(egui::Key::Backspace);
+        harness.get_by_label("curl command").type_text("curl -X POST http://h:81/x -H 'Cookie: a=1' -d '{}'");
+        harness.run();
+        harness.get_by_label("Import").click();
+        harness.run();
+        let (panel, imported) = harness.state();
+        let imported = imported.as_ref().expect("imported");
+        assert_eq!(imported.endpoint.name, "POST /x");
+        assert_eq!(imported.secrets[0].0, "cookie");
+        assert!(!panel.open, "the panel closes after an import");
+    }
+}
