@@ -146,9 +146,12 @@ impl Composer {
             .endpoints
             .iter()
             .map(|endpoint| {
-                let request = RequestDraft { method: self.method.clone(), ..endpoint.request.clone() };
+                let own = endpoint.request.own_method.clone();
+                let method = own.clone().unwrap_or_else(|| self.method.clone());
+                let request = RequestDraft { method, ..endpoint.request.clone() };
                 let parts = request.parts().map_err(|err| format!("{}: {err}", endpoint.path))?;
                 let mut target = Endpoint::new(endpoint_url(&host.base_url, &endpoint.path)?, endpoint.weight);
+                target.method = own;
                 target.headers = parts.headers;
                 target.body = parts.body;
                 Ok(target)
@@ -258,13 +261,13 @@ impl Composer {
             ui.push_id(("request", index), |ui| {
                 ui.group(|ui| {
                     ui.horizontal(|ui| {
-                        ui.strong(format!("{method} {}", endpoint.path));
+                        let shown = endpoint.request.own_method.as_ref().unwrap_or(&method);
+                        ui.strong(format!("{shown} {}", endpoint.path));
                         if ui.small_button("close").clicked() {
                             endpoint.open = false;
                         }
                     });
-                    endpoint.request.method = method.clone();
-                    request_ui(ui, &mut endpoint.request);
+                    request_ui(ui, &mut endpoint.request, &method);
                 });
             });
         }
@@ -416,6 +419,17 @@ mod tests {
         let get = Composer { method: Method::GET, ..composer };
         let err = get.fire_request(&demo_editor()).unwrap_err();
         assert!(err.contains("/items") && err.contains("sends no body"), "{err}");
+
+        // The endpoint picks its own method: the burst's GET no longer applies to it.
+        harness.get_by_label("endpoint method").click();
+        harness.run();
+        harness.get_by_label("PATCH").click();
+        harness.run();
+        let patched = Composer { method: Method::GET, ..harness.state().clone() };
+        let fire = patched.fire_request(&demo_editor()).unwrap();
+        assert_eq!(fire.spec.method, Method::GET);
+        assert_eq!(fire.spec.endpoints[0].method, Some(Method::PATCH));
+        assert_eq!(fire.spec.endpoints[0].body.as_deref(), Some(br#"{"n": 1}"#.as_slice()));
     }
 
     #[test]

@@ -11,10 +11,16 @@ use crate::run::content_type_of;
 /// Header names that carry credentials: they belong in the host's secret headers.
 const SECRET_WORDS: [&str; 7] = ["authorization", "cookie", "token", "secret", "password", "api-key", "apikey"];
 
+/// Methods an endpoint may pick for itself.
+const METHODS: [Method; 6] = [Method::GET, Method::HEAD, Method::POST, Method::PUT, Method::PATCH, Method::DELETE];
+
 /// A request's method, headers (one `Name: value` a line) and body (text, sent as is).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestDraft {
+    /// The method it is sent with: its own, else the burst's (the composer keeps it current).
     pub method: Method,
+    /// Its own method; `None` follows the burst's method menu.
+    pub own_method: Option<Method>,
     pub headers: String,
     pub body: String,
     /// A file to load the body from, as typed.
@@ -27,6 +33,7 @@ impl Default for RequestDraft {
     fn default() -> Self {
         Self {
             method: Method::GET,
+            own_method: None,
             headers: String::new(),
             body: String::new(),
             body_file: String::new(),
@@ -46,11 +53,18 @@ pub struct RequestParts {
 impl RequestDraft {
     /// The draft of a profile endpoint (a body file stays a file: it is named, not read).
     pub fn from_entry(entry: &EndpointEntry) -> Self {
-        let method = entry.method.as_deref().and_then(|m| Method::from_bytes(m.as_bytes()).ok()).unwrap_or(Method::GET);
+        let own_method = entry.method.as_deref().and_then(|m| Method::from_bytes(m.as_bytes()).ok());
+        let method = own_method.clone().unwrap_or(Method::GET);
         let headers = entry.headers.iter().map(|(name, value)| format!("{name}: {value}\n")).collect();
         let body_file = entry.body_file.clone().unwrap_or_default();
-        let mut draft =
-            Self { method, headers, body: entry.body.clone().unwrap_or_default(), body_file, load_error: None };
+        let mut draft = Self {
+            method,
+            own_method,
+            headers,
+            body: entry.body.clone().unwrap_or_default(),
+            body_file,
+            load_error: None,
+        };
         if entry.body_file.is_some() {
             draft.load_body();
         }
@@ -123,9 +137,23 @@ impl RequestDraft {
     }
 }
 
-/// The headers and the body of one request (typed, or loaded from a file); the error, if any,
-/// under them.
-pub fn request_ui(ui: &mut egui::Ui, draft: &mut RequestDraft) {
+/// The method, headers and body of one request (typed, or loaded from a file); the error, if
+/// any, under them. `burst_method` is what "the burst's" method means.
+pub fn request_ui(ui: &mut egui::Ui, draft: &mut RequestDraft, burst_method: &Method) {
+    ui.horizontal(|ui| {
+        ui.label("method");
+        let follow = format!("the burst's ({burst_method})");
+        let shown = draft.own_method.as_ref().map_or_else(|| follow.clone(), ToString::to_string);
+        let menu = egui::ComboBox::from_id_salt("endpoint method").selected_text(shown).show_ui(ui, |ui| {
+            ui.selectable_value(&mut draft.own_method, None, follow);
+            for method in METHODS {
+                let label = method.to_string();
+                ui.selectable_value(&mut draft.own_method, Some(method), label);
+            }
+        });
+        let _ = menu.response.accessible_name("endpoint method");
+    });
+    draft.method = draft.own_method.clone().unwrap_or_else(|| burst_method.clone());
     ui.label("headers, one 'Name: value' a line (credentials go in the host's secret headers)");
     ui.add(
         egui::TextEdit::multiline(&mut draft.headers)
@@ -211,7 +239,9 @@ mod tests {
     use super::*;
 
     fn harness(draft: RequestDraft) -> Harness<'static, RequestDraft> {
-        Harness::builder().with_size(egui::vec2(600.0, 400.0)).build_ui_state(request_ui, draft)
+        Harness::builder()
+            .with_size(egui::vec2(600.0, 400.0))
+            .build_ui_state(|ui, draft: &mut RequestDraft| request_ui(ui, draft, &Method::POST), draft)
     }
 
     #[test]
