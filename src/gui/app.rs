@@ -598,6 +598,12 @@ impl App {
         if pressed.save_png {
             self.export_charts_png();
         }
+        if pressed.keep_endpoints {
+            match self.composer.endpoint_entries().and_then(|entries| self.editor.keep_endpoints(entries)) {
+                Ok(message) => self.toasts.info(message),
+                Err(err) => self.toasts.error(err),
+            }
+        }
         if let Some(import) = self.composer.curl.curl_ui(ui.ctx()) {
             match self.editor.import_curl(&import) {
                 Ok(message) => {

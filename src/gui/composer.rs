@@ -94,6 +94,8 @@ pub struct Pressed {
     pub cancel: bool,
     pub discover: bool,
     pub save_png: bool,
+    /// "Keep in profile": the endpoints should become the host's `[[hosts.endpoints]]`.
+    pub keep_endpoints: bool,
 }
 
 fn endpoint_url(base: &str, path: &str) -> Result<Url, String> {
@@ -197,6 +199,7 @@ impl Composer {
     ) -> Pressed {
         let mut pressed = Pressed::default();
         let base = editor.selected_host().map(|host| host.base_url.clone()).unwrap_or_default();
+        let saved: Vec<EndpointEntry> = editor.selected_host().map(|host| host.endpoints.clone()).unwrap_or_default();
         ui.horizontal_wrapped(|ui| {
             // Fire and Cancel come first, so wrapping never moves them.
             let fire = ui.add_enabled(!running, egui::Button::new(egui::RichText::new("Fire").strong()));
@@ -232,6 +235,15 @@ impl Composer {
                 self.curl.open = true;
             }
         });
+        ui.horizontal(|ui| {
+            if !saved.is_empty() {
+                self.profile_endpoints_ui(ui, &saved);
+            }
+            let keep = ui
+                .button("Keep in profile")
+                .on_hover_text("Save these endpoints (method, headers, body) under the host");
+            pressed.keep_endpoints = keep.clicked();
+        });
         self.requests_ui(ui);
         if self.limiter_on {
             let profile_name = editor.profile().map(|profile| profile.name.clone()).unwrap_or_default();
@@ -252,6 +264,51 @@ impl Composer {
                 }
             });
         let _ = method.response.accessible_name("method");
+    }
+
+    /// The host's saved endpoints; picking one makes it the burst's only endpoint.
+    fn profile_endpoints_ui(&mut self, ui: &mut egui::Ui, saved: &[EndpointEntry]) {
+        let mut picked = None;
+        let menu = egui::ComboBox::from_id_salt("profile endpoints").selected_text("endpoints of this host").show_ui(
+            ui,
+            |ui| {
+                for entry in saved {
+                    if ui.selectable_label(false, &entry.name).clicked() {
+                        picked = Some(entry);
+                    }
+                }
+            },
+        );
+        let _ = menu.response.accessible_name("profile endpoints");
+        if let Some(entry) = picked {
+            self.endpoints = vec![EndpointDraft::from_entry(entry)];
+        }
+    }
+
+    /// The endpoints as profile entries (named `METHOD /path`), checked as they would fire.
+    pub fn endpoint_entries(&self) -> Result<Vec<EndpointEntry>, String> {
+        self.endpoints
+            .iter()
+            .map(|endpoint| {
+                let method = endpoint.request.own_method.clone().unwrap_or_else(|| self.method.clone());
+                let draft = RequestDraft { method: method.clone(), ..endpoint.request.clone() };
+                draft.parts().map_err(|err| format!("{}: {err}", endpoint.path))?;
+                let headers = draft
+                    .headers
+                    .lines()
+                    .filter_map(|line| line.split_once(':'))
+                    .map(|(name, value)| (name.trim().to_owned(), value.trim().to_owned()))
+                    .collect();
+                Ok(EndpointEntry {
+                    name: format!("{method} {}", endpoint.path.trim()),
+                    method: (method != Method::GET).then(|| method.to_string()),
+                    headers,
+                    body: (!draft.body.is_empty()).then(|| draft.body.clone()),
+                    weight: (endpoint.weight != 1).then_some(endpoint.weight),
+                    ..EndpointEntry::get(endpoint.path.trim())
+                })
+            })
+            .collect()
     }
 
     /// The request editors of the endpoints whose … is pressed: headers and body.
@@ -430,6 +487,41 @@ mod tests {
         assert_eq!(fire.spec.method, Method::GET);
         assert_eq!(fire.spec.endpoints[0].method, Some(Method::PATCH));
         assert_eq!(fire.spec.endpoints[0].body.as_deref(), Some(br#"{"n": 1}"#.as_slice()));
+    }
+
+    #[test]
+    fn a_hosts_saved_endpoint_is_picked_and_the_composers_are_kept_in_the_profile() {
+        use egui_kittest::Harness;
+        use egui_kittest::kittest::Queryable;
+
+        let mut editor = demo_editor();
+        let base = editor.selected_host().unwrap().base_url.clone();
+        let command = format!("curl -X PUT {base}/items/7 -H 'Accept: text/csv' -d 'a,b'");
+        editor.import_curl(&crate::profile::parse_curl(&command).unwrap()).unwrap();
+        let mut harness = Harness::builder().with_size(egui::vec2(1200.0, 600.0)).build_ui_state(
+            move |ui, composer: &mut Composer| {
+                composer.composer_ui(ui, &editor, false, None);
+            },
+            Composer::default(),
+        );
+        harness.get_by_label("profile endpoints").click();
+        harness.run();
+        harness.get_by_label("PUT /items/7").click();
+        harness.run();
+        let composer = harness.state().clone();
+        assert_eq!(composer.endpoints.len(), 1);
+        let picked = &composer.endpoints[0];
+        assert_eq!((picked.path.as_str(), picked.request.own_method.clone()), ("/items/7", Some(Method::PUT)));
+        assert_eq!((picked.request.headers.as_str(), picked.request.body.as_str()), ("Accept: text/csv\n", "a,b"));
+
+        let entries = composer.endpoint_entries().unwrap();
+        assert_eq!(entries[0].name, "PUT /items/7");
+        assert_eq!(entries[0].headers.get("Accept").map(String::as_str), Some("text/csv"));
+        let mut other = demo_editor();
+        let message = other.keep_endpoints(entries).unwrap();
+        assert!(message.contains("PUT /items/7"), "{message}");
+        assert_eq!(other.selected_host().unwrap().endpoint_names(), "PUT /items/7");
+        other.profile().unwrap().validate().unwrap();
     }
 
     #[test]

@@ -11,7 +11,8 @@ use super::app::SaveRequest;
 use super::draft;
 use crate::engine::{LimitKey, LimiterConfig, Rate, parse_duration};
 use crate::profile::{
-    BudgetEntry, BudgetEntryKind, CurlImport, HostProfile, PathOverride, Profile, RetryEntry, SecretStatus, SecretStore,
+    BudgetEntry, BudgetEntryKind, CurlImport, EndpointEntry, HostProfile, PathOverride, Profile, RetryEntry,
+    SecretStatus, SecretStore,
 };
 
 /// What the editor asks the app to do.
@@ -417,6 +418,21 @@ impl Editor {
             format!("; {} kept in the secret store", names.join(", "))
         };
         Ok(format!("added '{}' to {host} '{}'{secrets} (unsaved: Ctrl+S keeps it)", added.endpoint, added.host))
+    }
+
+    /// Keeps `entries` as the selected host's endpoints (replacing those of the same name).
+    pub fn keep_endpoints(&mut self, entries: Vec<EndpointEntry>) -> Result<String, String> {
+        let host = self
+            .profiles
+            .get_mut(self.current)
+            .and_then(|doc| doc.profile.hosts.get_mut(self.host))
+            .ok_or("select a host first")?;
+        let names: Vec<String> = entries.iter().map(|entry| entry.name.clone()).collect();
+        for entry in entries {
+            host.endpoints.retain(|known| !known.name.eq_ignore_ascii_case(&entry.name));
+            host.endpoints.push(entry);
+        }
+        Ok(format!("'{}' keeps {} (unsaved: Ctrl+S keeps it)", host.name, names.join(", ")))
     }
 
     /// Turns the server's reported budgets into the selected host's limits.
