@@ -234,8 +234,6 @@ impl Composer {
             {
                 self.curl.open = true;
             }
-        });
-        ui.horizontal(|ui| {
             if !saved.is_empty() {
                 self.profile_endpoints_ui(ui, &saved);
             }
