@@ -90,7 +90,7 @@ pub fn observe(
                     let per = format_wait(window);
                     notes.push(format!("window of '{name}' measured from its resets: {limit} per {per}"));
                 }
-                let margin = margin.max(MIN_MARGIN).min(window / 10);
+                let margin = window_margin(margin, window);
                 if let Ok(spec) =
                     BudgetSpec::sliding_window(format!("{SERVER_BUDGET_PREFIX}{name}"), limit, window + margin)
                 {
@@ -188,6 +188,14 @@ pub fn exhausted_until(info: &RateLimitInfo, mirrored: bool) -> Option<(Duration
         })
 }
 
+/// The slack added to a measured window: the longest exchange seen, at least `MIN_MARGIN`, at
+/// most a tenth of the window, in whole milliseconds rounded up (never shorter, and the learned
+/// window reads "5/1032ms", not "5/1s 31ms 767us 993ns").
+fn window_margin(exchange: Duration, window: Duration) -> Duration {
+    let margin = exchange.max(MIN_MARGIN).min(window / 10);
+    Duration::from_millis(u64::try_from(margin.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -225,6 +233,17 @@ mod tests {
         assert!(learned_config(&learned, &again, None, vec![]).is_none(), "nothing new to learn");
         let no_window = info(100.0, 50.0, 30, None, "requests");
         assert!(learned_config(&configured, &no_window, None, vec![]).is_none(), "no window, no budget");
+    }
+
+    #[test]
+    fn a_measured_windows_margin_is_whole_milliseconds_rounded_up() {
+        let second = Duration::from_secs(1);
+        let odd = Duration::from_nanos(31_767_993);
+        assert_eq!(window_margin(odd, second), Duration::from_millis(32));
+        assert_eq!(window_margin(Duration::ZERO, second), MIN_MARGIN);
+        assert_eq!(window_margin(Duration::from_secs(5), second), Duration::from_millis(100), "a tenth at most");
+        let spec = BudgetSpec::sliding_window("w", 5, second + window_margin(odd, second)).unwrap();
+        assert_eq!(spec.describe(), "window 5/1032ms");
     }
 
     #[test]
