@@ -5,6 +5,7 @@
 //! exactly the actual units, and an idle budget comes back whole (nothing lost or counted twice).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -22,11 +23,14 @@ struct Request {
     patience_ms: Option<u64>,
 }
 
-/// One admitted request: when it was admitted and settled (ns since the start), and its units.
+/// One admitted request: when it was admitted and settled (ns since the start), the order of
+/// those two events among all others (instants tie on paused time; the order does not), and
+/// its units.
 #[derive(Debug, Clone, Copy)]
 struct Outcome {
     admitted: u64,
-    settled: u64,
+    admitted_step: u64,
+    settled_step: u64,
     estimate: u64,
     actual: u64,
 }
@@ -54,11 +58,14 @@ fn scenario() -> impl Strategy<Value = (u64, u64, Vec<Request>)> {
 async fn run(limiter: &Limiter, requests: &[Request]) -> Vec<Outcome> {
     let start = Instant::now();
     let outcomes = Arc::new(Mutex::new(Vec::new()));
+    // One task runs at a time (current-thread runtime) and an admission happens in the poll that
+    // returns it, so counting right after each admission and settlement orders them exactly.
+    let steps = Arc::new(AtomicU64::new(0));
     let tasks: Vec<_> = requests
         .iter()
         .cloned()
         .map(|request| {
-            let (limiter, outcomes) = (limiter.clone(), Arc::clone(&outcomes));
+            let (limiter, outcomes, steps) = (limiter.clone(), Arc::clone(&outcomes), Arc::clone(&steps));
             tokio::spawn(async move {
                 tokio::time::sleep(Duration::from_millis(request.arrival_ms)).await;
                 let acquired = match request.patience_ms {
@@ -69,11 +76,13 @@ async fn run(limiter: &Limiter, requests: &[Request]) -> Vec<Outcome> {
                     None => limiter.acquire(Priority::Normal, request.estimate).await,
                 };
                 let Ok(mut permit) = acquired else { return };
+                let admitted_step = steps.fetch_add(1, Ordering::SeqCst);
                 let admitted = start.elapsed().as_nanos() as u64;
                 tokio::time::sleep(Duration::from_millis(request.settle_after_ms)).await;
                 permit.settle(Cost::requests(request.actual));
-                let settled = start.elapsed().as_nanos() as u64;
-                outcomes.lock().push(Outcome { admitted, settled, estimate: request.estimate, actual: request.actual });
+                let settled_step = steps.fetch_add(1, Ordering::SeqCst);
+                let (estimate, actual) = (request.estimate, request.actual);
+                outcomes.lock().push(Outcome { admitted, admitted_step, settled_step, estimate, actual });
             })
         })
         .collect();
@@ -83,15 +92,10 @@ async fn run(limiter: &Limiter, requests: &[Request]) -> Vec<Outcome> {
     outcomes.lock().clone()
 }
 
-/// What `outcome` counts at `at`: its actual cost once settled, its estimate before; at the
-/// same instant either order is possible, so the smaller.
-fn counted(outcome: &Outcome, at: u64) -> u64 {
-    use std::cmp::Ordering::*;
-    match outcome.settled.cmp(&at) {
-        Less => outcome.actual,
-        Greater => outcome.estimate,
-        Equal => outcome.actual.min(outcome.estimate),
-    }
+/// What `outcome` counts when the admission at `step` happens: its actual cost once settled,
+/// its estimate before.
+fn counted(outcome: &Outcome, step: u64) -> u64 {
+    if outcome.settled_step < step { outcome.actual } else { outcome.estimate }
 }
 
 proptest! {
@@ -109,9 +113,9 @@ proptest! {
             let outcomes = run(&limiter, &requests).await;
             for (k, admission) in outcomes.iter().enumerate() {
                 let inside = outcomes.iter().enumerate().filter(|(j, other)| {
-                    *j != k && other.admitted <= admission.admitted && other.admitted + window_ns > admission.admitted
+                    *j != k && other.admitted_step < admission.admitted_step && other.admitted + window_ns > admission.admitted
                 });
-                let held: u64 = inside.map(|(_, other)| counted(other, admission.admitted)).sum();
+                let held: u64 = inside.map(|(_, other)| counted(other, admission.admitted_step)).sum();
                 prop_assert!(
                     held + admission.estimate <= limit,
                     "admitted at {} ms: the window held {held} + {} > {limit}\n{outcomes:?}",
