@@ -49,8 +49,13 @@ impl BudgetSpec {
     }
 
     /// What a request of `cost` spends here.
+    #[inline]
     pub(crate) fn spend(&self, cost: &Cost) -> u64 {
-        cost.of(&self.unit).saturating_mul(self.cost)
+        let amount = match self.unit {
+            Unit::Requests => cost.requests,
+            ref unit => cost.of(unit),
+        };
+        amount.saturating_mul(self.cost)
     }
 
     /// The same budget with a different cost per request.

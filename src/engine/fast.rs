@@ -48,6 +48,7 @@ impl FastBucket {
     }
 
     /// The unit the bucket counts.
+    #[inline]
     pub(crate) fn unit(&self) -> &Unit {
         &self.unit
     }

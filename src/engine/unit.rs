@@ -61,6 +61,7 @@ pub struct Cost {
 
 impl Cost {
     /// `count` requests and nothing else.
+    #[inline]
     pub fn requests(count: u64) -> Self {
         Self { requests: count, units: Vec::new() }
     }
@@ -76,6 +77,7 @@ impl Cost {
     }
 
     /// How much of `unit` this cost spends.
+    #[inline]
     pub fn of(&self, unit: &Unit) -> u64 {
         match unit {
             Unit::Requests => self.requests,
