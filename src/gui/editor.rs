@@ -429,8 +429,7 @@ impl Editor {
             .ok_or("select a host first")?;
         let names: Vec<String> = entries.iter().map(|entry| entry.name.clone()).collect();
         for entry in entries {
-            host.endpoints.retain(|known| !known.name.eq_ignore_ascii_case(&entry.name));
-            host.endpoints.push(entry);
+            host.put_endpoint(entry);
         }
         Ok(format!("'{}' keeps {} (unsaved: Ctrl+S keeps it)", host.name, names.join(", ")))
     }

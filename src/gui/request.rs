@@ -5,11 +5,8 @@ use bytes::Bytes;
 use http::header::CONTENT_TYPE;
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 
-use crate::profile::{CurlImport, EndpointEntry, parse_curl};
+use crate::profile::{CurlImport, EndpointEntry, looks_secret, parse_curl};
 use crate::run::content_type_of;
-
-/// Header names that carry credentials: they belong in the host's secret headers.
-const SECRET_WORDS: [&str; 7] = ["authorization", "cookie", "token", "secret", "password", "api-key", "apikey"];
 
 /// Methods an endpoint may pick for itself.
 const METHODS: [Method; 6] = [Method::GET, Method::HEAD, Method::POST, Method::PUT, Method::PATCH, Method::DELETE];
@@ -101,7 +98,7 @@ impl RequestDraft {
             let Ok(name) = HeaderName::from_bytes(name.trim().as_bytes()) else {
                 return Err(format!("header line {number}: '{}' is not a header name", name.trim()));
             };
-            if SECRET_WORDS.iter().any(|word| name.as_str().contains(word)) {
+            if looks_secret(name.as_str()) {
                 return Err(format!(
                     "header '{name}' carries a credential: add it to the host's secret headers, which keep it out of the profile"
                 ));

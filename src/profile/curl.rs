@@ -291,8 +291,7 @@ impl Profile {
                 host.secret_headers.push(name.clone());
             }
         }
-        host.endpoints.retain(|entry| !entry.name.eq_ignore_ascii_case(&import.endpoint.name));
-        host.endpoints.push(import.endpoint.clone());
+        host.put_endpoint(import.endpoint.clone());
         Imported { host: host.name.clone(), endpoint: import.endpoint.name.clone(), new_host }
     }
 }

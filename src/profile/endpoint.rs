@@ -52,6 +52,12 @@ impl HostProfile {
         Ok(resolved)
     }
 
+    /// Adds `entry`, replacing an endpoint of the same name (compared without case).
+    pub fn put_endpoint(&mut self, entry: EndpointEntry) {
+        self.endpoints.retain(|known| !known.name.eq_ignore_ascii_case(&entry.name));
+        self.endpoints.push(entry);
+    }
+
     /// `a, b, c`, or `none` when the host lists no endpoint.
     pub fn endpoint_names(&self) -> String {
         if self.endpoints.is_empty() {

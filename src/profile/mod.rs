@@ -84,7 +84,7 @@ mod text;
 
 use std::path::PathBuf;
 
-pub(crate) use convert::limits;
+pub(crate) use convert::{limits, looks_secret};
 pub use curl::{CurlError, CurlImport, Imported, parse_curl};
 pub use demo::DEMO_TOML;
 pub use endpoint::{MAX_BODY_BYTES, ResolvedEndpoint};
