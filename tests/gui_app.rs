@@ -71,7 +71,7 @@ fn step_until(harness: &mut Harness<'_, App>, what: &str, done: impl Fn(&App) ->
 
 fn ready(harness: &mut Harness<'_, App>) {
     step_until(harness, "the demo API and the profiles", |app| {
-        matches!(app.demo, DemoStatus::Running { .. }) && app.editor.loaded
+        matches!(app.demo(), DemoStatus::Running { .. }) && app.editor().loaded
     });
 }
 
@@ -81,15 +81,15 @@ fn a_newcomer_fires_a_burst_at_the_demo_api_with_one_click() {
     let mut harness = harness(app(dir.path()));
     ready(&mut harness);
     assert!(dir.path().join("profiles/demo.toml").exists(), "the demo profile was written on first start");
-    assert_eq!(harness.state().editor.profile().map(|p| p.name.as_str()), Some("demo"));
-    harness.state_mut().composer.count = 12;
+    assert_eq!(harness.state().editor().profile().map(|p| p.name.as_str()), Some("demo"));
+    type_key_by_key(&mut harness, "request count", "12");
     harness.get_by_label("Fire").click();
-    step_until(&mut harness, "the burst to finish", |app| matches!(app.run, RunStatus::Done { .. }));
+    step_until(&mut harness, "the burst to finish", |app| matches!(app.run(), RunStatus::Done { .. }));
     let summary = harness.state().summary().cloned().unwrap();
     assert_eq!((summary.requests, summary.succeeded, summary.failed), (12, 12, 0));
     assert_eq!(summary.status_counts.get("429"), None, "the demo profile's limits keep the demo API happy");
-    assert!(harness.state().telemetry.log.len() >= 12, "every attempt is in the request log");
-    assert!(!harness.state().telemetry.tokens.is_empty(), "token charts were sampled");
+    assert!(harness.state().telemetry().log.len() >= 12, "every attempt is in the request log");
+    assert!(!harness.state().telemetry().tokens.is_empty(), "token charts were sampled");
     harness.get_by_label("Summary");
     harness.get_by_label("Export CSV…");
 }
@@ -134,7 +134,7 @@ fn fields_validate_as_typed_and_ctrl_s_saves() {
             harness.get_by_label("refill rate").type_text(&key.to_string());
             harness.run_steps(1);
         }
-        let editor = &harness.state().editor;
+        let editor = &harness.state().editor();
         let typed = editor.profiles[editor.current].profile.hosts[editor.host].budgets[0].rate.clone();
         assert_eq!(typed.as_deref(), Some(rate), "the field kept every key");
     };
@@ -144,7 +144,10 @@ fn fields_validate_as_typed_and_ctrl_s_saves() {
     set_rate(&mut harness, "7/1s");
     harness.run_steps(2);
     assert!(harness.query_by_label_contains("a rate of zero never refills").is_none());
-    assert!(harness.state().editor.profiles[harness.state().editor.current].is_dirty(), "an unsaved-changes marker");
+    assert!(
+        harness.state().editor().profiles[harness.state().editor().current].is_dirty(),
+        "an unsaved-changes marker"
+    );
     harness.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::S);
     let file = dir.path().join("profiles/demo.toml");
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -154,12 +157,12 @@ fn fields_validate_as_typed_and_ctrl_s_saves() {
         await_news();
     }
     assert!(dir.path().join("profiles/demo.toml.bak").exists(), "the previous version is kept");
-    assert!(!harness.state().editor.profiles[harness.state().editor.current].is_dirty());
+    assert!(!harness.state().editor().profiles[harness.state().editor().current].is_dirty());
 
     // A restarted app reads the saved profile back.
     let mut reloaded = harness_for(dir.path());
     ready(&mut reloaded);
-    let editor = &reloaded.state().editor;
+    let editor = &reloaded.state().editor();
     let rate = editor.profiles[editor.current].profile.hosts[editor.host].budgets[0].rate.clone();
     assert_eq!(rate.as_deref(), Some("7/1s"));
 }
@@ -185,7 +188,7 @@ fn a_window_typed_key_by_key_keeps_every_key() {
         }
     };
     let window = |harness: &Harness<'_, App>| {
-        let editor = &harness.state().editor;
+        let editor = &harness.state().editor();
         let budget = &editor.profiles[editor.current].profile.hosts[editor.host].budgets[1];
         (budget.limit, budget.window.clone())
     };
@@ -204,19 +207,14 @@ fn adding_a_host_shows_its_editor_and_refuses_a_bad_base_url() {
     let dir = tempfile::tempdir().unwrap();
     let mut harness = harness_for(dir.path());
     ready(&mut harness);
-    let hosts_before = harness.state().editor.profile().map_or(0, |p| p.hosts.len());
+    let hosts_before = harness.state().editor().profile().map_or(0, |p| p.hosts.len());
     harness.get_by_label("+ host").click();
     harness.run_steps(2);
-    let editor = &harness.state().editor;
+    let editor = &harness.state().editor();
     assert_eq!(editor.profile().map(|p| p.hosts.len()), Some(hosts_before + 1));
     assert_eq!(editor.selected_host().map(|h| h.name.as_str()), Some("host 1"));
     harness.get_by_label("Limits · host 1");
-    {
-        let editor = &mut harness.state_mut().editor;
-        let (current, host) = (editor.current, editor.host);
-        editor.profiles[current].profile.hosts[host].base_url = "ftp://files.example.com".into();
-    }
-    harness.run_steps(2);
+    type_key_by_key(&mut harness, "base URL", "ftp://files.example.com");
     harness.get_by_label("use http:// or https://");
 }
 
@@ -225,16 +223,14 @@ fn escape_cancels_a_running_burst() {
     let dir = tempfile::tempdir().unwrap();
     let mut harness = harness(app(dir.path()));
     ready(&mut harness);
-    {
-        let composer = &mut harness.state_mut().composer;
-        composer.count = 400;
-        composer.arrival = ArrivalChoice::FixedRate;
-        composer.rate = "20/1s".into();
-    }
+    type_key_by_key(&mut harness, "request count", "400");
+    choose(&mut harness, "arrival pattern", "fixed rate");
+    type_key_by_key(&mut harness, "arrival rate", "20/1s");
+    assert_eq!(harness.state().composer().arrival, ArrivalChoice::FixedRate);
     harness.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::Enter);
-    step_until(&mut harness, "the burst to start", |app| matches!(app.run, RunStatus::Running { .. }));
+    step_until(&mut harness, "the burst to start", |app| matches!(app.run(), RunStatus::Running { .. }));
     harness.key_press(egui::Key::Escape);
-    step_until(&mut harness, "the cancellation", |app| matches!(app.run, RunStatus::Done { .. }));
+    step_until(&mut harness, "the cancellation", |app| matches!(app.run(), RunStatus::Done { .. }));
     let summary = harness.state().summary().cloned().unwrap();
     assert!(summary.cancelled > 300, "most of the 400 were dropped: {summary:?}");
 }
@@ -246,13 +242,13 @@ fn the_simulator_tab_compares_two_limits_on_one_workload() {
     ready(&mut harness);
     harness.get_by_label("Simulator").click();
     harness.run_steps(2);
-    assert_eq!(harness.state().tab, Tab::Simulator);
-    harness.state_mut().simulator.count = 60;
+    assert_eq!(harness.state().tab(), Tab::Simulator);
+    type_key_by_key(&mut harness, "simulated request count", "60");
     harness.get_by_label("Run both").click();
     step_until(&mut harness, "both simulations", |app| {
-        app.simulator.results.is_some() || app.simulator.error.is_some()
+        app.simulator().results.is_some() || app.simulator().error.is_some()
     });
-    let simulator = &harness.state().simulator;
+    let simulator = &harness.state().simulator();
     assert_eq!(simulator.error, None);
     let results = simulator.results.as_ref().expect("two results");
     let [a, b] = &**results;
@@ -262,10 +258,10 @@ fn the_simulator_tab_compares_two_limits_on_one_workload() {
     assert!(!a.telemetry.tokens.is_empty() && !b.telemetry.log.is_empty(), "charts for both sides");
     harness.get_by_label_contains("A: bucket 5 @ 5/1s");
 
-    harness.state_mut().simulator.limits[1] = "bucket 0 @ 1/1s".into();
+    type_key_by_key(&mut harness, "limits B", "bucket 0 @ 1/1s");
     harness.get_by_label("Run both").click();
     harness.run_steps(2);
-    assert!(harness.state().simulator.error.as_deref().is_some_and(|err| err.starts_with("B:")));
+    assert!(harness.state().simulator().error.as_deref().is_some_and(|err| err.starts_with("B:")));
 }
 
 #[test]
@@ -275,11 +271,11 @@ fn discover_probes_the_demo_api_and_makes_a_profile_in_one_click() {
     ready(&mut harness);
     harness.get_by_label("Discover…").click();
     harness.run_steps(2);
-    assert!(harness.state().discover.open);
-    assert!(harness.state().discover.url.ends_with("/items"), "{}", harness.state().discover.url);
+    assert!(harness.state().discover().open);
+    assert!(harness.state().discover().url.ends_with("/items"), "{}", harness.state().discover().url);
     harness.get_by_label("Probe").click();
-    step_until(&mut harness, "the probe", |app| app.discover.report.is_some());
-    let report = harness.state().discover.report.clone().unwrap().unwrap();
+    step_until(&mut harness, "the probe", |app| app.discover().report.is_some());
+    let report = harness.state().discover().report.clone().unwrap().unwrap();
     assert_eq!(report.requests_used, 1, "the demo API publishes its policies: {report}");
     assert_eq!(report.suggested.budgets.len(), 2, "burst and minute, stacked: {report}");
     harness.get_by_label("Create profile").click();
@@ -290,8 +286,8 @@ fn discover_probes_the_demo_api_and_makes_a_profile_in_one_click() {
         harness.step();
         await_news();
     }
-    assert_eq!(harness.state().editor.profile().map(|p| p.name.as_str()), Some("discovered"));
-    assert!(!harness.state().discover.open, "the window closes once the profile is made");
+    assert_eq!(harness.state().editor().profile().map(|p| p.name.as_str()), Some("discovered"));
+    assert!(!harness.state().discover().open, "the window closes once the profile is made");
 }
 
 #[test]
@@ -301,13 +297,13 @@ fn the_proxy_tab_starts_a_proxy_from_the_profile_and_shows_its_traffic() {
     ready(&mut harness);
     harness.get_by_label("Proxy").click();
     harness.run_steps(2);
-    assert_eq!(harness.state().tab, Tab::Proxy);
+    assert_eq!(harness.state().tab(), Tab::Proxy);
     harness.get_by_label(PROXY_EMPTY_TEXT);
     assert!(harness.query_by_label(EMPTY_TEXT).is_none(), "the Proxy tab does not ask for a burst");
-    harness.state_mut().proxy.port = "0".into();
+    type_key_by_key(&mut harness, "Port (loopback)", "0");
     harness.get_by_label("Start proxy").click();
-    step_until(&mut harness, "the proxy to start", |app| matches!(app.proxy.status, ProxyStatus::Running { .. }));
-    let ProxyStatus::Running { routes, .. } = harness.state().proxy.status.clone() else { unreachable!() };
+    step_until(&mut harness, "the proxy to start", |app| matches!(app.proxy().status, ProxyStatus::Running { .. }));
+    let ProxyStatus::Running { routes, .. } = harness.state().proxy().status.clone() else { unreachable!() };
     let (caller_url, upstream) = routes[0].clone();
     assert!(caller_url.ends_with("/demo-api/"), "{caller_url}");
     assert!(upstream.starts_with("http://127.0.0.1:"), "{upstream}");
@@ -322,10 +318,10 @@ fn the_proxy_tab_starts_a_proxy_from_the_profile_and_shows_its_traffic() {
         statuses
     });
     assert_eq!(statuses, [200, 200, 200]);
-    step_until(&mut harness, "the proxy's traffic in the request log", |app| app.telemetry.log.len() >= 3);
+    step_until(&mut harness, "the proxy's traffic in the request log", |app| app.telemetry().log.len() >= 3);
 
     harness.get_by_label("Stop proxy").click();
-    step_until(&mut harness, "the proxy to stop", |app| app.proxy.status == ProxyStatus::Stopped);
+    step_until(&mut harness, "the proxy to stop", |app| app.proxy().status == ProxyStatus::Stopped);
 }
 
 #[test]
@@ -344,13 +340,13 @@ fn sharing_via_redis_is_one_toggle_and_the_indicator_shows_the_store() {
     ready(&mut harness);
     harness.get_by_label("share budgets via Redis").click();
     harness.run_steps(2);
-    assert!(harness.state().composer.shared.on);
+    assert!(harness.state().composer().shared.on);
     let key = format!("gui-test-{:016x}", rand::random::<u64>());
-    harness.state_mut().composer.shared.url = url;
-    harness.state_mut().composer.shared.key = key.clone();
-    harness.state_mut().composer.count = 8;
+    type_key_by_key(&mut harness, "Redis URL", &url);
+    type_key_by_key(&mut harness, "shared key", &key);
+    type_key_by_key(&mut harness, "request count", "8");
     harness.get_by_label("Fire").click();
-    step_until(&mut harness, "the shared burst to finish", |app| matches!(app.run, RunStatus::Done { .. }));
+    step_until(&mut harness, "the shared burst to finish", |app| matches!(app.run(), RunStatus::Done { .. }));
     let summary = harness.state().summary().cloned().unwrap();
     assert_eq!((summary.succeeded, summary.failed), (8, 0), "{summary}");
     let shared = summary.shared.expect("the summary reports the shared store");
@@ -390,6 +386,19 @@ fn type_key_by_key(harness: &mut Harness<'_, App>, label: &str, text: &str) {
     harness.run_steps(2);
 }
 
+/// The composer's "limiter" checkbox (the summary has a "limiter" row too).
+fn limiter_checkbox<'h>(harness: &'h Harness<'_, App>) -> egui_kittest::Node<'h> {
+    harness.get(egui_kittest::kittest::By::new().label("limiter").role(egui::accesskit::Role::CheckBox))
+}
+
+/// Opens the combo box named `combo` and clicks `option` in its list, as a person picks one.
+fn choose(harness: &mut Harness<'_, App>, combo: &str, option: &str) {
+    harness.get_by_label(combo).click();
+    harness.run_steps(2);
+    harness.get_by_label(option).click();
+    harness.run_steps(2);
+}
+
 /// Every text field of the app, typed into one key at a time: the field shows each key, and
 /// the model holds the typed value at the end.
 #[test]
@@ -397,7 +406,7 @@ fn every_text_field_keeps_each_key_and_the_model_takes_the_value() {
     let dir = tempfile::tempdir().unwrap();
     let mut harness = harness(app(dir.path()));
     ready(&mut harness);
-    let host = |app: &App| app.editor.selected_host().cloned().unwrap();
+    let host = |app: &App| app.editor().selected_host().cloned().unwrap();
     type_key_by_key(&mut harness, "host name", "api one");
     assert_eq!(host(harness.state()).name, "api one");
     type_key_by_key(&mut harness, "base URL", "http://127.0.0.1:9");
@@ -425,21 +434,23 @@ fn every_text_field_keeps_each_key_and_the_model_takes_the_value() {
     );
 
     type_key_by_key(&mut harness, "endpoint path", "/search");
-    assert_eq!(harness.state().composer.endpoints[0].path, "/search");
+    assert_eq!(harness.state().composer().endpoints[0].path, "/search");
     type_key_by_key(&mut harness, "request count", "120");
-    assert_eq!(harness.state().composer.count, 120);
-    harness.state_mut().composer.arrival = ArrivalChoice::ForDuration;
-    harness.run_steps(2);
+    assert_eq!(harness.state().composer().count, 120);
+    choose(&mut harness, "arrival pattern", "for a duration");
     type_key_by_key(&mut harness, "arrival rate", "30/1s");
     type_key_by_key(&mut harness, "arrival duration", "20s");
-    assert_eq!((harness.state().composer.rate.as_str(), harness.state().composer.duration.as_str()), ("30/1s", "20s"));
+    assert_eq!(
+        (harness.state().composer().rate.as_str(), harness.state().composer().duration.as_str()),
+        ("30/1s", "20s")
+    );
 
     harness.get_by_label("Simulator").click();
     harness.run_steps(2);
     type_key_by_key(&mut harness, "simulated path", "/slow");
     type_key_by_key(&mut harness, "simulated arrival rate", "9/1s");
     type_key_by_key(&mut harness, "limits B", "bucket 3 @ 3/1s");
-    let simulator = &harness.state().simulator;
+    let simulator = &harness.state().simulator();
     assert_eq!(
         (simulator.path.as_str(), simulator.arrival_rate.as_str(), simulator.limits[1].as_str()),
         ("/slow", "9/1s", "bucket 3 @ 3/1s")
@@ -447,7 +458,7 @@ fn every_text_field_keeps_each_key_and_the_model_takes_the_value() {
     type_key_by_key(&mut harness, "limits A", "bucket 2 @ 2/1s");
     harness.run_steps(2);
     assert_eq!(
-        harness.state().simulator.limits[0],
+        harness.state().simulator().limits[0],
         "bucket 2 @ 2/1s",
         "typed limits A are not replaced by the profile's"
     );
@@ -464,7 +475,7 @@ fn simulator_limits_a_follow_the_current_profile() {
     harness.run_steps(2);
     let shown = field(&harness, "limits A").value().unwrap_or_default();
     assert!(shown.contains("@ 7/1s"), "limits A show the profile's edited bucket: {shown:?}");
-    let expected = harness.state().editor.selected_host().unwrap().limiter_config().unwrap().describe();
+    let expected = harness.state().editor().selected_host().unwrap().limiter_config().unwrap().describe();
     assert_eq!(shown, expected);
 }
 
@@ -474,7 +485,7 @@ fn dragging_the_burst_moves_it_by_small_steps() {
     let dir = tempfile::tempdir().unwrap();
     let mut harness = harness(app(dir.path()));
     ready(&mut harness);
-    let capacity = |app: &App| app.editor.selected_host().unwrap().budgets[0].capacity.unwrap();
+    let capacity = |app: &App| app.editor().selected_host().unwrap().budgets[0].capacity.unwrap();
     assert_eq!(capacity(harness.state()), 5);
     let start = harness.get_by_label("burst capacity").rect().center();
     harness.hover_at(start);
@@ -520,9 +531,9 @@ fn small_windows_keep_everything_apart() {
         if let Some(status) = harness.query_by_label_contains("demo API running at") {
             assert!(status.rect().left() >= import.right(), "{width}: the status overlaps Import…");
         }
-        harness.state_mut().composer.count = 3;
+        type_key_by_key(&mut harness, "request count", "3");
         harness.get_by_label("Fire").click();
-        step_until(&mut harness, "the burst", |app| matches!(app.run, RunStatus::Done { .. }));
+        step_until(&mut harness, "the burst", |app| matches!(app.run(), RunStatus::Done { .. }));
         harness.run_steps(2);
         let log = harness.get_by_label("Request log").rect();
         let line = harness.get_by_label("Fire").rect().height() * 1.5;
@@ -557,12 +568,12 @@ fn a_save_error_goes_once_the_profile_is_saved() {
     type_key_by_key(&mut harness, "base URL", "ftp://x");
     harness.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::S);
     harness.run_steps(2);
-    let error = |app: &App| app.toasts.texts().iter().any(|text| text.starts_with("not saved"));
-    assert!(error(harness.state()), "the refusal is shown: {:?}", harness.state().toasts.texts());
+    let error = |app: &App| app.toasts().texts().iter().any(|text| text.starts_with("not saved"));
+    assert!(error(harness.state()), "the refusal is shown: {:?}", harness.state().toasts().texts());
     type_key_by_key(&mut harness, "base URL", "http://127.0.0.1:8787");
     harness.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::S);
-    step_until(&mut harness, "the save", |app| app.toasts.texts().iter().any(|text| text.starts_with("saved")));
-    assert!(!error(harness.state()), "the error went with the save: {:?}", harness.state().toasts.texts());
+    step_until(&mut harness, "the save", |app| app.toasts().texts().iter().any(|text| text.starts_with("saved")));
+    assert!(!error(harness.state()), "the error went with the save: {:?}", harness.state().toasts().texts());
 }
 
 /// F1 (or ?) opens the list of shortcuts; Esc closes it.
@@ -589,15 +600,19 @@ fn two_runs_are_compared_and_the_summary_is_saved_to_a_typed_path() {
     let dir = tempfile::tempdir().unwrap();
     let mut harness = harness(app(dir.path()));
     ready(&mut harness);
-    harness.state_mut().composer.count = 8;
-    harness.state_mut().composer.limiter_on = false;
-    harness.get_by_label("Fire").click();
-    step_until(&mut harness, "the first burst", |app| app.history.runs.len() == 1);
-    harness.state_mut().composer.limiter_on = true;
-    harness.get_by_label("Fire").click();
-    step_until(&mut harness, "the second burst", |app| app.history.runs.len() == 2);
+    type_key_by_key(&mut harness, "request count", "8");
+    limiter_checkbox(&harness).click();
     harness.run_steps(2);
-    let first = &harness.state().history.runs[0];
+    assert!(!harness.state().composer().limiter_on, "the limiter is off for the first run");
+    harness.get_by_label("Fire").click();
+    step_until(&mut harness, "the first burst", |app| app.history().runs.len() == 1);
+    limiter_checkbox(&harness).click();
+    harness.run_steps(2);
+    assert!(harness.state().composer().limiter_on);
+    harness.get_by_label("Fire").click();
+    step_until(&mut harness, "the second burst", |app| app.history().runs.len() == 2);
+    harness.run_steps(2);
+    let first = &harness.state().history().runs[0];
     assert!(first.settings.contains("limiter off") && first.settings.contains("×8"), "{}", first.settings);
     harness.get_by_label("#1");
     harness.get_by_label("#2");
@@ -616,7 +631,9 @@ fn two_runs_are_compared_and_the_summary_is_saved_to_a_typed_path() {
     let target = dir.path().join("summary.json");
     type_key_by_key(&mut harness, "save to path", &target.display().to_string());
     step_until(&mut harness, "the file", |_| target.exists());
-    step_until(&mut harness, "the message", |app| app.toasts.texts().iter().any(|text| text.contains("summary.json")));
+    step_until(&mut harness, "the message", |app| {
+        app.toasts().texts().iter().any(|text| text.contains("summary.json"))
+    });
     let written: serde_json::Value = serde_json::from_slice(&std::fs::read(&target).unwrap()).unwrap();
     assert_eq!(written["requests"], 8);
 }
@@ -630,9 +647,9 @@ fn charts_png_without_charts_says_so() {
     harness.get_by_label("Charts PNG…").click();
     harness.run_steps(2);
     assert!(
-        harness.state().toasts.texts().iter().any(|text| text.contains("no charts to save yet")),
+        harness.state().toasts().texts().iter().any(|text| text.contains("no charts to save yet")),
         "{:?}",
-        harness.state().toasts.texts()
+        harness.state().toasts().texts()
     );
 }
 
@@ -648,7 +665,9 @@ fn export_writes_the_profile_to_a_typed_path_and_says_where() {
     harness.get_by_label("Save the profile 'demo' (no secret values) to:");
     let target = dir.path().join("exported.toml");
     type_key_by_key(&mut harness, "save to path", &target.display().to_string());
-    step_until(&mut harness, "the message", |app| app.toasts.texts().iter().any(|text| text.contains("exported.toml")));
+    step_until(&mut harness, "the message", |app| {
+        app.toasts().texts().iter().any(|text| text.contains("exported.toml"))
+    });
     assert!(std::fs::read_to_string(&target).unwrap().contains("demo"));
-    assert!(harness.state().save_as.is_none(), "the window closed");
+    assert!(harness.state().save_as().is_none(), "the window closed");
 }

@@ -1,14 +1,17 @@
 //! An admission gate: a check the limiter consults under its own lock, beside its budgets,
 //! for limits the engine does not own (the server's budget as the client mirrors it).
 //!
-//! The engine only asks "may one request go at `now`, and if not, until when?", tells the
-//! gate which request it admitted (a ticket, in admission order), and tells it when that
-//! request's permit ends. What the gate believes, and how it learns, is the caller's.
+//! The engine only asks "may one request of this cost go at `now`, and if not, until when?",
+//! tells the gate which request it admitted (a ticket, in admission order) and with what
+//! estimate, what it actually spent once its permit is settled, and when its permit ends.
+//! What the gate believes, and how it learns, is the caller's.
 
 use std::any::Any;
 use std::fmt::Debug;
 
 use tokio::time::Instant;
+
+use super::Cost;
 
 /// Whether the gate lets one request through now.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,12 +32,17 @@ pub enum GateReadiness {
 /// A check beside the budgets. Every method runs under the limiter's lock, so it must be quick
 /// and must not call back into the limiter.
 pub trait AdmissionGate: Send + Debug {
-    /// Whether one request may be admitted at `now`. May update time-driven state.
-    fn readiness(&mut self, now: Instant) -> GateReadiness;
+    /// Whether one request spending `cost` may be admitted at `now`. May update time-driven state.
+    fn readiness(&mut self, now: Instant, cost: &Cost) -> GateReadiness;
 
-    /// One request was admitted at `now` (the gate said `Ready` under the same lock); returns
-    /// its ticket, which the permit carries.
-    fn admit(&mut self, now: Instant) -> u64;
+    /// One request spending `cost` was admitted at `now` (the gate said `Ready` under the same
+    /// lock); returns its ticket, which the permit carries.
+    fn admit(&mut self, now: Instant, cost: &Cost) -> u64;
+
+    /// The request holding `ticket` actually spent `actual` (its permit was settled).
+    fn settle(&mut self, ticket: u64, actual: &Cost) {
+        let _ = (ticket, actual);
+    }
 
     /// The permit holding `ticket` ended (answered, failed or cancelled).
     fn release(&mut self, ticket: u64);

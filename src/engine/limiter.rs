@@ -173,9 +173,10 @@ impl Limiter {
 
     /// Like [`try_acquire`](Self::try_acquire) for a cost in several units.
     pub fn try_acquire_cost(&self, cost: Cost) -> Result<Permit, TryAcquireError> {
-        if let Some(permit) = Shared::try_fast(&self.shared, &cost) {
-            return Ok(permit);
-        }
+        let cost = match Shared::try_fast(&self.shared, cost) {
+            Ok(permit) => return Ok(permit),
+            Err(cost) => cost,
+        };
         let now = Instant::now();
         let mut state = self.shared.lock();
         state.check_cost(&cost)?;
@@ -184,7 +185,7 @@ impl Limiter {
             return Err(TryAcquireError::WouldWait(blocked));
         }
         match state.readiness(&cost, now, &self.shared) {
-            Readiness::Now => Ok(state.admit(&cost, now, &self.shared)),
+            Readiness::Now => Ok(state.admit(cost, now, &self.shared)),
             Readiness::At(_, blocked) | Readiness::Gate(blocked) => Err(TryAcquireError::WouldWait(blocked)),
             Readiness::Concurrency => Err(TryAcquireError::WouldWait(state.concurrency_blocked())),
             Readiness::Never(err) => Err(err.into()),
@@ -324,21 +325,22 @@ impl Shared {
     }
 
     /// Admission without the lock: a single uncapped bucket with nobody queued and no pause.
-    /// `None` means "take the locked path", which decides every other case.
-    fn try_fast(shared: &Arc<Self>, cost: &Cost) -> Option<Permit> {
-        let fast = shared.fast.as_ref()?;
+    /// `Err` gives the cost back to take the locked path, which decides every other case.
+    /// The permit takes the cost as it is: a requests-only cost allocates nothing.
+    fn try_fast(shared: &Arc<Self>, cost: Cost) -> Result<Permit, Cost> {
+        let Some(fast) = shared.fast.as_ref() else { return Err(cost) };
         // Parked also while a gate is installed: the lock is never handed back then.
         if shared.fast_word.load(Ordering::Relaxed) == PARKED {
-            return None;
+            return Err(cost);
         }
         // Counted before the spend, so a cap set meanwhile already sees this request.
         shared.in_flight.fetch_add(1, Ordering::SeqCst);
         let now = duration_nanos(Instant::now().saturating_duration_since(shared.epoch));
         if cost.requests > 0 && fast.try_spend(&shared.fast_word, cost.of(fast.unit()), now) {
-            return Some(Permit { shared: Arc::clone(shared), ticket: None, charged: cost.clone(), admitted_ns: now });
+            return Ok(Permit { shared: Arc::clone(shared), ticket: None, charged: cost, admitted_ns: now });
         }
         shared.release_one();
-        None
+        Err(cost)
     }
 
     /// A permit came back (or a lock-free attempt gave up its count): wakes the head if it may
@@ -466,7 +468,7 @@ impl State {
             self.pause = None;
         }
         if let Some(gate) = self.gate.as_mut() {
-            match gate.readiness(now) {
+            match gate.readiness(now, cost) {
                 GateReadiness::Ready => {}
                 GateReadiness::At { at, reason } if at > now => {
                     return Readiness::At(at, Blocked::Server { reason, wait: Some(at - now) });
@@ -497,21 +499,24 @@ impl State {
     }
 
     /// Spends `cost` in every budget and takes a concurrency slot. The caller checked readiness.
-    fn admit(&mut self, cost: &Cost, now: Instant, shared: &Arc<Shared>) -> Permit {
+    fn admit(&mut self, cost: Cost, now: Instant, shared: &Arc<Shared>) -> Permit {
         let now_ns = self.nanos(now);
         for (spec, budget) in self.config.budgets.iter().zip(self.budgets.iter_mut()) {
-            budget.consume(spec.spend(cost), now_ns);
+            budget.consume(spec.spend(&cost), now_ns);
         }
         // Readiness saw a free slot under this lock. The lock-free path takes slots only while
         // uncapped, and counts itself before it spends, so a cap never admits past itself.
         shared.in_flight.fetch_add(1, Ordering::SeqCst);
-        let ticket = self.gate.as_mut().map(|gate| gate.admit(now));
-        Permit { shared: Arc::clone(shared), ticket, charged: cost.clone(), admitted_ns: now_ns }
+        let ticket = self.gate.as_mut().map(|gate| gate.admit(now, &cost));
+        Permit { shared: Arc::clone(shared), ticket, charged: cost, admitted_ns: now_ns }
     }
 
     /// Corrects what a permit admitted at `admitted_ns` spent in every budget from `charged`
     /// to `actual` units (times each budget's cost per unit), then lets the head re-evaluate.
-    fn settle(&mut self, charged: &Cost, actual: &Cost, admitted_ns: u64, now: Instant) {
+    fn settle(&mut self, ticket: Option<u64>, charged: &Cost, actual: &Cost, admitted_ns: u64, now: Instant) {
+        if let (Some(gate), Some(ticket)) = (self.gate.as_mut(), ticket) {
+            gate.settle(ticket, actual);
+        }
         let now_ns = self.nanos(now);
         for (spec, budget) in self.config.budgets.iter().zip(self.budgets.iter_mut()) {
             let (was, is) = (spec.spend(charged), spec.spend(actual));
@@ -592,10 +597,11 @@ impl Future for Acquire {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        if this.ticket.is_none()
-            && let Some(permit) = Shared::try_fast(&this.shared, &this.cost)
-        {
-            return Poll::Ready(Ok(permit));
+        if this.ticket.is_none() {
+            match Shared::try_fast(&this.shared, std::mem::take(&mut this.cost)) {
+                Ok(permit) => return Poll::Ready(Ok(permit)),
+                Err(cost) => this.cost = cost,
+            }
         }
         let shared = Arc::clone(&this.shared);
         let mut now = Instant::now();
@@ -605,7 +611,9 @@ impl Future for Acquire {
             None => {
                 if state.lanes.total() == 0 {
                     match state.readiness(&this.cost, now, &shared) {
-                        Readiness::Now => return Poll::Ready(Ok(state.admit(&this.cost, now, &shared))),
+                        Readiness::Now => {
+                            return Poll::Ready(Ok(state.admit(std::mem::take(&mut this.cost), now, &shared)));
+                        }
                         Readiness::Never(err) => return Poll::Ready(Err(err)),
                         Readiness::At(..) | Readiness::Concurrency | Readiness::Gate(_) => {}
                     }
@@ -635,7 +643,7 @@ impl Future for Acquire {
                     state.dequeue(ticket, true, &shared);
                     this.ticket = None;
                     this.sleep = None;
-                    let permit = state.admit(&this.cost, now, &shared);
+                    let permit = state.admit(std::mem::take(&mut this.cost), now, &shared);
                     state.wake_head(now);
                     return Poll::Ready(Ok(permit));
                 }
@@ -715,13 +723,14 @@ impl Permit {
     /// never above their capacity); more charges the rest, into debt if need be, which delays
     /// the next admissions until it is paid. A window the admission has already left is not
     /// touched. Settling again corrects the previous settlement; a permit never settled keeps
-    /// its estimate. Budgets shared through a store are not settled here (they count the estimate).
+    /// its estimate. An admission gate learns the actual cost too. Budgets shared through a
+    /// store are not settled here (they count the estimate).
     pub fn settle(&mut self, actual: Cost) {
         if actual == self.charged {
             return;
         }
         let mut state = self.shared.lock();
-        state.settle(&self.charged, &actual, self.admitted_ns, Instant::now());
+        state.settle(self.ticket, &self.charged, &actual, self.admitted_ns, Instant::now());
         self.charged = actual;
     }
 }

@@ -84,33 +84,33 @@ pub const LAST_PROFILE_KEY: &str = "ratescope.last_profile";
 
 /// The whole app.
 pub struct App {
-    pub tab: Tab,
-    pub simulator: SimulatorTab,
-    pub discover: Discover,
+    pub(crate) tab: Tab,
+    pub(crate) simulator: SimulatorTab,
+    pub(crate) discover: Discover,
     backend: Backend,
-    pub editor: Editor,
-    pub composer: Composer,
-    pub demo: DemoStatus,
-    pub run: RunStatus,
-    pub telemetry: Telemetry,
-    pub chart_view: ChartView,
-    pub selected_row: Option<(u64, u32)>,
-    pub toasts: Toasts,
+    pub(crate) editor: Editor,
+    pub(crate) composer: Composer,
+    pub(crate) demo: DemoStatus,
+    pub(crate) run: RunStatus,
+    pub(crate) telemetry: Telemetry,
+    pub(crate) chart_view: ChartView,
+    pub(crate) selected_row: Option<(u64, u32)>,
+    pub(crate) toasts: Toasts,
     /// The shared store's last reported state, when budgets are shared through Redis.
-    pub shared_report: Option<SharedReport>,
-    pub proxy: ProxyPanel,
+    pub(crate) shared_report: Option<SharedReport>,
+    pub(crate) proxy: ProxyPanel,
     /// The session's finished runs, and the one compared with.
-    pub history: History,
+    pub(crate) history: History,
     /// The run on the charts now (its number once it is in the history).
     shown_run: Option<u32>,
     /// What the running burst was fired with, for the history.
     firing: Option<String>,
     /// An export waiting for its path.
-    pub save_as: Option<SaveAs>,
+    pub(crate) save_as: Option<SaveAs>,
     /// The left panel (hosts and limits) is open.
-    pub hosts_open: bool,
+    pub(crate) hosts_open: bool,
     /// The keyboard shortcuts overlay is open.
-    pub help_open: bool,
+    pub(crate) help_open: bool,
     /// A PNG of the charts being captured: the charts' rectangle and the slot the capture fills.
     chart_capture: Option<ChartCapture>,
     /// The charts' rectangle on screen last frame (for a PNG of them).
@@ -160,6 +160,66 @@ impl App {
     fn with_last_profile(mut self, name: Option<String>) -> Self {
         self.editor.preferred = name;
         self
+    }
+
+    /// The tab on screen.
+    pub fn tab(&self) -> Tab {
+        self.tab
+    }
+
+    /// The profiles and the host being edited.
+    pub fn editor(&self) -> &Editor {
+        &self.editor
+    }
+
+    /// The burst as composed now.
+    pub fn composer(&self) -> &Composer {
+        &self.composer
+    }
+
+    /// The simulator tab: its workload, both limits and the last results.
+    pub fn simulator(&self) -> &SimulatorTab {
+        &self.simulator
+    }
+
+    /// The Discover window: its URL and the probe's report.
+    pub fn discover(&self) -> &Discover {
+        &self.discover
+    }
+
+    /// The embedded demo API.
+    pub fn demo(&self) -> &DemoStatus {
+        &self.demo
+    }
+
+    /// The burst: idle, running or done with its summary.
+    pub fn run(&self) -> &RunStatus {
+        &self.run
+    }
+
+    /// What the charts and the request log show.
+    pub fn telemetry(&self) -> &Telemetry {
+        &self.telemetry
+    }
+
+    /// The proxy panel and its status.
+    pub fn proxy(&self) -> &ProxyPanel {
+        &self.proxy
+    }
+
+    /// The session's finished runs.
+    pub fn history(&self) -> &History {
+        &self.history
+    }
+
+    /// The notices on screen.
+    pub fn toasts(&self) -> &Toasts {
+        &self.toasts
+    }
+
+    /// An export waiting for its typed path.
+    pub fn save_as(&self) -> Option<&SaveAs> {
+        self.save_as.as_ref()
     }
 
     /// Whether a burst is running.

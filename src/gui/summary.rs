@@ -21,45 +21,73 @@ pub enum SummaryAction {
 /// Shows `summary`; returns the export the user clicked, if any.
 pub fn summary_ui(ui: &mut Ui, summary: &Summary) -> SummaryAction {
     egui::Grid::new("ratescope_summary_counts").num_columns(2).spacing([16.0, 4.0]).show(ui, |ui| {
-        figure_row_ui(ui, "limiter", |ui| {
-            ui.add(Label::new(summary.limiter.as_str()).wrap());
-        });
-        figure_row_ui(ui, "requests", |ui| {
-            ui.label(RichText::new(summary.requests.to_string()).strong());
-            ui.label(RichText::new(format!("{} succeeded", summary.succeeded)).color(OK_COLOR));
-            let failed = RichText::new(format!("{} failed", summary.failed));
-            ui.label(if summary.failed > 0 { failed.color(ERROR_COLOR) } else { failed });
-            ui.label(format!("{} cancelled", summary.cancelled));
-        });
-        figure_row_ui(ui, "HTTP attempts", |ui| {
-            ui.label(RichText::new(summary.sent.to_string()).strong());
-            ui.label(format!("{} retries", summary.retries));
-            ui.label(format!("{} cache hits", summary.cache_hits));
-        });
-        figure_row_ui(ui, "statuses", |ui| {
-            if summary.status_counts.is_empty() {
-                ui.label("-");
-            }
-            for (status, count) in &summary.status_counts {
-                ui.label(RichText::new(format!("{status}×{count}")).monospace().color(status_color(status)));
-            }
-        });
-        figure_row_ui(ui, "elapsed", |ui| {
-            ui.label(format!("{:.3} s", summary.elapsed_s));
-        });
-        figure_row_ui(ui, "achieved", |ui| {
-            ui.label(format!("{:.2} req/s", summary.achieved_rps));
-        });
-        if let Some(shared) = &summary.shared {
-            figure_row_ui(ui, "shared (Redis)", |ui| {
-                ui.add(
-                    Label::new(format!("{}: {} (on failure {})", shared.state, shared.counts, shared.policy)).wrap(),
-                );
-            });
+        counts_ui(ui, summary);
+        units_ui(ui, summary);
+    });
+    ui.add_space(8.0);
+    latency_ui(ui, summary);
+    errors_ui(ui, summary);
+    ui.add_space(8.0);
+    export_ui(ui)
+}
+
+/// The rows of counts: requests, attempts, statuses, time, rate and the shared store.
+fn counts_ui(ui: &mut Ui, summary: &Summary) {
+    figure_row_ui(ui, "limiter", |ui| {
+        ui.add(Label::new(summary.limiter.as_str()).wrap());
+    });
+    figure_row_ui(ui, "requests", |ui| {
+        ui.label(RichText::new(summary.requests.to_string()).strong());
+        ui.label(RichText::new(format!("{} succeeded", summary.succeeded)).color(OK_COLOR));
+        let failed = RichText::new(format!("{} failed", summary.failed));
+        ui.label(if summary.failed > 0 { failed.color(ERROR_COLOR) } else { failed });
+        ui.label(format!("{} cancelled", summary.cancelled));
+    });
+    figure_row_ui(ui, "HTTP attempts", |ui| {
+        ui.label(RichText::new(summary.sent.to_string()).strong());
+        ui.label(format!("{} retries", summary.retries));
+        ui.label(format!("{} cache hits", summary.cache_hits));
+    });
+    figure_row_ui(ui, "statuses", |ui| {
+        if summary.status_counts.is_empty() {
+            ui.label("-");
+        }
+        for (status, count) in &summary.status_counts {
+            ui.label(RichText::new(format!("{status}×{count}")).monospace().color(status_color(status)));
         }
     });
+    figure_row_ui(ui, "elapsed", |ui| {
+        ui.label(format!("{:.3} s", summary.elapsed_s));
+    });
+    figure_row_ui(ui, "achieved", |ui| {
+        ui.label(format!("{:.2} req/s", summary.achieved_rps));
+    });
+    if let Some(shared) = &summary.shared {
+        figure_row_ui(ui, "shared (Redis)", |ui| {
+            ui.add(Label::new(format!("{}: {} (on failure {})", shared.state, shared.counts, shared.policy)).wrap());
+        });
+    }
+}
 
-    ui.add_space(8.0);
+/// A row per unit the requests' cost rules counted: reserved before sending, settled from the
+/// answers, and the difference given back or charged.
+fn units_ui(ui: &mut Ui, summary: &Summary) {
+    for (unit, totals) in &summary.units {
+        figure_row_ui(ui, unit, |ui| {
+            ui.label(RichText::new(format!("{} reserved", totals.reserved)).strong())
+                .on_hover_text("Estimated before sending, and held in the budgets");
+            ui.label(format!("{} settled", totals.settled)).on_hover_text("What the answers said was spent");
+            ui.label(RichText::new(format!("{} refunded", totals.refunded)).color(OK_COLOR))
+                .on_hover_text("Estimates above the spend, given back to the budgets");
+            let more = RichText::new(format!("{} charged more", totals.charged_more));
+            ui.label(if totals.charged_more > 0 { more.color(THROTTLED_COLOR) } else { more })
+                .on_hover_text("Spends above the estimate, charged afterwards");
+        });
+    }
+}
+
+/// Service, queue wait and total time as percentiles.
+fn latency_ui(ui: &mut Ui, summary: &Summary) {
     egui::Grid::new("ratescope_summary_latency").num_columns(5).striped(true).spacing([16.0, 4.0]).show(ui, |ui| {
         ui.strong("ms");
         for title in ["p50", "p90", "p99", "max"] {
@@ -79,18 +107,24 @@ pub fn summary_ui(ui: &mut Ui, summary: &Summary) -> SummaryAction {
             ui.end_row();
         }
     });
+}
 
-    if !summary.errors.is_empty() {
-        ui.add_space(8.0);
-        for (cause, count) in &summary.errors {
-            let line = ui.add(Label::new(RichText::new(format!("failed ×{count}: {cause}")).color(ERROR_COLOR)).wrap());
-            if let Some(example) = summary.error_examples.get(cause) {
-                line.on_hover_text(format!("e.g. {example}"));
-            }
+/// Why requests failed, with an example of each cause on hover.
+fn errors_ui(ui: &mut Ui, summary: &Summary) {
+    if summary.errors.is_empty() {
+        return;
+    }
+    ui.add_space(8.0);
+    for (cause, count) in &summary.errors {
+        let line = ui.add(Label::new(RichText::new(format!("failed ×{count}: {cause}")).color(ERROR_COLOR)).wrap());
+        if let Some(example) = summary.error_examples.get(cause) {
+            line.on_hover_text(format!("e.g. {example}"));
         }
     }
+}
 
-    ui.add_space(8.0);
+/// The export buttons.
+fn export_ui(ui: &mut Ui) -> SummaryAction {
     let mut action = SummaryAction::None;
     ui.horizontal(|ui| {
         if ui.button(EXPORT_JSON_TEXT).on_hover_text("Save this summary and every request as JSON").clicked() {
@@ -134,6 +168,7 @@ mod tests {
     use egui_kittest::kittest::Queryable;
 
     use super::*;
+    use crate::run::UnitTotals;
 
     fn summary() -> Summary {
         let percentiles = |base: f64| Percentiles {
@@ -207,5 +242,24 @@ mod tests {
         harness.get_by_label(EXPORT_JSON_TEXT).click();
         harness.run();
         assert_eq!(harness.state().1, SummaryAction::ExportJson);
+        assert!(harness.query_by_label("tokens").is_none(), "no unit rows without cost rules");
+    }
+
+    #[test]
+    fn every_unit_shows_what_was_reserved_settled_and_given_back() {
+        let mut with_units = summary();
+        with_units.units = BTreeMap::from([
+            ("tokens".into(), UnitTotals { reserved: 9000, settled: 6100, refunded: 3200, charged_more: 300 }),
+            ("points".into(), UnitTotals { reserved: 40, settled: 40, refunded: 0, charged_more: 0 }),
+        ]);
+        let mut harness = Harness::builder()
+            .with_size(egui::vec2(1000.0, 700.0))
+            .build_ui_state(|ui, summary: &mut Summary| _ = summary_ui(ui, summary), with_units);
+        harness.run();
+        for text in
+            ["tokens", "9000 reserved", "6100 settled", "3200 refunded", "300 charged more", "points", "40 reserved"]
+        {
+            assert!(harness.query_by_label(text).is_some(), "{text:?} is not shown");
+        }
     }
 }

@@ -9,8 +9,9 @@
 //!   governs), a window plus the longest exchange long: the server counts a request when it
 //!   arrives, up to that much after its admission, so an exact copy of its window would meet
 //!   it early whenever a request is slow on the way;
-//! - a budget in other units (tokens, points) with nothing remaining pauses the key until
-//!   its reset (the mirror counts requests only);
+//! - budgets in other units (tokens, points) are mirrored too: a request waits while its
+//!   estimate of the unit is above what the server has left (see `unit_mirror`); without a
+//!   mirror, such a budget with nothing remaining pauses the key until its reset;
 //! - with no published budget, the pace learned from refusals becomes a token bucket
 //!   `server:paced` of one request.
 
@@ -173,12 +174,12 @@ fn put(budgets: &mut Vec<BudgetSpec>, spec: BudgetSpec) {
 }
 
 /// When the key must pause for a spent budget, and why: the latest reset of an exhausted
-/// budget. With a mirror (`mirrored`), budgets counting requests are the mirror's and only
-/// other units pause.
+/// budget. With a mirror (`mirrored`), every budget reporting what remains is the mirror's
+/// (requests and other units alike) and only the others pause.
 pub fn exhausted_until(info: &RateLimitInfo, mirrored: bool) -> Option<(Duration, String)> {
     info.budgets
         .iter()
-        .filter(|budget| !(mirrored && budget.unit == "requests"))
+        .filter(|budget| !(mirrored && budget.remaining.is_some_and(f64::is_finite)))
         .filter(|budget| budget.remaining.is_some_and(|remaining| remaining < 1.0))
         .filter_map(|budget| Some((budget.reset_after?.min(MAX_ADAPTIVE_PAUSE), budget)))
         .filter(|(reset, _)| !reset.is_zero())
@@ -261,7 +262,11 @@ mod tests {
         assert_eq!(reason, "server budget 'minute' exhausted, resets in 12.0s");
         assert!(exhausted_until(&info(100.0, 3.0, 12, Some(60), "requests"), false).is_none());
         assert!(exhausted_until(&info(100.0, 0.0, 12, Some(60), "requests"), true).is_none(), "the mirror holds it");
-        assert!(exhausted_until(&info(100.0, 0.0, 12, Some(60), "tokens"), true).is_some(), "tokens still pause");
+        assert!(
+            exhausted_until(&info(100.0, 0.0, 12, Some(60), "tokens"), true).is_none(),
+            "the mirror holds tokens too"
+        );
+        assert!(exhausted_until(&info(100.0, 0.0, 12, Some(60), "tokens"), false).is_some(), "without it they pause");
         assert_eq!(
             exhausted_until(&info(1.0, 0.0, 10_000_000, None, "requests"), false).unwrap().0,
             MAX_ADAPTIVE_PAUSE

@@ -49,7 +49,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::headers::{RateLimitInfo, ServerBudget};
-use crate::engine::{AdmissionGate, GateReadiness, format_wait};
+use super::unit_mirror::{UnitMirror, UnitWait};
+use crate::engine::{AdmissionGate, Cost, GateReadiness, Unit, format_wait};
 
 /// Admissions kept for refining resets: enough for the largest window limits we refine.
 const SEND_LOG: usize = 1 << 16;
@@ -90,6 +91,8 @@ pub struct ServerMirror {
     /// The first ticket admitted under the pace last told, and that pace.
     pace_since: u64,
     pace_told: f64,
+    /// The server's budgets in other units (tokens, points).
+    units: UnitMirror,
 }
 
 /// What the mirror knows about the server's way of publishing limits.
@@ -276,6 +279,8 @@ pub enum Learned {
 #[derive(Debug, Clone, PartialEq)]
 pub struct MirroredBudget {
     pub name: String,
+    /// What it counts: requests, or the unit the server named (tokens, points).
+    pub unit: Unit,
     pub limit: Option<u64>,
     /// What the last accepted report said.
     pub reported_remaining: u64,
@@ -309,6 +314,7 @@ impl ServerMirror {
             pace: None,
             pace_since: 0,
             pace_told: 0.0,
+            units: UnitMirror::default(),
         }
     }
 
@@ -326,18 +332,20 @@ impl ServerMirror {
         self.slack
     }
 
-    /// Every mirrored budget at `now`.
+    /// Every mirrored budget at `now`, requests first, then other units.
     pub fn budgets(&self, now: Instant) -> Vec<MirroredBudget> {
         self.budgets
             .iter()
             .map(|budget| MirroredBudget {
                 name: budget.name.clone(),
+                unit: Unit::Requests,
                 limit: budget.limit,
                 reported_remaining: budget.remaining,
                 allowance: budget.rolled.is_none().then(|| budget.allowance(now)),
                 resets_in: budget.reset_at.saturating_duration_since(now),
                 window: budget.window.estimate(),
             })
+            .chain(self.units.budgets(now))
             .collect()
     }
 
@@ -383,6 +391,7 @@ impl ServerMirror {
                 learned.push(window);
             }
         }
+        self.units.observe(ticket, info, received_at, self.slack);
         learned
     }
 
@@ -612,7 +621,7 @@ fn describe_reported(budget: &ServerBudget) -> String {
 }
 
 impl AdmissionGate for ServerMirror {
-    fn readiness(&mut self, now: Instant) -> GateReadiness {
+    fn readiness(&mut self, now: Instant, cost: &Cost) -> GateReadiness {
         match self.phase {
             Phase::Scouting { scout: Some(_) } => {
                 return GateReadiness::Wait { reason: "scouting: waiting for the first answer's headers".to_owned() };
@@ -644,6 +653,13 @@ impl AdmissionGate for ServerMirror {
                 }
             }
         }
+        match self.units.readiness(now, cost) {
+            Some(UnitWait::Until(at, reason)) if latest.as_ref().is_none_or(|(later, _)| at > *later) => {
+                latest = Some((at, reason));
+            }
+            Some(UnitWait::Answer(reason)) => waiting = waiting.or(Some(reason)),
+            _ => {}
+        }
         match (latest, waiting) {
             (Some((at, reason)), _) => GateReadiness::At { at, reason },
             (None, Some(reason)) => GateReadiness::Wait { reason },
@@ -651,9 +667,10 @@ impl AdmissionGate for ServerMirror {
         }
     }
 
-    fn admit(&mut self, now: Instant) -> u64 {
+    fn admit(&mut self, now: Instant, cost: &Cost) -> u64 {
         let ticket = self.next_ticket;
         self.next_ticket += 1;
+        self.units.admit(ticket, cost);
         self.in_flight.insert(ticket, now);
         self.first_admitted.get_or_insert(now);
         if self.sends.len() == SEND_LOG {
@@ -676,8 +693,13 @@ impl AdmissionGate for ServerMirror {
         ticket
     }
 
+    fn settle(&mut self, ticket: u64, actual: &Cost) {
+        self.units.settle(ticket, actual);
+    }
+
     fn release(&mut self, ticket: u64) {
         self.in_flight.remove(&ticket);
+        self.units.release(ticket);
         // An unsure request that ended without a usable answer stays counted.
         for budget in &mut self.budgets {
             budget.unsure.retain(|unsure| *unsure != ticket);
@@ -702,6 +724,11 @@ impl AdmissionGate for ServerMirror {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One request and nothing else.
+    fn one() -> Cost {
+        Cost::requests(1)
+    }
 
     fn budget(limit: u64, remaining: u64, reset: Duration, precision: Duration) -> RateLimitInfo {
         RateLimitInfo {
@@ -735,8 +762,8 @@ mod tests {
     /// Admits while the gate says ready at `now`; returns the tickets.
     fn admit_all(mirror: &mut ServerMirror, now: Instant) -> Vec<u64> {
         let mut tickets = Vec::new();
-        while mirror.readiness(now) == GateReadiness::Ready {
-            tickets.push(mirror.admit(now));
+        while mirror.readiness(now, &one()) == GateReadiness::Ready {
+            tickets.push(mirror.admit(now, &one()));
             assert!(tickets.len() < 10_000, "the gate never closed");
         }
         tickets
@@ -747,11 +774,11 @@ mod tests {
         let t0 = Instant::now();
         let mut mirror = ServerMirror::new();
         assert_eq!(admit_all(&mut mirror, t0), [0], "one scout while nothing is known");
-        assert!(matches!(mirror.readiness(t0), GateReadiness::Wait { .. }));
+        assert!(matches!(mirror.readiness(t0, &one()), GateReadiness::Wait { .. }));
         let learned = answer(&mut mirror, 0, &whole(10, 9, 2), t0 + ms(2));
         assert!(matches!(&learned[0], Learned::Scouted(text) if text.contains("default 10, 9 left")), "{learned:?}");
         assert_eq!(admit_all(&mut mirror, t0 + ms(2)).len(), 9, "remaining 9 is an allowance of 9");
-        match mirror.readiness(t0 + ms(3)) {
+        match mirror.readiness(t0 + ms(3), &one()) {
             GateReadiness::At { at, reason } => {
                 assert!(at <= t0 + ms(2) + Duration::from_secs(2), "never after the reported reset");
                 assert!(at >= t0 + Duration::from_secs(2), "never before the window could end");
@@ -765,7 +792,7 @@ mod tests {
     fn a_late_answer_about_an_older_state_never_overwrites_a_newer_one() {
         let t0 = Instant::now();
         let mut mirror = ServerMirror::new();
-        mirror.admit(t0);
+        mirror.admit(t0, &one());
         answer(&mut mirror, 0, &whole(10, 9, 60), t0);
         let tickets = admit_all(&mut mirror, t0);
         assert_eq!(tickets, (1..=9).collect::<Vec<_>>());
@@ -781,10 +808,10 @@ mod tests {
     fn earlier_requests_still_unanswered_count_against_a_report() {
         let t0 = Instant::now();
         let mut mirror = ServerMirror::new();
-        mirror.admit(t0);
+        mirror.admit(t0, &one());
         answer(&mut mirror, 0, &whole(100, 99, 60), t0);
         for _ in 1..=20 {
-            mirror.admit(t0);
+            mirror.admit(t0, &one());
         }
         assert_eq!(mirror.budgets(t0)[0].allowance, Some(79));
         // Ticket 10 answers first: 11..=20 came later, 1..=9 may have been counted after it.
@@ -810,10 +837,10 @@ mod tests {
     fn an_earlier_answer_with_more_left_gives_its_unit_back() {
         let t0 = Instant::now();
         let mut mirror = ServerMirror::new();
-        mirror.admit(t0);
+        mirror.admit(t0, &one());
         answer(&mut mirror, 0, &whole(20, 19, 60), t0);
         for _ in 1..=9 {
-            mirror.admit(t0);
+            mirror.admit(t0, &one());
         }
         // Ticket 9 answers first with 11 left; 1..=8 were unanswered and may come on top.
         answer(&mut mirror, 9, &whole(20, 11, 60), t0);
@@ -836,17 +863,17 @@ mod tests {
     fn after_the_reset_one_scout_asks_and_its_answer_reopens_the_budget() {
         let t0 = Instant::now();
         let mut mirror = ServerMirror::new();
-        mirror.admit(t0);
+        mirror.admit(t0, &one());
         // Not the first of its window (someone else spent one): no window to learn.
         answer(&mut mirror, 0, &whole(3, 1, 5), t0 + ms(1));
         assert_eq!(admit_all(&mut mirror, t0 + ms(1)), [1]);
         answer(&mut mirror, 1, &whole(3, 0, 5), t0 + ms(2));
         let after = t0 + Duration::from_secs(6);
         assert_eq!(admit_all(&mut mirror, after), [2], "a single scout after the reset");
-        assert!(matches!(mirror.readiness(after), GateReadiness::Wait { .. }));
+        assert!(matches!(mirror.readiness(after, &one()), GateReadiness::Wait { .. }));
         // An answer from before the reset says nothing about the new window.
         answer(&mut mirror, 1, &whole(3, 0, 1), after);
-        assert!(matches!(mirror.readiness(after), GateReadiness::Wait { .. }));
+        assert!(matches!(mirror.readiness(after, &one()), GateReadiness::Wait { .. }));
         answer(&mut mirror, 2, &whole(3, 2, 5), after + ms(1));
         assert_eq!(admit_all(&mut mirror, after + ms(1)), [3, 4]);
     }
@@ -855,7 +882,7 @@ mod tests {
     fn with_limit_and_window_known_the_budget_is_whole_again_at_its_reset() {
         let t0 = Instant::now();
         let mut mirror = ServerMirror::new();
-        mirror.admit(t0);
+        mirror.admit(t0, &one());
         answer(&mut mirror, 0, &whole(3, 2, 5), t0 + ms(1));
         assert_eq!(mirror.budgets(t0)[0].window, Some(Duration::from_secs(5)));
         assert_eq!(admit_all(&mut mirror, t0 + ms(1)), [1, 2]);
@@ -872,7 +899,7 @@ mod tests {
     fn a_budget_made_whole_is_not_whole_again_before_a_window_has_passed() {
         let t0 = Instant::now();
         let mut mirror = ServerMirror::new();
-        mirror.admit(t0);
+        mirror.admit(t0, &one());
         answer(&mut mirror, 0, &whole(3, 2, 5), t0);
         admit_all(&mut mirror, t0);
         answer(&mut mirror, 1, &whole(3, 1, 5), t0);
@@ -896,24 +923,24 @@ mod tests {
             info
         };
         let mut mirror = ServerMirror::new();
-        mirror.admit(t0);
+        mirror.admit(t0, &one());
         answer(&mut mirror, 0, &published(2, 2000), t0 + ms(10));
         assert_eq!(admit_all(&mut mirror, t0 + ms(10)), [1, 2]);
         answer(&mut mirror, 1, &published(1, 1960), t0 + ms(50));
         answer(&mut mirror, 2, &published(0, 1960), t0 + ms(50));
         let restored = t0 + ms(2010);
         assert_eq!(
-            mirror.readiness(t0 + ms(60)),
+            mirror.readiness(t0 + ms(60), &one()),
             GateReadiness::At { at: restored, reason: "server budget 'default' spent".into() }
         );
-        assert_eq!(mirror.readiness(restored), GateReadiness::Ready, "whole again");
-        mirror.admit(restored);
+        assert_eq!(mirror.readiness(restored, &one()), GateReadiness::Ready, "whole again");
+        mirror.admit(restored, &one());
         // The server still counts the two sent at 10 ms: no room now, one each as they leave
         // (a window and the longest exchange after their send), not a whole window on.
         answer(&mut mirror, 3, &published(0, 10), restored + ms(5));
         let drained = t0 + ms(2050);
         assert_eq!(
-            mirror.readiness(restored + ms(5)),
+            mirror.readiness(restored + ms(5), &one()),
             GateReadiness::At { at: drained, reason: "server budget 'default' spent".into() }
         );
         assert_eq!(admit_all(&mut mirror, drained), [4, 5]);
@@ -933,7 +960,7 @@ mod tests {
             ..whole(5, remaining, 1)
         };
         let mut mirror = ServerMirror::new();
-        mirror.admit(t0);
+        mirror.admit(t0, &one());
         answer(&mut mirror, 0, &published(4), t0 + ms(30));
         assert_eq!(admit_all(&mut mirror, t0 + ms(30)).len(), 4);
         for (ticket, remaining) in [(2, 2), (3, 1), (4, 3), (1, 0)] {
@@ -960,7 +987,7 @@ mod tests {
     fn the_window_is_measured_from_the_first_request_of_a_window_and_refines_coarse_resets() {
         let t0 = Instant::now();
         let mut mirror = ServerMirror::new();
-        mirror.admit(t0);
+        mirror.admit(t0, &one());
         // Epoch-second reset read 300 ms into a second: it says 2.7 s for a 2 s window.
         let learned = answer(&mut mirror, 0, &budget(10, 9, ms(2700), Duration::from_secs(1)), t0 + ms(1));
         assert!(
@@ -983,7 +1010,7 @@ mod tests {
     fn a_refusal_after_a_believed_reset_teaches_slack_once() {
         let t0 = Instant::now();
         let mut mirror = ServerMirror::new();
-        mirror.admit(t0);
+        mirror.admit(t0, &one());
         // Not the first of its window: no window is learned, so the reset is scouted.
         answer(&mut mirror, 0, &budget(3, 1, ms(1000), Duration::from_secs(1)), t0);
         admit_all(&mut mirror, t0);
@@ -1002,7 +1029,7 @@ mod tests {
         let t0 = Instant::now();
         let mut mirror = ServerMirror::new();
         let none = RateLimitInfo { budgets: vec![], ..whole(1, 1, 1) };
-        mirror.admit(t0);
+        mirror.admit(t0, &one());
         answer(&mut mirror, 0, &none, t0 + ms(1));
         assert_eq!(mirror.phase(), Phase::Unpublished);
         assert_eq!(admit_all(&mut mirror, t0 + ms(1)).len(), 2, "one answer: two may fly");
@@ -1013,7 +1040,10 @@ mod tests {
         let learned = answer(&mut mirror, 3, &refused, t0 + ms(4));
         // Three passed by 4 ms, and the server asks for 500 ms more: 3 / 0.504 s.
         assert!(matches!(learned[..], [Learned::Pace(pace)] if (pace - 3.0 / 0.504).abs() < 1e-9), "{learned:?}");
-        assert!(matches!(mirror.readiness(t0 + ms(4)), GateReadiness::Wait { .. }), "the ramp halved to 2, 3 fly");
+        assert!(
+            matches!(mirror.readiness(t0 + ms(4), &one()), GateReadiness::Wait { .. }),
+            "the ramp halved to 2, 3 fly"
+        );
     }
 
     #[test]
@@ -1022,7 +1052,7 @@ mod tests {
         let mut mirror = ServerMirror::new();
         let none = RateLimitInfo { budgets: vec![], ..whole(1, 1, 1) };
         let refused = RateLimitInfo { status: Some(429), throttled: true, retry_after: Some(ms(1000)), ..none.clone() };
-        mirror.admit(t0);
+        mirror.admit(t0, &one());
         answer(&mut mirror, 0, &none, t0);
         let tickets = admit_all(&mut mirror, t0);
         assert_eq!(tickets, [1, 2]);
@@ -1032,11 +1062,11 @@ mod tests {
         // Each pass at the new pace grows it by 2%; it is told again once it grew 5%.
         let mut told = Vec::new();
         for _ in 0..4 {
-            let ticket = mirror.admit(t0);
+            let ticket = mirror.admit(t0, &one());
             told.extend(answer(&mut mirror, ticket, &none, t0));
         }
         assert!(matches!(told[..], [Learned::Pace(pace)] if (pace - 1.02f64.powi(3)).abs() < 1e-9), "{told:?}");
-        let ticket = mirror.admit(t0);
+        let ticket = mirror.admit(t0, &one());
         let learned = answer(&mut mirror, ticket, &refused, t0);
         assert!(matches!(learned[..], [Learned::Pace(pace)] if (pace - 1.02f64.powi(4) * 0.7).abs() < 1e-9));
     }
@@ -1048,7 +1078,7 @@ mod tests {
         let t0 = Instant::now();
         let straddling = |date_lag: Option<Duration>| {
             let mut mirror = ServerMirror::new();
-            mirror.admit(t0);
+            mirror.admit(t0, &one());
             let info = RateLimitInfo { date_lag, ..budget(10, 9, ms(2990), Duration::from_secs(1)) };
             answer(&mut mirror, 0, &info, t0 + ms(20));
             mirror.budgets(t0)[0].window

@@ -10,6 +10,7 @@ pub mod mirror;
 pub mod redirect;
 pub mod retry;
 pub mod transport;
+pub mod unit_mirror;
 
 pub use client::{
     Adaptive, AttemptRecord, ClientBuilder, ClientError, LimitedClient, LimitedResponse, RequestSpec, Settlement,
