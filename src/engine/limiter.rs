@@ -282,6 +282,7 @@ impl Limiter {
             .map(|(spec, budget)| BudgetSnapshot {
                 name: spec.name.clone(),
                 kind: spec.kind,
+                unit: spec.unit.clone(),
                 available: budget.available(now_ns),
                 capacity: spec.capacity(),
                 window_used: budget.window_used(now_ns),

@@ -8,6 +8,7 @@ use tokio::time::Instant;
 use super::budget::BudgetKind;
 use super::priority::Priority;
 use super::rate::format_wait;
+use super::unit::Unit;
 
 /// A limiter's state at `at`.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,6 +42,8 @@ impl Snapshot {
 pub struct BudgetSnapshot {
     pub name: String,
     pub kind: BudgetKind,
+    /// What it counts (requests, tokens, points).
+    pub unit: Unit,
     /// Units that could be spent now; fractional for a token bucket.
     pub available: f64,
     pub capacity: u64,

@@ -514,10 +514,7 @@ fn tokens_ui(plot_ui: &mut PlotUi<'_>, frame: &Frame<'_>, source: Source<'_>) ->
         let points = share(series.decimated(from, to, buckets), capacity);
         // Sampled evenly (no gaps): egui_plot may draw its dense columns as a band, cheaply.
         plot_ui.line(Line::new(source.name(name), points).color(color));
-        let now = newest(series).map_or_else(String::new, |value| match capacity {
-            Some(capacity) => format!(" {} of {}", round2(value), round2(*capacity)),
-            None => format!(" {}", round2(value)),
-        });
+        let now = newest_of(series, capacity, telemetry.units.get(name));
         legend.push(LegendEntry { color, dashed: false, text: format!("{}{now}", source.name(name)) });
     }
     for (name, series) in &telemetry.server_remaining {
@@ -526,13 +523,20 @@ fn tokens_ui(plot_ui: &mut PlotUi<'_>, frame: &Frame<'_>, source: Source<'_>) ->
         let points = staircase(&share(series.decimated(from, to, buckets), limit), buckets);
         let label = source.name(&format!("{SERVER_PREFIX}{name}"));
         plot_ui.line(line(label.clone(), points).color(color).style(LineStyle::dashed_dense()).width(2.0));
-        let now = newest(series).map_or_else(String::new, |value| match limit {
-            Some(limit) => format!(" {} of {}", round2(value), round2(*limit)),
-            None => format!(" {}", round2(value)),
-        });
+        let now = newest_of(series, limit, telemetry.server_units.get(name));
         legend.push(LegendEntry { color, dashed: true, text: format!("{label}{now}") });
     }
     legend
+}
+
+/// A legend's newest value: ` 40 of 1000`, with the unit when it is not requests
+/// (` 900 of 4000 tokens`).
+fn newest_of(series: &Series, capacity: Option<&f64>, unit: Option<&String>) -> String {
+    let unit = unit.map_or_else(String::new, |unit| format!(" {unit}"));
+    newest(series).map_or_else(String::new, |value| match capacity {
+        Some(capacity) => format!(" {} of {}{unit}", round2(value), round2(*capacity)),
+        None => format!(" {}{unit}", round2(value)),
+    })
 }
 
 fn queue_ui(plot_ui: &mut PlotUi<'_>, frame: &Frame<'_>, source: Source<'_>) -> Vec<LegendEntry> {
@@ -872,13 +876,20 @@ mod tests {
         let origin = Instant::now();
         let config = LimiterConfig::new()
             .with_budget(BudgetSpec::token_bucket("burst", 5, "5/1s".parse().unwrap()).unwrap())
-            .with_budget(BudgetSpec::sliding_window("hour", 1000, Duration::from_secs(3600)).unwrap());
+            .with_budget(BudgetSpec::sliding_window("hour", 1000, Duration::from_secs(3600)).unwrap())
+            .with_budget(
+                BudgetSpec::sliding_window("tpm", 4000, Duration::from_secs(60))
+                    .unwrap()
+                    .with_unit(crate::engine::Unit::tokens()),
+            );
         let limiter = Limiter::new("api", config).unwrap();
         let _held = limiter.try_acquire(3).unwrap();
         let mut telemetry = Telemetry::new(origin, 1000, 100);
         let mut headers = HeaderMap::new();
         headers.insert("x-ratelimit-limit", "100".parse().unwrap());
         headers.insert("x-ratelimit-remaining", "60".parse().unwrap());
+        headers.insert("x-ratelimit-limit-tokens", "1000".parse().unwrap());
+        headers.insert("x-ratelimit-remaining-tokens", "900".parse().unwrap());
         for step in 0..4u32 {
             let at = origin + Duration::from_millis(500) * step;
             let mut snapshot = limiter.snapshot();
@@ -933,6 +944,9 @@ mod tests {
         harness.get_by_label("api · burst 2 of 5");
         harness.get_by_label("api · hour 997 of 1000");
         harness.get_by_label("server: default 60 of 100");
+        // Budgets in other units say so.
+        harness.get_by_label("api · tpm 4000 of 4000 tokens");
+        harness.get_by_label("server: tokens 900 of 1000 tokens");
     }
 
     #[tokio::test(start_paused = true)]

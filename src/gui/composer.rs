@@ -156,6 +156,7 @@ impl Composer {
                 target.method = own;
                 target.headers = parts.headers;
                 target.body = parts.body;
+                target.cost_rules = parts.cost_rules;
                 Ok(target)
             })
             .collect::<Result<Vec<_>, String>>()?;
@@ -303,6 +304,7 @@ impl Composer {
                     headers,
                     body: (!draft.body.is_empty()).then(|| draft.body.clone()),
                     weight: (endpoint.weight != 1).then_some(endpoint.weight),
+                    costs: draft.cost_lines(),
                     ..EndpointEntry::get(endpoint.path.trim())
                 })
             })

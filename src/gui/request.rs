@@ -1,10 +1,11 @@
-//! One endpoint's request as the composer edits it (method, headers, body) and the
+//! One endpoint's request as the composer edits it (method, headers, body, cost rules) and the
 //! "Import curl" panel that turns a pasted command into a host, an endpoint and secrets.
 
 use bytes::Bytes;
 use http::header::CONTENT_TYPE;
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 
+use crate::http::CostRule;
 use crate::profile::{CurlImport, EndpointEntry, looks_secret, parse_curl};
 use crate::run::content_type_of;
 
@@ -24,6 +25,8 @@ pub struct RequestDraft {
     pub body_file: String,
     /// Why the last load failed.
     pub load_error: Option<String>,
+    /// Cost rules, one `UNIT=ESTIMATE[->ACTUAL]` a line (`tokens=body/4->field:usage.total_tokens`).
+    pub costs: String,
 }
 
 impl Default for RequestDraft {
@@ -35,6 +38,7 @@ impl Default for RequestDraft {
             body: String::new(),
             body_file: String::new(),
             load_error: None,
+            costs: String::new(),
         }
     }
 }
@@ -45,6 +49,8 @@ pub struct RequestParts {
     pub method: Method,
     pub headers: HeaderMap,
     pub body: Option<Bytes>,
+    /// What the request is estimated to spend of other units, and where its answer says the truth.
+    pub cost_rules: Vec<CostRule>,
 }
 
 impl RequestDraft {
@@ -61,6 +67,7 @@ impl RequestDraft {
             body: entry.body.clone().unwrap_or_default(),
             body_file,
             load_error: None,
+            costs: entry.costs.iter().map(|rule| format!("{rule}\n")).collect(),
         };
         if entry.body_file.is_some() {
             draft.load_body();
@@ -117,7 +124,29 @@ impl RequestDraft {
                 headers.insert(CONTENT_TYPE, content_type_of(body));
             }
         }
-        Ok(RequestParts { method: self.method.clone(), headers, body })
+        let cost_rules = self.cost_rules()?;
+        Ok(RequestParts { method: self.method.clone(), headers, body, cost_rules })
+    }
+
+    /// The cost rules, each line checked; a unit named twice is refused.
+    pub fn cost_rules(&self) -> Result<Vec<CostRule>, String> {
+        let mut rules: Vec<CostRule> = Vec::new();
+        for (number, line) in self.costs.lines().enumerate().map(|(i, line)| (i + 1, line.trim())) {
+            if line.is_empty() {
+                continue;
+            }
+            let rule: CostRule = line.parse().map_err(|err| format!("cost line {number}: {err}"))?;
+            if rules.iter().any(|earlier| earlier.unit == rule.unit) {
+                return Err(format!("cost line {number}: '{}' has a rule already", rule.unit));
+            }
+            rules.push(rule);
+        }
+        Ok(rules)
+    }
+
+    /// The cost lines as a profile keeps them.
+    pub fn cost_lines(&self) -> Vec<String> {
+        self.costs.lines().map(str::trim).filter(|line| !line.is_empty()).map(str::to_owned).collect()
     }
 
     /// One line for the endpoint row: `POST · 2 headers · body 17 B`.
@@ -129,6 +158,11 @@ impl RequestDraft {
         }
         if !self.body.is_empty() {
             text.push_str(&format!(" · body {} B", self.body.len()));
+        }
+        let units: Vec<&str> =
+            self.costs.lines().filter_map(|line| line.split_once('=')).map(|(unit, _)| unit.trim()).collect();
+        if !units.is_empty() {
+            text.push_str(&format!(" · costs {}", units.join(", ")));
         }
         text
     }
@@ -160,14 +194,7 @@ pub fn request_ui(ui: &mut egui::Ui, draft: &mut RequestDraft, burst_method: &Me
     )
     .accessible_name("request headers");
     ui.label("body (JSON or text; Content-Type is guessed unless a header sets it)");
-    ui.add(
-        egui::TextEdit::multiline(&mut draft.body)
-            .code_editor()
-            .desired_rows(3)
-            .desired_width(f32::INFINITY)
-            .hint_text("{\"name\": \"widget\"}"),
-    )
-    .accessible_name("request body");
+    code_field_ui(ui, &mut draft.body, 3, "{\"name\": \"widget\"}", "request body");
     ui.horizontal(|ui| {
         ui.add(egui::TextEdit::singleline(&mut draft.body_file).desired_width(240.0).hint_text("payload.json"))
             .accessible_name("body file");
@@ -175,12 +202,30 @@ pub fn request_ui(ui: &mut egui::Ui, draft: &mut RequestDraft, burst_method: &Me
             draft.load_body();
         }
     });
+    ui.label(
+        "costs in other units, one UNIT=ESTIMATE->ACTUAL a line (reserved before sending, settled from the answer)",
+    )
+    .on_hover_text(
+        "ESTIMATE: a number, body/4 (the body's bytes / 4, a token guess), field:max_tokens (from the JSON body), \
+             added with +. ACTUAL: field:usage.total_tokens (from the JSON answer). \
+             E.g. tokens=body/4+field:max_tokens->field:usage.total_tokens",
+    );
+    let hint = "tokens=body/4+field:max_tokens->field:usage.total_tokens";
+    code_field_ui(ui, &mut draft.costs, 1, hint, "cost rules");
     if let Some(error) = &draft.load_error {
         ui.colored_label(ui.visuals().error_fg_color, error);
     }
     if let Err(err) = draft.parts() {
         ui.colored_label(ui.visuals().error_fg_color, err);
     }
+}
+
+/// A full-width monospace text area of `rows` lines, named `name` for screen readers and tests.
+fn code_field_ui(ui: &mut egui::Ui, text: &mut String, rows: usize, hint: &str, name: &str) {
+    ui.add(
+        egui::TextEdit::multiline(text).code_editor().desired_rows(rows).desired_width(f32::INFINITY).hint_text(hint),
+    )
+    .accessible_name(name);
 }
 
 /// The "Import curl" panel: a pasted command, its error, and Import.
@@ -241,18 +286,28 @@ mod tests {
             .build_ui_state(|ui, draft: &mut RequestDraft| request_ui(ui, draft, &Method::POST), draft)
     }
 
+    /// Types `text` into the field `label` one key at a time; after each key the draft's text
+    /// (read by `typed`) is exactly what was typed so far.
+    fn type_each_key(
+        harness: &mut Harness<'static, RequestDraft>,
+        label: &str,
+        text: &str,
+        typed: fn(&RequestDraft) -> &String,
+    ) {
+        harness.get_by_label(label).focus();
+        harness.run();
+        for (count, key) in text.chars().enumerate() {
+            harness.get_by_label(label).type_text(&key.to_string());
+            harness.run();
+            let expected: String = text.chars().take(count + 1).collect();
+            assert_eq!(typed(harness.state()), &expected, "{label}: after key {}", count + 1);
+        }
+    }
+
     #[test]
     fn headers_and_body_typed_key_by_key_keep_every_key_and_become_the_request() {
         let mut harness = harness(RequestDraft { method: Method::POST, ..RequestDraft::default() });
-        let headers = "Accept: text/csv";
-        harness.get_by_label("request headers").focus();
-        harness.run();
-        for (typed, key) in headers.chars().enumerate() {
-            harness.get_by_label("request headers").type_text(&key.to_string());
-            harness.run();
-            let expected: String = headers.chars().take(typed + 1).collect();
-            assert_eq!(harness.state().headers, expected, "after key {}", typed + 1);
-        }
+        type_each_key(&mut harness, "request headers", "Accept: text/csv", |draft| &draft.headers);
         let body = r#"{"a": 1}"#;
         harness.get_by_label("request body").focus();
         harness.run();
@@ -291,14 +346,35 @@ mod tests {
     }
 
     #[test]
+    fn cost_rules_typed_key_by_key_become_the_requests_rules_and_a_bad_one_is_shown() {
+        let mut harness = harness(RequestDraft { method: Method::POST, ..RequestDraft::default() });
+        let rule = "tokens=body/4+field:max_tokens->field:usage.total_tokens";
+        type_each_key(&mut harness, "cost rules", rule, |draft| &draft.costs);
+        let rules = harness.state().parts().unwrap().cost_rules;
+        assert_eq!(rules.len(), 1);
+        assert_eq!(rules[0].unit, crate::engine::Unit::tokens());
+        assert_eq!(rules[0].estimate(Some(br#"{"max_tokens": 100}"#)), 100 + 5, "19 bytes / 4, rounded up, plus 100");
+        assert_eq!(harness.state().summary(), "POST · costs tokens");
+        assert_eq!(harness.state().cost_lines(), [rule]);
+
+        harness.get_by_label("cost rules").type_text("\ntokens=5");
+        harness.run();
+        harness.get_by_label_contains("cost line 2: 'tokens' has a rule already");
+        let bad = RequestDraft { costs: "tokens=lots".into(), ..RequestDraft::default() };
+        assert!(bad.parts().unwrap_err().starts_with("cost line 1:"), "{:?}", bad.parts());
+    }
+
+    #[test]
     fn a_profile_endpoint_comes_back_as_its_draft() {
         let entry = EndpointEntry {
             method: Some("PATCH".into()),
             headers: [("accept".to_owned(), "application/json".to_owned())].into(),
             body: Some("{}".into()),
+            costs: vec!["points=10->field:extensions.cost.actualQueryCost".into()],
             ..EndpointEntry::get("/items/1")
         };
         let draft = RequestDraft::from_entry(&entry);
+        assert_eq!(draft.cost_lines(), ["points=10->field:extensions.cost.actualQueryCost"]);
         assert_eq!(draft.method, Method::PATCH);
         assert_eq!(draft.headers, "accept: application/json\n");
         assert_eq!(draft.body, "{}");

@@ -6,7 +6,7 @@ use http::HeaderMap;
 use tokio::time::Instant;
 
 use super::series::{OutcomeRates, RetryRates, Series};
-use crate::engine::Snapshot;
+use crate::engine::{Snapshot, Unit};
 use crate::http::{Event, EventKind, RateLimitInfo};
 use crate::store::StoreState;
 
@@ -66,6 +66,10 @@ pub struct Telemetry {
     pub server_remaining: BTreeMap<String, Series>,
     /// The limit the server reported per budget name, newest seen.
     pub server_limit: BTreeMap<String, f64>,
+    /// The unit of every client budget series that counts something else than requests.
+    pub units: BTreeMap<String, String>,
+    /// The unit of every server budget that counts something else than requests, by name.
+    pub server_units: BTreeMap<String, String>,
     pub queued: Series,
     pub in_flight: Series,
     /// Requests started and not yet finished, counted from the client's events (so it is
@@ -108,6 +112,8 @@ impl Telemetry {
             token_capacity: BTreeMap::new(),
             server_remaining: BTreeMap::new(),
             server_limit: BTreeMap::new(),
+            units: BTreeMap::new(),
+            server_units: BTreeMap::new(),
             queued: Series::new(capacity),
             in_flight: Series::new(capacity),
             open: Series::new(capacity),
@@ -224,6 +230,9 @@ impl Telemetry {
                 if let Some(limit) = budget.limit {
                     self.server_limit.insert(budget.name.clone(), limit);
                 }
+                if budget.unit != "requests" {
+                    self.server_units.insert(budget.name.clone(), budget.unit.clone());
+                }
             }
         }
         if !answer.info.budgets.is_empty() || answer.info.retry_after.is_some() {
@@ -303,6 +312,9 @@ impl Telemetry {
             for budget in &snapshot.budgets {
                 let name = format!("{} · {}", snapshot.key, budget.name);
                 self.tokens.entry(name.clone()).or_insert_with(|| Series::new(capacity)).push(t, budget.available);
+                if budget.unit != Unit::Requests {
+                    self.units.insert(name.clone(), budget.unit.to_string());
+                }
                 self.token_capacity.insert(name, budget.capacity as f64);
             }
         }
