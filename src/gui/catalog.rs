@@ -1,0 +1,172 @@
+//! "New host from catalogue…": pick a known API (its tier, documentation page and retry advice
+//! shown) and add its host and limits to the open profile.
+
+use egui::RichText;
+
+use crate::profile::catalog::{self, CatalogEntry};
+use crate::profile::{BudgetEntry, Profile, SecretStore};
+
+/// The picker's state: open or not, the entries (read once) and the one chosen.
+#[derive(Default)]
+pub struct CatalogPicker {
+    open: bool,
+    chosen: usize,
+    entries: Option<Result<Vec<CatalogEntry>, String>>,
+}
+
+impl CatalogPicker {
+    /// The button, and while open the list of entries with the chosen one's details; returns
+    /// the entry to add when "Add to profile" is clicked.
+    pub fn catalog_ui(&mut self, ui: &mut egui::Ui) -> Option<CatalogEntry> {
+        if !self.open {
+            self.open = ui.button("New host from catalogue…").clicked();
+            return None;
+        }
+        let entries = self.entries.get_or_insert_with(|| catalog::entries().map_err(|err| err.to_string()));
+        let entries = match entries {
+            Ok(entries) => entries,
+            Err(err) => {
+                ui.label(
+                    RichText::new(format!("the catalogue cannot be read: {err}")).color(ui.visuals().error_fg_color),
+                );
+                self.open = !ui.button("Close").clicked();
+                return None;
+            }
+        };
+        let mut picked = None;
+        egui::Frame::group(ui.style()).show(ui, |ui| {
+            ui.label(RichText::new("New host from catalogue").strong());
+            egui::ScrollArea::vertical().max_height(180.0).id_salt("catalogue entries").show(ui, |ui| {
+                for (index, entry) in entries.iter().enumerate() {
+                    let text = format!("{}  ({})", entry.info.title, entry.id);
+                    if ui.selectable_label(index == self.chosen, text).clicked() {
+                        self.chosen = index;
+                    }
+                }
+            });
+            let Some(entry) = entries.get(self.chosen) else { return };
+            entry_details_ui(ui, entry);
+            ui.horizontal(|ui| {
+                if ui.button("Add to profile").clicked() {
+                    picked = Some(entry.clone());
+                    self.open = false;
+                }
+                if ui.button("Cancel").clicked() {
+                    self.open = false;
+                }
+            });
+        });
+        picked
+    }
+}
+
+/// What the entry assumes, where its numbers come from, and what it asks after a refusal.
+fn entry_details_ui(ui: &mut egui::Ui, entry: &CatalogEntry) {
+    let host = entry.host();
+    ui.label(format!("{} · {}", host.base_url, limits_text(entry)));
+    ui.label(format!("assumes: {}", entry.info.tier));
+    ui.horizontal(|ui| {
+        ui.label("from:");
+        ui.hyperlink(&entry.info.docs);
+    });
+    ui.label(format!("headers: {} · on refusal: {}", entry.info.dialect, entry.info.retry));
+    let vars: Vec<String> = entry.env_vars().iter().map(|var| format!("${var}")).collect();
+    ui.label(RichText::new(format!("credentials from {} (Secrets below)", vars.join(", "))).italics());
+}
+
+/// `window 5000/1h, window 900/1m, concurrency 100` and each path's limits.
+fn limits_text(entry: &CatalogEntry) -> String {
+    let host = entry.host();
+    let mut parts = Vec::new();
+    if let Ok(config) = host.limiter_config()
+        && (!config.budgets.is_empty() || config.concurrency.is_some())
+    {
+        parts.push(config.describe());
+    }
+    for path in &host.paths {
+        if let Ok(budgets) = path.budgets.iter().map(BudgetEntry::to_budget).collect::<Result<Vec<_>, _>>() {
+            let described: Vec<String> = budgets.iter().map(|budget| budget.describe()).collect();
+            parts.push(format!("{}: {}", path.prefix, described.join(", ")));
+        }
+    }
+    parts.join("; ")
+}
+
+/// Adds `entry` to `profile` and files its `${ENV}` references in `secrets`; returns the host's
+/// index and what happened, or why nothing did.
+pub fn add_entry(
+    profile: &mut Profile,
+    secrets: &mut SecretStore,
+    entry: &CatalogEntry,
+) -> Result<(usize, String), String> {
+    let added = profile.add_catalog_entry(entry).map_err(|err| format!("'{}' not added: {err}", entry.info.title))?;
+    let filed = entry.file_secrets(secrets, &profile.name, &added.host);
+    let index = profile.hosts.iter().position(|host| host.name == added.host).unwrap_or_default();
+    let into = if added.new_host { "new host" } else { "host" };
+    let secrets =
+        if filed.is_empty() { String::new() } else { format!("; {} read from the environment", filed.join(", ")) };
+    Ok((index, format!("added {} to {into} '{}'{secrets} (unsaved: Ctrl+S keeps it)", entry.info.title, added.host)))
+}
+
+#[cfg(test)]
+mod tests {
+    use egui_kittest::Harness;
+    use egui_kittest::kittest::Queryable;
+
+    use super::super::editor::{Editor, ProfileDoc};
+    use crate::profile::SecretStatus;
+
+    fn harness() -> Harness<'static, Editor> {
+        let demo = crate::profile::Profile::demo().unwrap();
+        let mut editor = Editor::default();
+        editor.profiles = vec![ProfileDoc { profile: demo.clone(), saved: Some(demo) }];
+        editor.loaded = true;
+        Harness::builder().with_size(egui::vec2(900.0, 1600.0)).build_ui_state(
+            |ui, editor: &mut Editor| {
+                ui.horizontal(|ui| editor.profile_bar_ui(ui));
+                editor.editor_ui(ui, false);
+            },
+            editor,
+        )
+    }
+
+    #[test]
+    fn an_entry_is_picked_added_to_the_open_profile_and_undone() {
+        let mut harness = harness();
+        harness.get_by_label("New host from catalogue…").click();
+        harness.run();
+        harness.get_by_label("Stripe API  (stripe)").click();
+        harness.run();
+        harness.get_by_label("https://docs.stripe.com/rate-limits");
+        assert!(harness.query_by_label_contains("live mode: 100 operations a second").is_some());
+        harness.get_by_label("Add to profile").click();
+        harness.run();
+        let profile = &harness.state().profiles[0].profile;
+        let names: Vec<&str> = profile.hosts.iter().map(|host| host.name.as_str()).collect();
+        assert_eq!(names, ["demo API", "Stripe"]);
+        assert_eq!(profile.hosts[1].budgets[0].limit, Some(100));
+        assert_eq!(harness.state().host, 1, "the added host is selected");
+        assert!(harness.state().profiles[0].is_dirty());
+        assert_eq!(
+            harness.state().secrets.status("demo", "Stripe", "authorization"),
+            SecretStatus::FromEnv(vec!["STRIPE_SECRET_KEY".into()])
+        );
+        assert!(harness.query_by_label("Add to profile").is_none(), "the picker closed");
+        harness.get_by_label("Undo").click();
+        harness.run();
+        let profile = &harness.state().profiles[0].profile;
+        assert_eq!(profile.hosts.len(), 1, "undo takes the added host away");
+        assert!(!harness.state().profiles[0].is_dirty());
+    }
+
+    #[test]
+    fn cancel_adds_nothing() {
+        let mut harness = harness();
+        harness.get_by_label("New host from catalogue…").click();
+        harness.run();
+        harness.get_by_label("Cancel").click();
+        harness.run();
+        assert_eq!(harness.state().profiles[0].profile.hosts.len(), 1);
+        harness.get_by_label("New host from catalogue…");
+    }
+}
