@@ -64,12 +64,13 @@ impl ProfileCheck {
     /// Compares `config` (the limits the profile gives the probed URL's key) with `report`.
     pub fn new(profile: &str, host: &str, key: &LimitKey, config: &LimiterConfig, report: &ProbeReport) -> Self {
         let requests: Vec<&BudgetSpec> = config.budgets.iter().filter(|b| b.unit == Unit::Requests).collect();
+        let slowest = report.found.budgets.iter().map(SuggestedBudget::sustained_per_s).fold(f64::INFINITY, f64::min);
         let mut checks: Vec<LimitCheck> = report
             .found
             .budgets
             .iter()
             .zip(&report.suggested.budgets)
-            .map(|(f, s)| request_check(&requests, f, s))
+            .map(|(f, s)| request_check(&requests, f, s, f.sustained_per_s() <= slowest))
             .collect();
         if report.found.budgets.is_empty() {
             checks.extend(requests.iter().map(|budget| unseen(budget, report.requests_used)));
@@ -106,53 +107,67 @@ fn label(budget: &BudgetSpec) -> String {
     format!("'{}' {}", budget.name, budget.describe())
 }
 
-/// The most requests `budget` lets through in any span of `span_s` seconds.
-fn allowance(budget: &BudgetSpec, span_s: f64) -> f64 {
+/// Requests `budget` lets through at once.
+fn burst(budget: &BudgetSpec) -> f64 {
     let units = match budget.kind {
-        BudgetKind::TokenBucket { capacity, refill } => capacity as f64 + refill.per_second() * span_s,
-        BudgetKind::SlidingWindow { limit, window } => {
-            let windows = (span_s / window.as_secs_f64()).ceil().max(1.0);
-            limit as f64 * windows
-        }
+        BudgetKind::TokenBucket { capacity, .. } => capacity,
+        BudgetKind::SlidingWindow { limit, .. } => limit,
     };
-    units / budget.cost.max(1) as f64
+    units as f64 / budget.cost.max(1) as f64
 }
 
-/// Compares the profile's request budgets with one found budget, over the span that budget
-/// counts (a window's length; a bucket's burst at once, then its refill rate).
-fn request_check(profile: &[&BudgetSpec], found: &SuggestedBudget, suggested: &SuggestedBudget) -> LimitCheck {
+/// Compares the profile's request budgets with one found budget on two axes: what goes at
+/// once, and what goes per second in the long run (so a bucket and a window of the same size
+/// and rate agree). `binding`: this found budget is the slowest in the long run, the one a
+/// profile far below it leaves unused.
+fn request_check(
+    profile: &[&BudgetSpec],
+    found: &SuggestedBudget,
+    suggested: &SuggestedBudget,
+    binding: bool,
+) -> LimitCheck {
     let server = Some(found.describe());
-    let Some(tightest) = profile.iter().min_by(|a, b| tightness(a, found).total_cmp(&tightness(b, found))) else {
+    let fix = suggested.describe();
+    let tightest = |axis: fn(&BudgetSpec) -> f64| profile.iter().copied().min_by(|a, b| axis(a).total_cmp(&axis(b)));
+    let (Some(by_burst), Some(by_rate)) = (tightest(burst), tightest(sustained)) else {
         return LimitCheck {
             profile: "no request budget".into(),
             server,
             verdict: Verdict::TooHigh,
-            advice: format!("nothing holds requests back; add {}", suggested.describe()),
+            advice: format!("nothing holds requests back; add {fix}"),
         };
     };
-    let (ours, theirs, what) = match found {
-        SuggestedBudget::SlidingWindow { limit, window_s, .. } => {
-            (allowance(tightest, *window_s), *limit as f64, format!("in {}s", trim(*window_s)))
-        }
-        SuggestedBudget::TokenBucket { capacity, per_s, .. } => {
-            let burst = allowance(tightest, 0.0);
-            let rate = profile.iter().map(|b| sustained(b)).fold(f64::INFINITY, f64::min);
-            if burst > *capacity as f64 * TOLERANCE || rate <= *per_s * TOLERANCE {
-                (burst, *capacity as f64, "at once".to_owned())
-            } else {
-                (rate, *per_s, "a second, sustained".to_owned())
-            }
-        }
+    let (ours_burst, theirs_burst) = (burst(by_burst), found.burst() as f64);
+    let (ours_rate, theirs_rate) = (sustained(by_rate), found.sustained_per_s());
+    let (verdict, budget, advice) = if ours_burst > theirs_burst * TOLERANCE {
+        let advice = format!(
+            "lets {} go at once where the server allows {}: expect refusals; use {fix}",
+            trim(ours_burst),
+            trim(theirs_burst)
+        );
+        (Verdict::TooHigh, by_burst, advice)
+    } else if ours_rate > theirs_rate * TOLERANCE {
+        let advice = format!(
+            "allows {}/s in the long run where the server allows {}/s: expect refusals; use {fix}",
+            trim(ours_rate),
+            trim(theirs_rate)
+        );
+        (Verdict::TooHigh, by_rate, advice)
+    } else if binding && ours_rate < theirs_rate * CONSERVATIVE {
+        let advice =
+            format!("allows {}/s of the server's {}/s: {fix} would go faster", trim(ours_rate), trim(theirs_rate));
+        (Verdict::Conservative, by_rate, advice)
+    } else {
+        let advice = format!(
+            "{} at once and {}/s, within the server's {} and {}/s",
+            trim(ours_burst),
+            trim(ours_rate),
+            trim(theirs_burst),
+            trim(theirs_rate)
+        );
+        (Verdict::Confirmed, by_rate, advice)
     };
-    verdict_check(label(tightest), server, ours, theirs, &what, &suggested.describe())
-}
-
-/// How many requests `budget` allows over the span `found` counts (lower is tighter).
-fn tightness(budget: &BudgetSpec, found: &SuggestedBudget) -> f64 {
-    match found {
-        SuggestedBudget::SlidingWindow { window_s, .. } => allowance(budget, *window_s),
-        SuggestedBudget::TokenBucket { .. } => allowance(budget, 0.0),
-    }
+    LimitCheck { profile: label(budget), server, verdict, advice }
 }
 
 /// Requests a second `budget` allows in the long run.
@@ -162,6 +177,15 @@ fn sustained(budget: &BudgetSpec) -> f64 {
         BudgetKind::SlidingWindow { limit, window } => limit as f64 / window.as_secs_f64(),
     };
     per_s / budget.cost.max(1) as f64
+}
+
+/// The most units `budget` lets through in any span of `span_s` seconds.
+fn allowance(budget: &BudgetSpec, span_s: f64) -> f64 {
+    let units = match budget.kind {
+        BudgetKind::TokenBucket { capacity, refill } => capacity as f64 + refill.per_second() * span_s,
+        BudgetKind::SlidingWindow { limit, window } => limit as f64 * (span_s / window.as_secs_f64()).ceil().max(1.0),
+    };
+    units / budget.cost.max(1) as f64
 }
 
 fn verdict_check(profile: String, server: Option<String>, ours: f64, theirs: f64, what: &str, fix: &str) -> LimitCheck {
@@ -285,7 +309,7 @@ mod tests {
         assert_eq!(verdicts(&LimiterConfig::new(), &found), [Verdict::TooHigh], "no limit at all is too high");
         let text = ProfileCheck::new("p", "h", &LimitKey::host("a.example").unwrap(), &high, &found).to_string();
         assert!(text.contains("too high   'minute' window 100/1m"), "{text}");
-        assert!(text.contains("allows 100 in 60s where the server allows 10"), "{text}");
+        assert!(text.contains("lets 100 go at once where the server allows 10"), "{text}");
     }
 
     #[test]
@@ -296,6 +320,25 @@ mod tests {
             BudgetSpec::sliding_window("minute", 10, Duration::from_secs(60)).unwrap(),
         ]);
         assert_eq!(verdicts(&stacked, &found), [Verdict::Confirmed]);
+    }
+
+    #[test]
+    fn a_bucket_of_a_windows_size_and_rate_agrees_with_it_and_a_lax_minute_is_caught() {
+        // The demo API publishes 5 per second and 100 per minute; its profile holds a bucket of
+        // 5 at 5/s beside a minute window.
+        let found = report(vec![window(5, 1.0), window(100, 60.0)], Vec::new());
+        let rate = crate::engine::Rate::new(5, Duration::from_secs(1)).unwrap();
+        let profile = |minute| {
+            config(vec![
+                BudgetSpec::token_bucket("rate", 5, rate).unwrap(),
+                BudgetSpec::sliding_window("minute", minute, Duration::from_secs(60)).unwrap(),
+            ])
+        };
+        assert_eq!(verdicts(&profile(100), &found), [Verdict::Confirmed, Verdict::Confirmed]);
+        assert_eq!(verdicts(&profile(1000), &found), [Verdict::Confirmed, Verdict::TooHigh]);
+        let key = LimitKey::host("a.example").unwrap();
+        let text = ProfileCheck::new("p", "h", &key, &profile(1000), &found).to_string();
+        assert!(text.contains("allows 5/s in the long run where the server allows 1.667/s"), "{text}");
     }
 
     #[test]
