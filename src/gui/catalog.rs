@@ -110,25 +110,10 @@ pub fn add_entry(
 
 #[cfg(test)]
 mod tests {
-    use egui_kittest::Harness;
     use egui_kittest::kittest::Queryable;
 
-    use super::super::editor::{Editor, ProfileDoc};
+    use super::super::editor::tests::harness;
     use crate::profile::SecretStatus;
-
-    fn harness() -> Harness<'static, Editor> {
-        let demo = crate::profile::Profile::demo().unwrap();
-        let mut editor = Editor::default();
-        editor.profiles = vec![ProfileDoc { profile: demo.clone(), saved: Some(demo) }];
-        editor.loaded = true;
-        Harness::builder().with_size(egui::vec2(900.0, 1600.0)).build_ui_state(
-            |ui, editor: &mut Editor| {
-                ui.horizontal(|ui| editor.profile_bar_ui(ui));
-                editor.editor_ui(ui, false);
-            },
-            editor,
-        )
-    }
 
     #[test]
     fn an_entry_is_picked_added_to_the_open_profile_and_undone() {

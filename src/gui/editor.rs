@@ -870,14 +870,14 @@ fn validity_ui(ui: &mut egui::Ui, host: &HostProfile, apply_now: bool) -> Editor
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use egui_kittest::Harness;
     use egui_kittest::kittest::Queryable;
 
     use super::*;
 
     /// An editor holding the demo profile (saved), shown as the app shows it.
-    fn harness() -> Harness<'static, Editor> {
+    pub(in crate::gui) fn harness() -> Harness<'static, Editor> {
         let demo = Profile::demo().unwrap();
         let editor = Editor {
             profiles: vec![ProfileDoc { profile: demo.clone(), saved: Some(demo) }],

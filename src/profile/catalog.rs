@@ -109,7 +109,7 @@ pub enum CatalogError {
     Profile {
         id: String,
         #[source]
-        source: ProfileError,
+        source: Box<ProfileError>,
     },
 }
 
@@ -167,7 +167,8 @@ fn parse(id: &'static str, text: &str) -> Result<CatalogEntry, CatalogError> {
     let table = document.remove("catalog").ok_or_else(|| invalid("it has no [catalog] table".into()))?;
     let info: CatalogInfo = table.try_into().map_err(|err: toml::de::Error| invalid(format!("[catalog]: {err}")))?;
     let rest = toml::to_string(&document).map_err(|err| invalid(err.to_string()))?;
-    let profile = Profile::from_toml(&rest).map_err(|source| CatalogError::Profile { id: id.to_owned(), source })?;
+    let profile = Profile::from_toml(&rest)
+        .map_err(|source| CatalogError::Profile { id: id.to_owned(), source: Box::new(source) })?;
     let entry = CatalogEntry { id, info, profile };
     entry.check().map_err(invalid)?;
     Ok(entry)
