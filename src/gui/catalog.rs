@@ -110,16 +110,24 @@ pub fn add_entry(
 
 #[cfg(test)]
 mod tests {
+    use egui_kittest::Harness;
     use egui_kittest::kittest::Queryable;
 
+    use super::super::editor::Editor;
     use super::super::editor::tests::harness;
     use crate::profile::SecretStatus;
 
-    #[test]
-    fn an_entry_is_picked_added_to_the_open_profile_and_undone() {
+    /// The editor holding the demo profile, with the picker opened by its button.
+    fn picker() -> Harness<'static, Editor> {
         let mut harness = harness();
         harness.get_by_label("New host from catalogue…").click();
         harness.run();
+        harness
+    }
+
+    #[test]
+    fn an_entry_is_picked_added_to_the_open_profile_and_undone() {
+        let mut harness = picker();
         harness.get_by_label("Stripe API  (stripe)").click();
         harness.run();
         harness.get_by_label("https://docs.stripe.com/rate-limits");
@@ -146,9 +154,7 @@ mod tests {
 
     #[test]
     fn cancel_adds_nothing() {
-        let mut harness = harness();
-        harness.get_by_label("New host from catalogue…").click();
-        harness.run();
+        let mut harness = picker();
         harness.get_by_label("Cancel").click();
         harness.run();
         assert_eq!(harness.state().profiles[0].profile.hosts.len(), 1);
