@@ -1,10 +1,17 @@
 //! "New host from catalogue…": pick a known API (its tier, documentation page and retry advice
-//! shown) and add its host and limits to the open profile.
+//! shown) and add its host and limits to the open profile, or make a new profile of it.
 
 use egui::RichText;
 
 use crate::profile::catalog::{self, CatalogEntry};
 use crate::profile::{BudgetEntry, Profile, SecretStore};
+
+/// An entry picked, and where it goes.
+pub struct Picked {
+    pub entry: CatalogEntry,
+    /// A profile of its own, rather than the open one.
+    pub as_new_profile: bool,
+}
 
 /// The picker's state: open or not, the entries (read once) and the one chosen.
 #[derive(Default)]
@@ -16,8 +23,8 @@ pub struct CatalogPicker {
 
 impl CatalogPicker {
     /// The button, and while open the list of entries with the chosen one's details; returns
-    /// the entry to add when "Add to profile" is clicked.
-    pub fn catalog_ui(&mut self, ui: &mut egui::Ui) -> Option<CatalogEntry> {
+    /// the entry when "Add to profile" or "As a new profile" is clicked.
+    pub fn catalog_ui(&mut self, ui: &mut egui::Ui) -> Option<Picked> {
         if !self.open {
             self.open = ui.button("New host from catalogue…").clicked();
             return None;
@@ -47,9 +54,11 @@ impl CatalogPicker {
             let Some(entry) = entries.get(self.chosen) else { return };
             entry_details_ui(ui, entry);
             ui.horizontal(|ui| {
-                if ui.button("Add to profile").clicked() {
-                    picked = Some(entry.clone());
-                    self.open = false;
+                for (label, as_new_profile) in [("Add to profile", false), ("As a new profile", true)] {
+                    if ui.button(label).clicked() {
+                        picked = Some(Picked { entry: entry.clone(), as_new_profile });
+                        self.open = false;
+                    }
                 }
                 if ui.button("Cancel").clicked() {
                     self.open = false;
@@ -108,6 +117,17 @@ pub fn add_entry(
     Ok((index, format!("added {} to {into} '{}'{secrets} (unsaved: Ctrl+S keeps it)", entry.info.title, added.host)))
 }
 
+/// A new profile of `entry`, named by its id (or the first of `id 2`, `id 3`, ... that
+/// `taken` refuses), its `${ENV}` references filed in `secrets`; and what happened.
+pub fn new_profile(taken: impl Fn(&str) -> bool, secrets: &mut SecretStore, entry: &CatalogEntry) -> (Profile, String) {
+    let mut names = std::iter::once(entry.id.to_owned()).chain((2..).map(|n| format!("{} {n}", entry.id)));
+    let name = names.find(|name| !taken(name)).unwrap_or_default();
+    let profile = entry.to_profile(&name);
+    entry.file_secrets(secrets, &profile.name, &profile.hosts[0].name);
+    let message = format!("new profile '{name}' from {} (unsaved: Ctrl+S keeps it)", entry.info.title);
+    (profile, message)
+}
+
 #[cfg(test)]
 mod tests {
     use egui_kittest::Harness;
@@ -150,6 +170,26 @@ mod tests {
         let profile = &harness.state().profiles[0].profile;
         assert_eq!(profile.hosts.len(), 1, "undo takes the added host away");
         assert!(!harness.state().profiles[0].is_dirty());
+    }
+
+    #[test]
+    fn an_entry_becomes_a_new_profile_of_its_own() {
+        let mut harness = picker();
+        harness.get_by_label("OpenAI API  (openai)").click();
+        harness.run();
+        harness.get_by_label("As a new profile").click();
+        harness.run();
+        let state = harness.state();
+        assert_eq!(state.profiles.len(), 2);
+        assert_eq!(state.profiles[0].profile.hosts.len(), 1, "the open profile is untouched");
+        let made = &state.profiles[1];
+        assert_eq!((made.profile.name.as_str(), state.current), ("openai", 1), "the new one is selected");
+        assert_eq!(made.profile.hosts, crate::profile::catalog::entry("openai").unwrap().profile.hosts);
+        assert!(made.is_dirty(), "not saved until Ctrl+S");
+        assert_eq!(
+            state.secrets.status("openai", "OpenAI", "authorization"),
+            SecretStatus::FromEnv(vec!["OPENAI_API_KEY".into()])
+        );
     }
 
     #[test]

@@ -622,7 +622,15 @@ impl Editor {
             undo: &mut self.undo,
         };
         host_list_ui(ui, &mut doc.profile.hosts, selection);
-        if let Some(entry) = self.catalog.catalog_ui(ui) {
+        if let Some(picked) = self.catalog.catalog_ui(ui) {
+            let entry = picked.entry;
+            if picked.as_new_profile {
+                let taken = |name: &str| self.profiles.iter().any(|doc| doc.profile.name == name);
+                let (profile, message) = super::catalog::new_profile(taken, &mut self.secrets, &entry);
+                self.profiles.push(ProfileDoc { profile, saved: None });
+                (self.current, self.host) = (self.profiles.len() - 1, 0);
+                return EditorAction::Message(message);
+            }
             let before = Box::new(doc.profile.clone());
             return match super::catalog::add_entry(&mut doc.profile, &mut self.secrets, &entry) {
                 Ok((host, message)) => {
