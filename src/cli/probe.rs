@@ -4,13 +4,13 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use http::Method;
+use http::{HeaderMap, Method};
 use url::Url;
 
-use crate::engine::parse_duration;
+use crate::engine::{LimitKey, LimiterConfig, Registry, parse_duration};
 use crate::http::LimitedClient;
-use crate::probe::{ProbeOptions, probe};
-use crate::profile::ProfileStore;
+use crate::probe::{ProbeOptions, ProfileCheck, probe};
+use crate::profile::{HostProfile, Profile, ProfileStore, SecretStore};
 
 #[derive(Debug, Args)]
 pub struct ProbeArgs {
@@ -31,6 +31,10 @@ pub struct ProbeArgs {
     /// Extra request header, `Name: value`; repeat for several.
     #[arg(short = 'H', long = "header", value_name = "NAME: VALUE")]
     pub headers: Vec<String>,
+    /// Compare what is found with this saved profile's limits for the URL (confirmed, too high,
+    /// below), and send its host's headers and secrets with every request.
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
     /// Save the suggestion as a profile of this name (in the config directory).
     #[arg(long, value_name = "NAME")]
     pub save: Option<String>,
@@ -43,12 +47,60 @@ fn duration_arg(text: &str) -> Result<Duration, String> {
     parse_duration(text).map_err(|err| err.to_string())
 }
 
+/// The report's JSON, with `profile_check` after its fields when a profile was given.
+#[derive(serde::Serialize)]
+struct WithCheck<'a> {
+    #[serde(flatten)]
+    report: &'a crate::probe::ProbeReport,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    profile_check: Option<&'a ProfileCheck>,
+}
+
+/// The profile, its host for `url`, and the limits its key gives `url`.
+struct Against {
+    profile: Profile,
+    host: HostProfile,
+    key: LimitKey,
+    config: LimiterConfig,
+}
+
+/// The host of `profile` that `url` goes to, and the limits that apply to it there.
+fn against(name: &str, url: &Url) -> anyhow::Result<Against> {
+    let profile = ProfileStore::default_location()?.load(name)?;
+    let host_name = url.host_str().unwrap_or_default().to_ascii_lowercase();
+    let with_port = url.port_or_known_default().map(|port| format!("{host_name}:{port}"));
+    let key_of = |host: &HostProfile| host.key().map(|key| key.host).unwrap_or_default();
+    let found = (profile.hosts.iter().find(|host| Some(key_of(host)) == with_port))
+        .or_else(|| profile.hosts.iter().find(|host| key_of(host) == host_name));
+    let Some(host) = found.cloned() else {
+        usage!("profile '{name}' has no host for {url}; its hosts: {}", host_list(&profile))
+    };
+    let registry = Registry::from_table(profile.entries()?)?;
+    let (key, config) = match registry.limiter_for(&host_name, url.port_or_known_default(), url.path()) {
+        Some(limiter) => (limiter.key().parse()?, limiter.config()),
+        None => (LimitKey::host(&key_of(&host))?, LimiterConfig::new()),
+    };
+    Ok(Against { profile, host, key, config })
+}
+
+fn host_list(profile: &Profile) -> String {
+    let hosts: Vec<String> = profile.hosts.iter().map(|host| format!("{} ({})", host.name, host.base_url)).collect();
+    if hosts.is_empty() { "none".to_owned() } else { hosts.join(", ") }
+}
+
 pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
+    let against = args.profile.as_deref().map(|name| against(name, &args.url)).transpose()?;
+    let mut headers = HeaderMap::new();
+    if let Some(against) = &against {
+        headers.extend(against.host.default_headers()?);
+        headers.extend(SecretStore::open_default()?.headers_for(&against.profile.name, &against.host)?);
+    }
+    headers.extend(super::header_map(&args.headers)?);
     let options = ProbeOptions {
         max_requests: args.max_requests,
         margin: args.margin,
         method: args.method.clone(),
-        headers: super::header_map(&args.headers)?,
+        headers,
         max_wait: args.max_wait,
     };
     if !args.json {
@@ -63,10 +115,17 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
             outln!("saved as profile '{name}' in {}", path.display())?;
         }
     }
+    let check = against.map(|against| {
+        ProfileCheck::new(&against.profile.name, &against.host.name, &against.key, &against.config, &report)
+    });
     if args.json {
-        outln!("{}", serde_json::to_string_pretty(&report)?)?;
+        let json = WithCheck { report: &report, profile_check: check.as_ref() };
+        outln!("{}", serde_json::to_string_pretty(&json)?)?;
     } else {
         out!("{report}")?;
+        if let Some(check) = &check {
+            out!("\n{check}")?;
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,4 +1,5 @@
-//! `ratescope profile`: list, show, import (a file, or a pasted curl command) and export saved profiles.
+//! `ratescope profile`: list, show, import (a file, or a pasted curl command) and export saved
+//! profiles; list the catalogue of known APIs and make a profile from one of its entries.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -9,7 +10,8 @@ use clap::{Args, Subcommand};
 
 use crate::engine::format_period;
 use crate::profile::{
-    BudgetEntry, HostProfile, Profile, ProfileError, ProfileStore, SecretStatus, SecretStore, parse_curl,
+    BudgetEntry, CatalogError, HostProfile, Profile, ProfileError, ProfileStore, SecretStatus, SecretStore, catalog,
+    parse_curl,
 };
 
 #[derive(Debug, Args)]
@@ -46,6 +48,28 @@ pub enum ProfileCommand {
         name: String,
         /// The curl command, quoted as one argument, or - to read it from standard input.
         command: String,
+    },
+    /// List the catalogue of known APIs: ready profiles with the provider page their numbers
+    /// come from (`profile new NAME --from ID` makes one).
+    Catalog {
+        /// Print the entries as one JSON array.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Make a profile from a catalogue entry; its credentials are filed in the secret store as
+    /// ${ENV} references (GITHUB_TOKEN, ...), never as values.
+    New {
+        /// The new profile's name.
+        name: String,
+        /// The catalogue entry (`ratescope profile catalog` lists them).
+        #[arg(long, value_name = "ID")]
+        from: String,
+        /// Use this base URL instead of the entry's (a shop's or site's own address).
+        #[arg(long, value_name = "URL")]
+        base_url: Option<url::Url>,
+        /// Replace a saved profile of the same name (its previous version is kept as .bak).
+        #[arg(long)]
+        force: bool,
     },
     /// Write a saved profile to FILE ("-" for standard output); secret values are never written.
     Export {
@@ -126,6 +150,8 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         ProfileCommand::ImportCurl { name, command } => import_curl(&store, &name, &command),
+        ProfileCommand::Catalog { json } => list_catalog(json),
+        ProfileCommand::New { name, from, base_url, force } => new_from_catalog(&store, &name, &from, base_url, force),
         ProfileCommand::Export { name, file } => {
             if file == Path::new("-") {
                 out!("{}", store.load(&name)?.to_toml()?)?;
@@ -136,6 +162,93 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// One entry as `profile catalog --json` prints it.
+#[derive(serde::Serialize)]
+struct CatalogLine<'a> {
+    id: &'a str,
+    #[serde(flatten)]
+    info: &'a crate::profile::CatalogInfo,
+    base_url: &'a str,
+    env: Vec<String>,
+}
+
+/// `profile catalog`: id, title and documentation page of every entry (all it says with `--json`).
+fn list_catalog(json: bool) -> anyhow::Result<ExitCode> {
+    let entries = catalog::entries()?;
+    if json {
+        let lines: Vec<CatalogLine> = entries
+            .iter()
+            .map(|entry| CatalogLine {
+                id: entry.id,
+                info: &entry.info,
+                base_url: &entry.host().base_url,
+                env: entry.env_vars(),
+            })
+            .collect();
+        outln!("{}", serde_json::to_string_pretty(&lines)?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let id_width = entries.iter().map(|entry| entry.id.len()).max().unwrap_or(0);
+    let title_width = entries.iter().map(|entry| entry.info.title.chars().count()).max().unwrap_or(0);
+    for entry in &entries {
+        outln!("{:id_width$}  {:title_width$}  {}", entry.id, entry.info.title, entry.info.docs)?;
+    }
+    outln!("\nmake one: ratescope profile new NAME --from ID")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `profile new NAME --from ID`: the entry's host as a new profile, written atomically; the
+/// entry's ${ENV} references filed in the secret store where it has no value yet.
+fn new_from_catalog(
+    store: &ProfileStore,
+    name: &str,
+    id: &str,
+    base_url: Option<url::Url>,
+    force: bool,
+) -> anyhow::Result<ExitCode> {
+    let entry = match catalog::entry(id) {
+        Ok(entry) => entry,
+        Err(err @ CatalogError::Unknown { .. }) => return Err(super::as_usage(err.into())),
+        Err(err) => return Err(err.into()),
+    };
+    if store.exists(name)? && !force {
+        anyhow::bail!(
+            "profile '{name}' already exists ({}); pass --force to replace it (the old one is kept as .bak)",
+            store.path_of(name)?.display()
+        );
+    }
+    let mut profile = entry.to_profile(name);
+    if let Some(url) = base_url {
+        profile.hosts[0].base_url = url.as_str().trim_end_matches('/').to_owned();
+    }
+    let path = store.save(&profile)?;
+    let host = &profile.hosts[0];
+    let mut secrets = SecretStore::open_default()?;
+    let filed = entry.file_secrets(&mut secrets, &profile.name, &host.name);
+    if !filed.is_empty() {
+        secrets.save()?;
+    }
+    outln!("made profile '{}' from {} ({}) in {}", profile.name, entry.id, entry.info.title, path.display())?;
+    outln!("  assumes:   {}", entry.info.tier)?;
+    outln!("  from:      {}", entry.info.docs)?;
+    outln!("  refusals:  {}", entry.info.retry)?;
+    for note in &entry.info.notes {
+        outln!("  note:      {note}")?;
+    }
+    let vars: Vec<String> = entry.env_vars().iter().map(|var| format!("${var}")).collect();
+    outln!(
+        "  secrets:   {} read {} (set it, or store a value in the app's Secrets)",
+        host.secret_headers.join(", "),
+        vars.join(", ")
+    )?;
+    let get =
+        host.endpoints.iter().filter_map(|endpoint| host.endpoint(&endpoint.name).ok()).find(|e| e.method == "GET");
+    if let Some(endpoint) = get {
+        outln!("  check it:  ratescope probe '{}' --profile '{}'", endpoint.url, profile.name)?;
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn list(store: &ProfileStore) -> anyhow::Result<ExitCode> {

@@ -46,6 +46,8 @@ impl ProfileDoc {
 enum Undo {
     Profile(Box<ProfileDoc>, usize),
     Host(usize, Box<HostProfile>, usize),
+    /// A catalogue entry added to profile `.0`: the profile as it was, and the entry's title.
+    Catalog(usize, Box<Profile>, String),
 }
 
 /// The editing state.
@@ -65,6 +67,7 @@ pub struct Editor {
     new_header: (String, String),
     new_secret_name: String,
     secret_drafts: BTreeMap<String, String>,
+    catalog: super::catalog::CatalogPicker,
 }
 
 /// How long an undo offer stays.
@@ -572,6 +575,7 @@ impl Editor {
         let what = match undo {
             Undo::Profile(doc, _) => format!("deleted profile '{}'", doc.profile.name),
             Undo::Host(_, host, _) => format!("deleted host '{}'", host.name),
+            Undo::Catalog(_, _, title) => format!("added {title}"),
         };
         ui.label(RichText::new(what).italics());
         if ui.button("Undo").clicked() {
@@ -589,6 +593,13 @@ impl Editor {
                         doc.profile.hosts.insert(index, *host);
                         self.current = profile;
                         self.host = index;
+                    }
+                }
+                Some(Undo::Catalog(profile, before, _)) => {
+                    if let Some(doc) = self.profiles.get_mut(profile) {
+                        doc.profile = *before;
+                        self.current = profile;
+                        self.host = self.host.min(doc.profile.hosts.len().saturating_sub(1));
                     }
                 }
                 None => {}
@@ -611,6 +622,25 @@ impl Editor {
             undo: &mut self.undo,
         };
         host_list_ui(ui, &mut doc.profile.hosts, selection);
+        if let Some(picked) = self.catalog.catalog_ui(ui) {
+            let entry = picked.entry;
+            if picked.as_new_profile {
+                let taken = |name: &str| self.profiles.iter().any(|doc| doc.profile.name == name);
+                let (profile, message) = super::catalog::new_profile(taken, &mut self.secrets, &entry);
+                self.profiles.push(ProfileDoc { profile, saved: None });
+                (self.current, self.host) = (self.profiles.len() - 1, 0);
+                return EditorAction::Message(message);
+            }
+            let before = Box::new(doc.profile.clone());
+            return match super::catalog::add_entry(&mut doc.profile, &mut self.secrets, &entry) {
+                Ok((host, message)) => {
+                    self.undo = Some((Undo::Catalog(self.current, before, entry.info.title), Instant::now()));
+                    self.host = host;
+                    EditorAction::Message(message)
+                }
+                Err(message) => EditorAction::Message(message),
+            };
+        }
         ui.separator();
         let profile_name = doc.profile.name.clone();
         let Some(host) = doc.profile.hosts.get_mut(self.host) else {
@@ -848,14 +878,14 @@ fn validity_ui(ui: &mut egui::Ui, host: &HostProfile, apply_now: bool) -> Editor
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use egui_kittest::Harness;
     use egui_kittest::kittest::Queryable;
 
     use super::*;
 
     /// An editor holding the demo profile (saved), shown as the app shows it.
-    fn harness() -> Harness<'static, Editor> {
+    pub(in crate::gui) fn harness() -> Harness<'static, Editor> {
         let demo = Profile::demo().unwrap();
         let editor = Editor {
             profiles: vec![ProfileDoc { profile: demo.clone(), saved: Some(demo) }],

@@ -6,6 +6,7 @@
 
 mod app;
 mod backend;
+mod catalog;
 pub mod charts;
 mod composer;
 pub mod discover;

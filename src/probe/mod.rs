@@ -33,6 +33,7 @@
 //! default): fewer requests per window, or, where that would round to the same whole
 //! number, a longer window.
 
+mod check;
 mod report;
 
 use std::time::Duration;
@@ -42,6 +43,7 @@ use thiserror::Error;
 use tokio::time::Instant;
 use url::Url;
 
+pub use check::{LimitCheck, ProfileCheck, Verdict};
 pub use report::{Confidence, ProbeReport, SuggestedBudget, Suggestion, UnitBudget};
 
 use crate::engine::format_wait;

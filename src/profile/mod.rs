@@ -70,6 +70,7 @@
 //! atomically with the previous version kept as `<slug>.toml.bak`; secrets are in
 //! `secrets.toml` (see [`SecretStore`]), readable by the user only.
 
+pub mod catalog;
 mod client;
 mod convert;
 mod curl;
@@ -84,6 +85,7 @@ mod text;
 
 use std::path::PathBuf;
 
+pub use catalog::{AddedEntry, CatalogEntry, CatalogError, CatalogInfo};
 pub(crate) use convert::{limits, looks_secret};
 pub use curl::{CurlError, CurlImport, Imported, parse_curl};
 pub use demo::DEMO_TOML;
