@@ -389,9 +389,10 @@ async fn a_window_refund_admits_what_fits_only_after_it_and_a_charge_is_debt() {
     let second = reservation.expect("admitted");
     assert_eq!(second.number(), first.number() + 1, "admissions are numbered in order");
 
-    // The first settles again, now at 150: 110 more counted at its own time, a debt of 110.
+    // The first settles again, now at 150: counted at its own time, a debt. One request counts at
+    // most one unit above the limit in a window: that holds it shut until the request leaves.
     fx.settle(&mut first, &tokens(150)).await;
-    assert_eq!(fx.members_of("chat", &tpm[0], &first).await, 150);
+    assert_eq!(fx.members_of("chat", &tpm[0], &first).await, 101);
     assert_eq!(fx.members_of("chat", &tpm[0], &second).await, 60, "the other admission is untouched");
     let (in_debt, _) = fx.reserve("chat", &tpm, &tokens(1)).await;
     let wait = in_debt.retry_after.expect("the debt delays the next admission");
@@ -401,6 +402,7 @@ async fn a_window_refund_admits_what_fits_only_after_it_and_a_charge_is_debt() {
 
     // Settling what is already counted sends nothing.
     assert_eq!(fx.settle(&mut first, &tokens(150)).await, Settled::Unchanged);
+    assert_eq!(first.units("tpm", &Unit::tokens()), Some(101));
     fx.cleanup().await;
 }
 

@@ -211,12 +211,13 @@ impl SharedSpec {
         Ok(units)
     }
 
-    /// The most a settlement counts here for one request: a window never counts one request
-    /// above its limit (that already holds the window shut until the request leaves it); a
-    /// bucket's debt is kept within the store's ten-year span.
+    /// The most a settlement counts here for one request: a window one unit above its limit
+    /// (one member per unit; one above already holds the window shut, even to a request that
+    /// spends none of it, until the request leaves it); a bucket's debt stays within the
+    /// store's ten-year span.
     pub fn settle_cap(&self) -> u64 {
         match self.budget {
-            SharedBudget::SlidingWindow { limit, .. } => limit,
+            SharedBudget::SlidingWindow { limit, .. } => limit + 1,
             SharedBudget::TokenBucket { per_token, .. } => micros_ceil(MAX_SPAN) / micros_ceil(per_token).max(1),
         }
     }
