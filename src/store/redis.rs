@@ -368,7 +368,7 @@ impl RedisStore {
         &self,
         keys: Vec<String>,
         budgets: &[(&SharedBudget, u64)],
-    ) -> Result<(StoreDecision, Option<(u64, Vec<u64>)>), StoreError> {
+    ) -> Result<(StoreDecision, Option<Admitted>), StoreError> {
         let mut args: Vec<u64> = Vec::with_capacity(1 + budgets.len() * 4);
         args.push(budgets.len() as u64);
         for (budget, cost) in budgets {
@@ -409,6 +409,10 @@ impl RedisStore {
         }
     }
 }
+
+/// An admission as the decision script reports it: its time (microseconds, Redis clock) and
+/// per budget its number in that budget's window (0 for a bucket).
+type Admitted = (u64, Vec<u64>);
 
 /// A budget as the scripts take it: kind (1 bucket, 2 window), period in microseconds (per
 /// token, or the window), and capacity (or limit).
@@ -499,7 +503,7 @@ fn budget_keys(tag: &str, name: Option<(&str, &Unit)>, budget: &SharedBudget) ->
 
 /// Turns the script's `{allowed, remaining, retry_after_us, blocking[, now, numbers...]}` into a
 /// decision and, when admitted, the admission's time and per-budget numbers.
-fn decision(reply: &[i64], budgets: usize) -> Result<(StoreDecision, Option<(u64, Vec<u64>)>), StoreError> {
+fn decision(reply: &[i64], budgets: usize) -> Result<(StoreDecision, Option<Admitted>), StoreError> {
     let unexpected = || StoreError::Script(format!("unexpected reply from the budget script: {reply:?}"));
     let whole = |n: i64| u64::try_from(n).map_err(|_| unexpected());
     let (&[allowed, remaining, retry_us, blocking], admission) = reply.split_at_checked(4).ok_or_else(unexpected)?
