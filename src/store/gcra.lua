@@ -46,9 +46,9 @@ local function gcra_settle(key, per, was, is)
       return
     end
     tat = tat - (was - is) * per
-    if tat <= now then
-      redis.call('DEL', key)
-      return
+    if tat < now then
+      -- Full again: a TAT of now means the same as no key (and needs no DEL in the ACL).
+      tat = now
     end
   elseif is > was then
     tat = tat + (is - was) * per
