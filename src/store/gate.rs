@@ -510,30 +510,8 @@ impl SharedGate {
                     Err(err) => return Err(err),
                 }
             }
-            match (inner.policy, fallback) {
-                (FailPolicy::Open, _) => {
-                    inner.health.failed_open.fetch_add(1, Ordering::Relaxed);
-                    return Ok(admitted(AdmittedVia::FailOpen, None, changed, None));
-                }
-                (FailPolicy::Local { .. }, Some(limiter)) => {
-                    // Wait for the local share only until the next probe: a request that has
-                    // spent this process's share must not sit out a whole window while the
-                    // store (after a restart or a failover) could already answer it.
-                    let next_probe = retry_at.unwrap_or_else(|| Instant::now() + PROBE_INTERVAL);
-                    let acquire = limiter.acquire_cost(Priority::Normal, cost.clone());
-                    let Ok(permit) = tokio::time::timeout_at(next_probe, acquire).await else {
-                        continue;
-                    };
-                    // The fallback holds budgets only, so its permit is released at once.
-                    drop(permit.map_err(|err| StoreError::InvalidSettings(err.to_string()))?);
-                    inner.health.local_fallback.fetch_add(1, Ordering::Relaxed);
-                    return Ok(admitted(AdmittedVia::LocalFallback, None, changed, None));
-                }
-                _ => {
-                    // Fail-closed: wait for the next probe and ask again.
-                    let next = retry_at.unwrap_or_else(|| Instant::now() + PROBE_INTERVAL);
-                    tokio::time::sleep_until(next).await;
-                }
+            if let Some(via) = inner.without_store(fallback.as_ref(), cost, retry_at).await? {
+                return Ok(admitted(via, None, changed, None));
             }
         }
     }
@@ -572,6 +550,42 @@ impl SharedGate {
 }
 
 impl GateInner {
+    /// What the fail policy does while the store cannot answer (until `retry_at`, the next
+    /// probe, when degraded): let the request through (`Some`), or wait for the next probe
+    /// and have the store asked again (`None`).
+    async fn without_store(
+        &self,
+        fallback: Option<&Limiter>,
+        cost: &Cost,
+        retry_at: Option<Instant>,
+    ) -> Result<Option<AdmittedVia>, StoreError> {
+        let next_probe = retry_at.unwrap_or_else(|| Instant::now() + PROBE_INTERVAL);
+        match (self.policy, fallback) {
+            (FailPolicy::Open, _) => {
+                self.health.failed_open.fetch_add(1, Ordering::Relaxed);
+                Ok(Some(AdmittedVia::FailOpen))
+            }
+            (FailPolicy::Local { .. }, Some(limiter)) => {
+                // Wait for the local share only until the next probe: a request that has
+                // spent this process's share must not sit out a whole window while the
+                // store (after a restart or a failover) could already answer it.
+                let acquire = limiter.acquire_cost(Priority::Normal, cost.clone());
+                let Ok(permit) = tokio::time::timeout_at(next_probe, acquire).await else {
+                    return Ok(None);
+                };
+                // The fallback holds budgets only, so its permit is released at once.
+                drop(permit.map_err(|err| StoreError::InvalidSettings(err.to_string()))?);
+                self.health.local_fallback.fetch_add(1, Ordering::Relaxed);
+                Ok(Some(AdmittedVia::LocalFallback))
+            }
+            _ => {
+                // Fail-closed: wait for the next probe and ask again.
+                tokio::time::sleep_until(next_probe).await;
+                Ok(None)
+            }
+        }
+    }
+
     /// What one decision asks for: a lease of `size` requests' worth, unless a budget could
     /// never hold that much (then the request alone).
     fn lease_ask(&self, shared: &[SharedSpec], cost: u64) -> u64 {
