@@ -618,3 +618,29 @@ async fn the_client_settles_a_shared_tokens_budget_from_the_answer() {
     assert_eq!((counts.admitted, counts.settled, counts.round_trips), (3, 3, 6), "{counts:?}");
     cleanup(&shared_key).await;
 }
+
+/// A request waiting on a tokens key sees another process's refund within `REFUND_RECHECK`,
+/// not only when the store's retry-after (the oldest estimate leaving the window) comes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_request_sees_another_process_refund_without_waiting_out_the_window() {
+    if !shared_server_up().await {
+        return skip_or_fail(&format!("no server answers at {}", redis_url()));
+    }
+    let key = unique_key("tokens-recheck");
+    let gate = || async {
+        let store = RedisStore::connect(&redis_url(), SHARED_PREFIX).await.unwrap();
+        SharedGate::new(store, StoreHealth::new(), &key, &tokens_budgets(), FailPolicy::Closed).unwrap()
+    };
+    let (first, second) = (gate().await, gate().await);
+    let mut reservation =
+        first.admit_cost(&tokens(TOKENS_LIMIT)).await.unwrap().reservation.expect("the store decided");
+    let waiting = tokio::spawn(async move { second.admit_cost(&tokens(TOKENS_LIMIT / 2)).await.unwrap() });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!waiting.is_finished(), "the window is full");
+    first.settle(&mut reservation, &tokens(TOKENS_LIMIT / 2)).await.unwrap();
+    // The window's retry-after is a minute; the refund is seen at the next recheck.
+    let admitted = tokio::time::timeout(ratescope::store::REFUND_RECHECK * 4, waiting).await;
+    let admission = admitted.expect("admitted after the refund, long before the window moves").unwrap();
+    assert_eq!(admission.remaining, Some(0));
+    cleanup(&key).await;
+}

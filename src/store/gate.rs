@@ -36,6 +36,11 @@ pub const MAX_INSTANCES: u32 = 10_000;
 /// The largest token lease: requests' worth taken from the store in one round trip.
 pub const MAX_LEASE: u64 = 1_000;
 
+/// The longest a denied request sleeps on a key with a budget of another unit than requests
+/// before asking again: another process's settlement may refund units sooner than the
+/// retry-after the store computed (which counted that process's estimate).
+pub const REFUND_RECHECK: Duration = Duration::from_millis(250);
+
 /// What a gate does when the store cannot answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum FailPolicy {
@@ -502,8 +507,10 @@ impl SharedGate {
                             continue;
                         }
                         inner.health.denied.fetch_add(1, Ordering::Relaxed);
-                        // Redis computed exactly when this cost fits: sleep that, then ask once more.
-                        tokio::time::sleep(decision.retry_after.unwrap_or(Duration::from_micros(1))).await;
+                        // Redis computed exactly when this cost fits: sleep that, then ask once
+                        // more (sooner where a settlement elsewhere may refund units).
+                        let wait = decision.retry_after.unwrap_or(Duration::from_micros(1));
+                        tokio::time::sleep(if *leasable { wait } else { wait.min(REFUND_RECHECK) }).await;
                         continue;
                     }
                     Err(err) if err.is_unavailable() => changed |= inner.health.failed(&err, inner.policy),

@@ -20,8 +20,8 @@ use crate::engine::{BudgetKind, BudgetSpec, Cost, Rate, Unit};
 
 pub use self::endpoint::StoreAddress;
 pub use self::gate::{
-    AdmittedVia, FailPolicy, MAX_INSTANCES, MAX_LEASE, PROBE_INTERVAL, SharedAdmission, SharedCounts, SharedGate,
-    SharedSettlement, StoreHealth, StoreState, local_share,
+    AdmittedVia, FailPolicy, MAX_INSTANCES, MAX_LEASE, PROBE_INTERVAL, REFUND_RECHECK, SharedAdmission, SharedCounts,
+    SharedGate, SharedSettlement, StoreHealth, StoreState, local_share,
 };
 pub use self::redis::{DECIDE_SCRIPT, RedisStore, RedisStoreOptions, Reservation, SETTLE_SCRIPT, Settled};
 pub use self::settings::{
