@@ -9,9 +9,9 @@ mod redis_support;
 
 use std::time::Duration;
 
-use ratescope::engine::{BudgetSpec, Rate};
+use ratescope::engine::{BudgetSpec, Cost, Rate, Unit};
 use ratescope::store::{
-    FailPolicy, RedisStore, SHARED_PREFIX, SharedBudget, SharedGate, SharedSpec, StoreHealth, StoreState,
+    FailPolicy, RedisStore, SHARED_PREFIX, Settled, SharedBudget, SharedGate, SharedSpec, StoreHealth, StoreState,
 };
 use redis::AsyncCommands;
 use redis_support::children::{ChildCounts, ChildPlan, run_children};
@@ -308,4 +308,48 @@ async fn the_command_line_shares_budgets_on_a_cluster() {
     assert_eq!(json["shared"]["counts"]["admitted"].as_u64(), Some(3), "{json}");
     assert_eq!(json["shared"]["counts"]["round_trips"].as_u64(), Some(3), "{json}");
     assert_eq!(json["shared"]["state"], "connected");
+}
+
+/// Issue #17 on a cluster: a tokens budget's settlement is one script on the slot's master, and
+/// refunds and charges land there exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_settlement_on_a_cluster_is_one_script_on_the_slots_master() {
+    let Some(cluster) = PrivateCluster::start(3, 0).await else { return };
+    let store = RedisStore::connect(&cluster.url(), SHARED_PREFIX).await.unwrap();
+    let window = SharedBudget::sliding_window(1000, Duration::from_secs(60)).unwrap();
+    let bucket = SharedBudget::token_bucket(1000, Rate::new(1000, Duration::from_secs(60)).unwrap()).unwrap();
+    let specs = [
+        SharedSpec::new("tpm", window).unwrap().with_unit(Unit::tokens()).unwrap(),
+        SharedSpec::new("burst", bucket).unwrap().with_unit(Unit::tokens()).unwrap(),
+    ];
+    let tokens = |amount| Cost::requests(1).with(Unit::tokens(), amount);
+    let ports: Vec<u16> = cluster.nodes.iter().map(|node| node.port).collect();
+    let calls = async || {
+        let mut total = (0, 0);
+        for port in &ports {
+            let (evalsha, eval) = script_calls(*port).await;
+            total = (total.0 + evalsha, total.1 + eval);
+        }
+        total
+    };
+    let before = calls().await;
+    let mut keys = Vec::new();
+    for i in 0..10 {
+        let key = unique_key(&format!("settle-{i}"));
+        let (decision, reservation) = store.reserve_all(&key, &specs, &tokens(100)).await.unwrap();
+        assert!(decision.allowed);
+        let mut reservation = reservation.expect("admitted");
+        let settled = store.settle(&mut reservation, &tokens(if i % 2 == 0 { 40 } else { 130 })).await.unwrap();
+        assert!(matches!(settled, Settled::Applied { after: 1, .. }), "{settled:?}");
+        keys.push(key);
+    }
+    let after = calls().await;
+    assert_eq!(after.0 - before.0, 20, "one EVALSHA per decision and one per settlement");
+    assert!(after.1 - before.1 <= 6, "EVAL only on a master's first NOSCRIPT of each script");
+    for (i, key) in keys.iter().enumerate() {
+        let window_key = store.spec_keys(key, &specs[0])[0].clone();
+        let mut node = cluster.node_connection(cluster.master_of(&window_key).await).await;
+        let members: u64 = node.zcard(&window_key).await.unwrap();
+        assert_eq!(members, if i % 2 == 0 { 40 } else { 130 }, "{window_key}");
+    }
 }

@@ -6,7 +6,10 @@
 
 use std::time::{Duration, Instant};
 
-use ratescope::store::{RedisStore, RedisStoreOptions, SharedBudget, StoreDecision, StoreError};
+use ratescope::engine::{Cost, Unit};
+use ratescope::store::{
+    RedisStore, RedisStoreOptions, Reservation, Settled, SharedBudget, SharedSpec, StoreDecision, StoreError,
+};
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
 use tokio::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -336,5 +339,129 @@ async fn concurrent_tasks_share_one_window_exactly() {
     let zcard: u64 = fx.raw.zcard(&fx.store.redis_keys("shared", &budget)[0]).await.expect("ZCARD");
     assert_eq!(zcard, 10);
 
+    fx.cleanup().await;
+}
+
+/// A budget named `name` counting tokens.
+fn tokens_budget(name: &str, budget: SharedBudget) -> SharedSpec {
+    SharedSpec::new(name, budget).expect("a valid budget").with_unit(Unit::tokens()).expect("a valid unit")
+}
+
+/// One request spending `amount` tokens.
+fn tokens(amount: u64) -> Cost {
+    Cost::requests(1).with(Unit::tokens(), amount)
+}
+
+impl Fixture {
+    async fn reserve(&self, key: &str, specs: &[SharedSpec], cost: &Cost) -> (StoreDecision, Option<Reservation>) {
+        self.store.reserve_all(key, specs, cost).await.expect("a decision")
+    }
+
+    async fn settle(&self, reservation: &mut Reservation, actual: &Cost) -> Settled {
+        self.store.settle(reservation, actual).await.expect("a settlement")
+    }
+
+    /// Members of `spec`'s window under `key`, by the admission (time and number) they belong to.
+    async fn members_of(&mut self, key: &str, spec: &SharedSpec, reservation: &Reservation) -> usize {
+        let window = self.store.spec_keys(key, spec)[0].clone();
+        let members: Vec<String> = self.raw.zrange(&window, 0, -1).await.expect("ZRANGE");
+        let own = format!("{}:{}:", reservation.at_micros(), reservation.number());
+        members.iter().filter(|member| member.starts_with(&own)).count()
+    }
+}
+
+#[tokio::test]
+async fn a_window_refund_admits_what_fits_only_after_it_and_a_charge_is_debt() {
+    let Some(mut fx) = Fixture::new("settle-window").await else { return };
+    let tpm = [tokens_budget("tpm", window(100, Duration::from_secs(60)))];
+
+    let (first, reservation) = fx.reserve("chat", &tpm, &tokens(100)).await;
+    assert!(first.allowed);
+    let mut first = reservation.expect("an admission has a reservation");
+    let (denied, none) = fx.reserve("chat", &tpm, &tokens(60)).await;
+    assert!(!denied.allowed && none.is_none(), "60 more do not fit before the refund");
+
+    // The answer said 40: 60 come back, and exactly 60 more fit.
+    assert!(matches!(fx.settle(&mut first, &tokens(40)).await, Settled::Applied { .. }));
+    assert_eq!(first.units("tpm", &Unit::tokens()), Some(40));
+    let (second, reservation) = fx.reserve("chat", &tpm, &tokens(60)).await;
+    assert_eq!((second.allowed, second.remaining), (true, 0), "{second:?}");
+    let second = reservation.expect("admitted");
+    assert_eq!(second.number(), first.number() + 1, "admissions are numbered in order");
+
+    // The first settles again, now at 150: counted at its own time, a debt. One request counts at
+    // most one unit above the limit in a window: that holds it shut until the request leaves.
+    fx.settle(&mut first, &tokens(150)).await;
+    assert_eq!(fx.members_of("chat", &tpm[0], &first).await, 101);
+    assert_eq!(fx.members_of("chat", &tpm[0], &second).await, 60, "the other admission is untouched");
+    let (in_debt, _) = fx.reserve("chat", &tpm, &tokens(1)).await;
+    let wait = in_debt.retry_after.expect("the debt delays the next admission");
+    assert!(wait > Duration::from_secs(59), "only the first admission leaving frees the window: {wait:?}");
+    let (nothing, _) = fx.reserve("chat", &tpm, &tokens(0)).await;
+    assert!(!nothing.allowed, "a window in debt holds even a request that spends none of it");
+
+    // Settling what is already counted sends nothing.
+    assert_eq!(fx.settle(&mut first, &tokens(150)).await, Settled::Unchanged);
+    assert_eq!(first.units("tpm", &Unit::tokens()), Some(101));
+    fx.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_bucket_refund_refills_never_past_full_and_a_charge_delays_the_next_admission() {
+    let Some(fx) = Fixture::new("settle-bucket").await else { return };
+    // 100 tokens, one back per second: nothing refills noticeably while the test runs.
+    let tpm = [tokens_budget("tpm", bucket(100, Duration::from_secs(1)))];
+
+    let (_, reservation) = fx.reserve("chat", &tpm, &tokens(100)).await;
+    let mut first = reservation.expect("admitted");
+    assert!(!fx.reserve("chat", &tpm, &tokens(60)).await.0.allowed);
+    fx.settle(&mut first, &tokens(40)).await;
+    let (second, reservation) = fx.reserve("chat", &tpm, &tokens(60)).await;
+    assert!(second.allowed, "the refund refilled 60: {second:?}");
+    let mut second = reservation.expect("admitted");
+
+    // 150 instead of 60: a debt of 90 tokens; the next token is 91 seconds away, not one.
+    fx.settle(&mut second, &tokens(150)).await;
+    let (in_debt, _) = fx.reserve("chat", &tpm, &tokens(1)).await;
+    let wait = in_debt.retry_after.expect("the debt delays the next admission");
+    assert!(wait > Duration::from_secs(90) && wait <= Duration::from_secs(91), "{wait:?}");
+    assert!(!fx.reserve("chat", &tpm, &Cost::requests(1)).await.0.allowed, "a bucket in debt holds everyone");
+
+    // Both settled to nothing: the bucket is full again, and holds 100, not more.
+    fx.settle(&mut first, &tokens(0)).await;
+    fx.settle(&mut second, &tokens(0)).await;
+    assert!(fx.reserve("chat", &tpm, &tokens(100)).await.0.allowed);
+    assert!(!fx.reserve("chat", &tpm, &tokens(1)).await.0.allowed);
+
+    // A refund to a bucket that refilled meanwhile adds nothing: full is full.
+    let fast = [tokens_budget("fast", bucket(100, Duration::from_millis(1)))];
+    let (_, reservation) = fx.reserve("refill", &fast, &tokens(100)).await;
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    fx.settle(&mut reservation.expect("admitted"), &tokens(0)).await;
+    assert!(fx.reserve("refill", &fast, &tokens(100)).await.0.allowed);
+    assert!(!fx.reserve("refill", &fast, &tokens(50)).await.0.allowed, "the refund did not overfill the bucket");
+    fx.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_reservation_never_settled_keeps_its_estimate_and_units_keep_their_own_keys() {
+    let Some(mut fx) = Fixture::new("settle-never").await else { return };
+    let minute = window(100, Duration::from_secs(60));
+    let specs = [SharedSpec::new("minute", minute).unwrap(), tokens_budget("minute", minute)];
+
+    let (admitted, reservation) = fx.reserve("chat", &specs, &tokens(70)).await;
+    assert!(admitted.allowed);
+    let reservation = reservation.expect("admitted");
+    drop(reservation);
+    let (denied, _) = fx.reserve("chat", &specs, &tokens(40)).await;
+    assert_eq!((denied.allowed, denied.blocked_by), (false, Some(1)), "70 tokens still counted");
+
+    // One requests budget and one tokens budget of the same name: separate keys, separate counts.
+    let requests_window = fx.store.spec_keys("chat", &specs[0])[0].clone();
+    let tokens_window = fx.store.spec_keys("chat", &specs[1])[0].clone();
+    assert_ne!(requests_window, tokens_window);
+    assert!(tokens_window.ends_with(":minute:tokens:window"), "{tokens_window}");
+    assert_eq!(fx.raw.zcard::<_, u64>(&requests_window).await.unwrap(), 1);
+    assert_eq!(fx.raw.zcard::<_, u64>(&tokens_window).await.unwrap(), 70);
     fx.cleanup().await;
 }

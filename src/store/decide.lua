@@ -6,8 +6,11 @@
 -- KEYS     per budget in order: a bucket takes one key (TAT), a window two (set, counter).
 --
 -- Returns {allowed (0|1), remaining, retry_after in microseconds, blocking budget (1-based)}.
--- Allowed: remaining is the least left in any budget, retry 0, blocking 0. Denied: the budget
--- that needs the longest wait, its remaining and that wait; nothing is written.
+-- Allowed: remaining is the least left in any budget, retry 0, blocking 0, then the admission's
+-- time (microseconds) and per budget its admission number (windows; 0 for buckets), which a
+-- settlement names. Denied: the budget that needs the longest wait, its remaining and that
+-- wait; nothing is written. A budget a settlement charged into debt denies even a request
+-- that spends nothing in it, until the debt is paid.
 
 local n = tonumber(ARGV[1])
 local checks = {}
@@ -42,12 +45,16 @@ if worst_index > 0 then
   return { 0, worst_remaining, worst_retry, worst_index }
 end
 
+local reply = { 1, least or 0, 0, 0, now }
 for i = 1, n do
   local c = checks[i]
-  if c[1] == 1 then
+  local id = 0
+  if c[1] == 2 then
+    -- Numbered even when it spends nothing here: a settlement may still charge this window.
+    id = window_spend(c[2], c[3], c[4], c[5], c[6])
+  elseif c[5] > 0 then
     gcra_spend(c[2], c[6])
-  else
-    window_spend(c[2], c[3], c[4], c[5], c[6])
   end
+  reply[5 + i] = id
 end
-return { 1, least or 0, 0, 0 }
+return reply

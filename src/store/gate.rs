@@ -9,6 +9,10 @@
 //! request through (counted), or pace it by an in-process share of the budgets. While the
 //! store is degraded it is asked again at most every [`PROBE_INTERVAL`], so a dead server
 //! costs one timeout per interval rather than one per request.
+//!
+//! An admission by the store comes with its [`Reservation`]; [`SharedGate::settle`] corrects
+//! it to the actual cost in one round trip. A settlement that cannot reach the store is
+//! counted and logged, never waited for past the command timeout: the estimate then stands.
 
 use std::fmt;
 use std::str::FromStr;
@@ -20,8 +24,8 @@ use parking_lot::{Mutex, RwLock};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::{RedisStore, SharedSpec, StoreError};
-use crate::engine::{BudgetKind, BudgetSpec, Limiter, LimiterConfig, Priority, Rate};
+use super::{RedisStore, Reservation, Settled, SharedSpec, StoreError};
+use crate::engine::{BudgetKind, BudgetSpec, Cost, Limiter, LimiterConfig, Priority, Rate, Unit};
 
 /// How often a degraded store is asked again.
 pub const PROBE_INTERVAL: Duration = Duration::from_millis(500);
@@ -31,6 +35,11 @@ pub const MAX_INSTANCES: u32 = 10_000;
 
 /// The largest token lease: requests' worth taken from the store in one round trip.
 pub const MAX_LEASE: u64 = 1_000;
+
+/// The longest a denied request sleeps on a key with a budget of another unit than requests
+/// before asking again: another process's settlement may refund units sooner than the
+/// retry-after the store computed (which counted that process's estimate).
+pub const REFUND_RECHECK: Duration = Duration::from_millis(250);
 
 /// What a gate does when the store cannot answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -157,6 +166,20 @@ pub struct SharedAdmission {
     pub remaining: Option<u64>,
     /// The store's state when this request changed it (connected again, or degraded).
     pub state_change: Option<StoreState>,
+    /// What the store reserved for this request alone, to [`settle`](SharedGate::settle) once
+    /// the actual cost is known. `None` when the store did not decide it alone: fail-open, the
+    /// local fallback, a lease (then the key counts requests only, known up front).
+    pub reservation: Option<Reservation>,
+}
+
+/// What became of one settlement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedSettlement {
+    /// What the store did; `None` when it could not be asked (away, or degraded and not yet due
+    /// for a probe): the reservation then keeps counting what it counted before.
+    pub settled: Option<Settled>,
+    /// The store's state when this settlement changed it (connected again, or degraded).
+    pub state_change: Option<StoreState>,
 }
 
 /// Counters of everything the gates of one store did; read them with [`StoreHealth::counts`].
@@ -179,6 +202,10 @@ pub struct SharedCounts {
     /// Times the store answered again after being away: a restart, a reconnect, or a failover
     /// to a promoted replica. Each one is also a `StoreState` change to connected.
     pub recoveries: u64,
+    /// Settlements the store applied (each one round trip).
+    pub settled: u64,
+    /// Settlements that could not reach the store: those requests keep counting their estimate.
+    pub settles_lost: u64,
 }
 
 impl fmt::Display for SharedCounts {
@@ -195,7 +222,11 @@ impl fmt::Display for SharedCounts {
             self.recoveries,
             self.failed_open,
             self.local_fallback
-        )
+        )?;
+        if self.settled + self.settles_lost > 0 {
+            write!(f, "; {} settled, {} settlements lost", self.settled, self.settles_lost)?;
+        }
+        Ok(())
     }
 }
 
@@ -212,6 +243,8 @@ pub struct StoreHealth {
     local_fallback: AtomicU64,
     recoveries: AtomicU64,
     leased: AtomicU64,
+    settled: AtomicU64,
+    settles_lost: AtomicU64,
 }
 
 impl StoreHealth {
@@ -241,6 +274,8 @@ impl StoreHealth {
             local_fallback: load(&self.local_fallback),
             recoveries: load(&self.recoveries),
             leased: load(&self.leased),
+            settled: load(&self.settled),
+            settles_lost: load(&self.settles_lost),
         }
     }
 
@@ -310,6 +345,9 @@ struct GateInner {
 #[derive(Debug)]
 struct Budgets {
     shared: Vec<SharedSpec>,
+    /// Whether every budget counts requests: only then may a lease take several requests'
+    /// worth at once (another unit's amount differs request by request and is settled).
+    leasable: bool,
     /// The in-process share used by a local fallback.
     fallback: Option<Limiter>,
 }
@@ -355,7 +393,9 @@ impl SharedGate {
     /// requests, and a bucket at most `capacity + rate·t + P·(size − 1)` in any span t. The
     /// total never exceeds what the store admitted; unused leases only under-spend. A lease
     /// larger than a budget holds, or than what is left, falls back to asking for one request.
-    /// Call before the gate is cloned.
+    /// A key with a budget of another unit than requests never leases: each request's amount
+    /// is its own and is settled later, so every request asks the store. Call before the gate
+    /// is cloned.
     pub fn with_lease(mut self, size: u64, hold: Duration) -> Result<Self, StoreError> {
         if !(1..=MAX_LEASE).contains(&size) || hold.is_zero() || hold > Duration::from_secs(3600) {
             return Err(StoreError::InvalidSettings(format!(
@@ -401,95 +441,158 @@ impl SharedGate {
         Ok(())
     }
 
-    /// Waits until the shared budgets admit `cost` (or the fail policy lets it through), and spends it.
+    /// Waits until the shared budgets admit `cost` requests (or the fail policy lets them
+    /// through), and spends them: [`admit_cost`](Self::admit_cost) for a request of one unit.
+    pub async fn admit(&self, cost: u64) -> Result<SharedAdmission, StoreError> {
+        self.admit_cost(&Cost::requests(cost)).await
+    }
+
+    /// Waits until the shared budgets admit `cost` (each budget its own unit's amount, an
+    /// estimate where the actual is known later), or the fail policy lets it through, and
+    /// spends it.
     ///
     /// Errors only for a cost the budgets can never hold or a store that answers with an error;
     /// an unreachable store is the fail policy's business. Dropping the future gives up the
     /// turn; a decision already on its way to Redis may still have been spent.
-    pub async fn admit(&self, cost: u64) -> Result<SharedAdmission, StoreError> {
+    pub async fn admit_cost(&self, cost: &Cost) -> Result<SharedAdmission, StoreError> {
         let inner = &*self.inner;
         let started = Instant::now();
         let budgets = Arc::clone(&inner.budgets.read());
-        let Budgets { shared, fallback } = &*budgets;
+        let Budgets { shared, leasable, fallback } = &*budgets;
         if shared.is_empty() {
             return Ok(SharedAdmission {
                 via: AdmittedVia::Store,
                 waited: Duration::ZERO,
                 remaining: None,
                 state_change: None,
+                reservation: None,
             });
         }
         for spec in shared {
-            spec.units(cost)?;
+            spec.spend(cost)?;
         }
         let _turn = inner.turn.lock().await;
         let mut changed = false;
-        let admitted = |via, remaining, changed: bool| SharedAdmission {
+        let admitted = |via, remaining, changed: bool, reservation| SharedAdmission {
             via,
             waited: started.elapsed(),
             remaining,
             state_change: changed.then(|| inner.health.state()),
+            reservation,
         };
-        if inner.take_held(cost) {
-            return Ok(admitted(AdmittedVia::Store, None, false));
+        // A lease counts requests: only a key whose budgets all count requests takes one.
+        let requests = cost.requests;
+        if *leasable && inner.take_held(requests) {
+            return Ok(admitted(AdmittedVia::Store, None, false, None));
         }
         let hold = inner.lease.1;
-        let mut ask = inner.lease_ask(shared, cost);
+        let mut ask = if *leasable { inner.lease_ask(shared, requests) } else { requests };
         loop {
             let retry_at = inner.health.degraded_until(Instant::now());
             if retry_at.is_none() {
-                match inner.store.acquire_all(&inner.key, shared, ask).await {
-                    Ok(decision) => {
+                let asked = if ask == requests { cost.clone() } else { Cost::requests(ask) };
+                match inner.store.reserve_all(&inner.key, shared, &asked).await {
+                    Ok((decision, reservation)) => {
                         changed |= inner.health.answered();
                         if decision.allowed {
                             inner.health.admitted.fetch_add(1, Ordering::Relaxed);
-                            *inner.held.lock() = (ask - cost, Instant::now() + hold);
-                            return Ok(admitted(AdmittedVia::Store, Some(decision.remaining), changed));
+                            *inner.held.lock() = (ask - requests, Instant::now() + hold);
+                            // A lease's reservation covers other requests too: not this one's to settle.
+                            let reservation = reservation.filter(|_| ask == requests);
+                            return Ok(admitted(AdmittedVia::Store, Some(decision.remaining), changed, reservation));
                         }
-                        if ask > cost {
+                        if ask > requests {
                             // Not a whole lease left: ask for this request alone, at once.
-                            ask = cost;
+                            ask = requests;
                             continue;
                         }
                         inner.health.denied.fetch_add(1, Ordering::Relaxed);
-                        // Redis computed exactly when this cost fits: sleep that, then ask once more.
-                        tokio::time::sleep(decision.retry_after.unwrap_or(Duration::from_micros(1))).await;
+                        // Redis computed exactly when this cost fits: sleep that, then ask once
+                        // more (sooner where a settlement elsewhere may refund units).
+                        let wait = decision.retry_after.unwrap_or(Duration::from_micros(1));
+                        tokio::time::sleep(if *leasable { wait } else { wait.min(REFUND_RECHECK) }).await;
                         continue;
                     }
                     Err(err) if err.is_unavailable() => changed |= inner.health.failed(&err, inner.policy),
                     Err(err) => return Err(err),
                 }
             }
-            match (inner.policy, fallback) {
-                (FailPolicy::Open, _) => {
-                    inner.health.failed_open.fetch_add(1, Ordering::Relaxed);
-                    return Ok(admitted(AdmittedVia::FailOpen, None, changed));
-                }
-                (FailPolicy::Local { .. }, Some(limiter)) => {
-                    // Wait for the local share only until the next probe: a request that has
-                    // spent this process's share must not sit out a whole window while the
-                    // store (after a restart or a failover) could already answer it.
-                    let next_probe = retry_at.unwrap_or_else(|| Instant::now() + PROBE_INTERVAL);
-                    let Ok(permit) = tokio::time::timeout_at(next_probe, limiter.acquire(Priority::Normal, cost)).await
-                    else {
-                        continue;
-                    };
-                    // The fallback holds budgets only, so its permit is released at once.
-                    drop(permit.map_err(|err| StoreError::InvalidSettings(err.to_string()))?);
-                    inner.health.local_fallback.fetch_add(1, Ordering::Relaxed);
-                    return Ok(admitted(AdmittedVia::LocalFallback, None, changed));
-                }
-                _ => {
-                    // Fail-closed: wait for the next probe and ask again.
-                    let next = retry_at.unwrap_or_else(|| Instant::now() + PROBE_INTERVAL);
-                    tokio::time::sleep_until(next).await;
-                }
+            if let Some(via) = inner.without_store(fallback.as_ref(), cost, retry_at).await? {
+                return Ok(admitted(via, None, changed, None));
             }
+        }
+    }
+
+    /// Corrects what an admission reserved in the store to its `actual` cost, in one round trip
+    /// (nothing is sent when nothing changes). Never waits past the store's command timeout:
+    /// a store that is away (or degraded and not yet due for a probe) loses the settlement,
+    /// which is counted and logged, and the reservation keeps counting what it did. Errors only
+    /// when the store answers with an error.
+    pub async fn settle(&self, reservation: &mut Reservation, actual: &Cost) -> Result<SharedSettlement, StoreError> {
+        let inner = &*self.inner;
+        let health = &inner.health;
+        let lost = |state_change| {
+            health.settles_lost.fetch_add(1, Ordering::Relaxed);
+            Ok(SharedSettlement { settled: None, state_change })
+        };
+        if health.degraded_until(Instant::now()).is_some() {
+            tracing::warn!(key = %inner.key, "shared budget store degraded: a settlement is lost, its estimate stands");
+            return lost(None);
+        }
+        match inner.store.settle(reservation, actual).await {
+            Ok(Settled::Unchanged) => Ok(SharedSettlement { settled: Some(Settled::Unchanged), state_change: None }),
+            Ok(settled) => {
+                let changed = health.answered();
+                health.settled.fetch_add(1, Ordering::Relaxed);
+                Ok(SharedSettlement { settled: Some(settled), state_change: changed.then(|| health.state()) })
+            }
+            Err(err) if err.is_unavailable() => {
+                let changed = health.failed(&err, inner.policy);
+                tracing::warn!(key = %inner.key, "a settlement did not reach the shared budget store: its estimate stands");
+                lost(changed.then(|| health.state()))
+            }
+            Err(err) => Err(err),
         }
     }
 }
 
 impl GateInner {
+    /// What the fail policy does while the store cannot answer (until `retry_at`, the next
+    /// probe, when degraded): let the request through (`Some`), or wait for the next probe
+    /// and have the store asked again (`None`).
+    async fn without_store(
+        &self,
+        fallback: Option<&Limiter>,
+        cost: &Cost,
+        retry_at: Option<Instant>,
+    ) -> Result<Option<AdmittedVia>, StoreError> {
+        let next_probe = retry_at.unwrap_or_else(|| Instant::now() + PROBE_INTERVAL);
+        match (self.policy, fallback) {
+            (FailPolicy::Open, _) => {
+                self.health.failed_open.fetch_add(1, Ordering::Relaxed);
+                Ok(Some(AdmittedVia::FailOpen))
+            }
+            (FailPolicy::Local { .. }, Some(limiter)) => {
+                // Wait for the local share only until the next probe: a request that has
+                // spent this process's share must not sit out a whole window while the
+                // store (after a restart or a failover) could already answer it.
+                let acquire = limiter.acquire_cost(Priority::Normal, cost.clone());
+                let Ok(permit) = tokio::time::timeout_at(next_probe, acquire).await else {
+                    return Ok(None);
+                };
+                // The fallback holds budgets only, so its permit is released at once.
+                drop(permit.map_err(|err| StoreError::InvalidSettings(err.to_string()))?);
+                self.health.local_fallback.fetch_add(1, Ordering::Relaxed);
+                Ok(Some(AdmittedVia::LocalFallback))
+            }
+            _ => {
+                // Fail-closed: wait for the next probe and ask again.
+                tokio::time::sleep_until(next_probe).await;
+                Ok(None)
+            }
+        }
+    }
+
     /// What one decision asks for: a lease of `size` requests' worth, unless a budget could
     /// never hold that much (then the request alone).
     fn lease_ask(&self, shared: &[SharedSpec], cost: u64) -> u64 {
@@ -525,7 +628,8 @@ impl Budgets {
             }
             _ => None,
         };
-        Ok(Self { shared, fallback })
+        let leasable = shared.iter().all(|spec| spec.unit == Unit::Requests);
+        Ok(Self { shared, leasable, fallback })
     }
 }
 

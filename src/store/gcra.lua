@@ -31,3 +31,29 @@ local function gcra_spend(key, new_tat)
   end
   redis.call('SET', key, string.format('%.0f', new_tat), 'PX', string.format('%.0f', ttl_ms))
 end
+
+-- Settles `was` tokens spent into `is`: less moves the TAT back by the difference, never below
+-- now (a full bucket holds no more); more moves it forward, beyond the burst if need be (a
+-- debt that delays the next admissions until it is paid).
+local function gcra_settle(key, per, was, is)
+  local stored = tonumber(redis.call('GET', key) or now) or now
+  local tat = stored
+  if tat < now then
+    tat = now
+  end
+  if is < was then
+    if stored <= now then
+      return
+    end
+    tat = tat - (was - is) * per
+    if tat < now then
+      -- Full again: a TAT of now means the same as no key (and needs no DEL in the ACL).
+      tat = now
+    end
+  elseif is > was then
+    tat = tat + (is - was) * per
+  else
+    return
+  end
+  gcra_spend(key, tat)
+end

@@ -16,14 +16,14 @@ mod settings;
 
 use std::time::Duration;
 
-use crate::engine::{BudgetKind, BudgetSpec, Rate};
+use crate::engine::{BudgetKind, BudgetSpec, Cost, Rate, Unit};
 
 pub use self::endpoint::StoreAddress;
 pub use self::gate::{
-    AdmittedVia, FailPolicy, MAX_INSTANCES, MAX_LEASE, PROBE_INTERVAL, SharedAdmission, SharedCounts, SharedGate,
-    StoreHealth, StoreState, local_share,
+    AdmittedVia, FailPolicy, MAX_INSTANCES, MAX_LEASE, PROBE_INTERVAL, REFUND_RECHECK, SharedAdmission, SharedCounts,
+    SharedGate, SharedSettlement, StoreHealth, StoreState, local_share,
 };
-pub use self::redis::{DECIDE_SCRIPT, RedisStore, RedisStoreOptions};
+pub use self::redis::{DECIDE_SCRIPT, RedisStore, RedisStoreOptions, Reservation, SETTLE_SCRIPT, Settled};
 pub use self::settings::{
     LEASE_HOLD, SHARED_PREFIX, SharedHandle, SharedReport, SharedSettings, is_secret_parameter, local_part,
 };
@@ -167,49 +167,98 @@ pub struct SharedSpec {
     /// Names the budget's Redis keys: every process sharing the key must use the same names.
     pub name: String,
     pub budget: SharedBudget,
-    /// Units one request of cost 1 spends here (as the engine's `BudgetSpec::cost`).
+    /// What the budget counts; a unit other than requests is part of its Redis keys, so a
+    /// requests budget and a tokens budget of one name never share state.
+    pub unit: Unit,
+    /// Units one unit of a request's cost spends here (as the engine's `BudgetSpec::cost`).
     pub cost: u64,
 }
 
 impl SharedSpec {
-    /// A named shared budget where a request of cost 1 spends one unit.
+    /// A named shared budget of requests where a request of cost 1 spends one unit.
     pub fn new(name: impl Into<String>, budget: SharedBudget) -> Result<Self, StoreError> {
-        let spec = Self { name: name.into(), budget, cost: 1 };
+        let spec = Self { name: name.into(), budget, unit: Unit::Requests, cost: 1 };
         spec.units(1)?;
         Ok(spec)
     }
 
-    /// What a request of `cost` spends here, refused when the budget can never hold it.
+    /// The same budget counting `unit` (tokens, points, ...) instead of requests.
+    pub fn with_unit(mut self, unit: Unit) -> Result<Self, StoreError> {
+        self.unit = unit;
+        self.check_names()?;
+        Ok(self)
+    }
+
+    /// What a request of `cost` requests spends here, refused when the budget can never hold it.
     pub fn units(&self, cost: u64) -> Result<u64, StoreError> {
-        let name = &self.name;
-        let name_ok = !name.is_empty()
-            && name.len() <= 64
-            && name.bytes().all(|b| b.is_ascii_graphic() && !matches!(b, b'{' | b'}' | b':'));
-        if !name_ok {
-            return Err(StoreError::InvalidSettings(format!(
-                "the shared budget name {name:?} must be 1 to 64 visible characters without braces or ':' (it names Redis keys)"
-            )));
+        self.spend(&Cost::requests(cost))
+    }
+
+    /// What a request of `cost` spends here (its amount of this budget's unit times the
+    /// budget's cost), refused when the budget can never hold it. A request spends at least
+    /// one unit of a requests budget, and may spend none of another unit.
+    pub fn spend(&self, cost: &Cost) -> Result<u64, StoreError> {
+        self.check_names()?;
+        let amount = cost.of(&self.unit);
+        let units = amount
+            .checked_mul(self.cost)
+            .ok_or(StoreError::CostTooLarge { cost: amount, capacity: self.budget.capacity() })?;
+        if units == 0 && self.unit != Unit::Requests {
+            self.budget.validate()?;
+            return Ok(0);
         }
-        let units =
-            cost.checked_mul(self.cost).ok_or(StoreError::CostTooLarge { cost, capacity: self.budget.capacity() })?;
         self.budget.check_cost(units)?;
         Ok(units)
+    }
+
+    /// The most a settlement counts here for one request: a window one unit above its limit
+    /// (one member per unit; one above already holds the window shut, even to a request that
+    /// spends none of it, until the request leaves it); a bucket's debt stays within the
+    /// store's ten-year span.
+    pub fn settle_cap(&self) -> u64 {
+        match self.budget {
+            SharedBudget::SlidingWindow { limit, .. } => limit + 1,
+            SharedBudget::TokenBucket { per_token, .. } => micros_ceil(MAX_SPAN) / micros_ceil(per_token).max(1),
+        }
+    }
+
+    /// The budget's name and unit become Redis key parts: visible ASCII without braces or ':'.
+    fn check_names(&self) -> Result<(), StoreError> {
+        let key_part = |text: &str| {
+            !text.is_empty()
+                && text.len() <= 64
+                && text.bytes().all(|b| b.is_ascii_graphic() && !matches!(b, b'{' | b'}' | b':'))
+        };
+        if !key_part(&self.name) {
+            return Err(StoreError::InvalidSettings(format!(
+                "the shared budget name {:?} must be 1 to 64 visible characters without braces or ':' (it names Redis keys)",
+                self.name
+            )));
+        }
+        if !key_part(self.unit.as_str()) {
+            return Err(StoreError::InvalidSettings(format!(
+                "the unit {:?} of shared budget '{}' must be 1 to 64 visible characters without braces or ':' (it names Redis keys)",
+                self.unit.as_str(),
+                self.name
+            )));
+        }
+        Ok(())
     }
 }
 
 impl TryFrom<&BudgetSpec> for SharedSpec {
     type Error = StoreError;
 
-    /// The shared form of an engine budget, under the same name and cost.
+    /// The shared form of an engine budget, under the same name, unit and cost.
     fn try_from(spec: &BudgetSpec) -> Result<Self, StoreError> {
-        if spec.unit != crate::engine::Unit::Requests {
-            return Err(StoreError::InvalidSettings(format!(
-                "budget '{}' counts {}: shared budgets count requests only for now; keep it in-process",
-                spec.name, spec.unit
-            )));
-        }
-        let shared = Self { name: spec.name.clone(), budget: SharedBudget::try_from(spec.kind)?, cost: spec.cost };
-        shared.units(1)?;
+        let shared = Self {
+            name: spec.name.clone(),
+            budget: SharedBudget::try_from(spec.kind)?,
+            unit: spec.unit.clone(),
+            cost: spec.cost,
+        };
+        // One unit of whatever the budget counts must fit.
+        shared.spend(&Cost::requests(0).with(spec.unit.clone(), 1))?;
         Ok(shared)
     }
 }
@@ -293,13 +342,25 @@ mod tests {
     }
 
     #[test]
-    fn a_budget_counting_tokens_is_not_shared_yet() {
-        let tokens = BudgetSpec::sliding_window("tpm", 1000, Duration::from_secs(60))
+    fn a_budget_counting_tokens_spends_the_requests_tokens() {
+        let tokens =
+            BudgetSpec::sliding_window("tpm", 1000, Duration::from_secs(60)).unwrap().with_unit(Unit::tokens());
+        let shared = SharedSpec::try_from(&tokens).unwrap();
+        assert_eq!(shared.unit, Unit::tokens());
+        let cost = Cost::requests(1).with(Unit::tokens(), 300);
+        assert_eq!(shared.spend(&cost).unwrap(), 300);
+        assert_eq!(shared.spend(&Cost::requests(1)).unwrap(), 0, "no tokens named: none spent");
+        assert!(matches!(
+            shared.spend(&Cost::requests(1).with(Unit::tokens(), 1001)),
+            Err(StoreError::CostTooLarge { cost: 1001, capacity: 1000 })
+        ));
+        let requests = SharedSpec::try_from(&tokens.with_unit(Unit::Requests)).unwrap();
+        assert_eq!(requests.spend(&cost).unwrap(), 1);
+        assert!(requests.spend(&Cost::requests(0)).is_err(), "a request costs at least one request");
+        let odd = SharedSpec::try_from(&BudgetSpec::sliding_window("tpm", 10, Duration::from_secs(1)).unwrap())
             .unwrap()
-            .with_unit(crate::engine::Unit::tokens());
-        let err = SharedSpec::try_from(&tokens).unwrap_err().to_string();
-        assert!(err.contains("budget 'tpm' counts tokens"), "{err}");
-        assert!(SharedSpec::try_from(&tokens.with_unit(crate::engine::Unit::Requests)).is_ok());
+            .with_unit(Unit::named("to:kens"));
+        assert!(odd.unwrap_err().to_string().contains("unit \"to:kens\""));
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //!
 //! Keys are `{prefix:key}:tat` for a token bucket (GCRA's theoretical arrival time) and
 //! `{prefix:key}:window` plus `{prefix:key}:seq` for a sliding window (a sorted set with
-//! one uniquely named member per admitted unit, and the counter that names them). The
+//! one member per admitted unit, named after its admission's number, and the counter that
+//! numbers admissions); a budget of another unit than requests adds it after its name
+//! (`{prefix:key}:NAME:tokens:window`). The
 //! braces are a Redis Cluster hash tag, so all keys of one decision live in one slot.
 //! Every write sets a TTL: a key disappears once it no longer changes any answer.
 //!
@@ -20,6 +22,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Client, Cmd, ErrorKind, RedisError, Script, ServerErrorKind, TlsCertificates};
 
 use super::{SharedBudget, SharedSpec, StoreAddress, StoreDecision, StoreError, micros_ceil};
+use crate::engine::{Cost, Unit};
 
 /// The decision script as sent to Redis: the clock prelude, the bucket and window steps, then
 /// the decision over every budget of a request.
@@ -30,7 +33,17 @@ pub const DECIDE_SCRIPT: &str = concat!(
     include_str!("decide.lua")
 );
 
+/// The settlement script: the clock prelude, the bucket and window steps, then the correction
+/// of one admission in every budget it spent in.
+pub const SETTLE_SCRIPT: &str = concat!(
+    include_str!("clock.lua"),
+    include_str!("gcra.lua"),
+    include_str!("window.lua"),
+    include_str!("settle.lua")
+);
+
 static DECIDE: LazyLock<Script> = LazyLock::new(|| Script::new(DECIDE_SCRIPT));
+static SETTLE: LazyLock<Script> = LazyLock::new(|| Script::new(SETTLE_SCRIPT));
 
 /// Tries of one command on a cluster (redirections and reconnects included).
 const CLUSTER_RETRIES: u32 = 8;
@@ -113,6 +126,60 @@ impl Link {
             Self::Cluster(connection) => command.query_async(connection).await,
         }
     }
+}
+
+/// What one admission spent in a key's budgets, kept by the caller to settle it later with
+/// [`RedisStore::settle`]: the admission's time and, per budget, the units it counts and the
+/// admission's number in that budget's window (which names its members there).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reservation {
+    tag: String,
+    at_micros: u64,
+    budgets: Vec<Reserved>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Reserved {
+    spec: SharedSpec,
+    units: u64,
+    number: u64,
+}
+
+impl Reservation {
+    /// When the store admitted it: microseconds on the Redis clock.
+    pub fn at_micros(&self) -> u64 {
+        self.at_micros
+    }
+
+    /// The admission's number in the key's first sliding window (0 without one): admissions of
+    /// a key are numbered in the order the store decided them.
+    pub fn number(&self) -> u64 {
+        self.budgets.iter().map(|reserved| reserved.number).find(|number| *number > 0).unwrap_or(0)
+    }
+
+    /// The units the admission counts in the budget named `name` of unit `unit` now: its
+    /// estimate, or what the last settlement said.
+    pub fn units(&self, name: &str, unit: &Unit) -> Option<u64> {
+        self.budgets.iter().find(|r| r.spec.name == name && r.spec.unit == *unit).map(|r| r.units)
+    }
+
+    /// What `actual` counts in each budget, capped as [`SharedSpec::settle_cap`] says.
+    fn settled_units(&self, actual: &Cost) -> Vec<u64> {
+        self.budgets
+            .iter()
+            .map(|r| actual.of(&r.spec.unit).saturating_mul(r.spec.cost).min(r.spec.settle_cap()))
+            .collect()
+    }
+}
+
+/// What a settlement did in the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settled {
+    /// The actual cost counts what the reservation already counted everywhere: nothing was sent.
+    Unchanged,
+    /// Corrected in one script: at `at_micros` (Redis clock), after the key's admissions
+    /// numbered up to `after` and before any later one (0 without a sliding window).
+    Applied { at_micros: u64, after: u64 },
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -204,7 +271,7 @@ impl RedisStore {
 
     /// The Redis keys that hold `key`'s state for the named budget `spec` (as [`acquire_all`](Self::acquire_all) uses it).
     pub fn spec_keys(&self, key: &str, spec: &SharedSpec) -> Vec<String> {
-        budget_keys(&self.tag(key), Some(&spec.name), &spec.budget)
+        budget_keys(&self.tag(key), Some((&spec.name, &spec.unit)), &spec.budget)
     }
 
     fn tag(&self, key: &str) -> String {
@@ -218,13 +285,25 @@ impl RedisStore {
     pub async fn acquire(&self, key: &str, budget: &SharedBudget, cost: u64) -> Result<StoreDecision, StoreError> {
         budget.check_cost(cost)?;
         let keys = budget_keys(&self.tag(check_key(key)?), None, budget);
-        self.decide(keys, &[(budget, cost)]).await
+        Ok(self.decide(keys, &[(budget, cost)]).await?.0)
     }
 
-    /// One atomic decision over several named budgets of `key`: `cost` (times each budget's
-    /// own cost) is spent in all of them, or, when any one says no, in none. The denial names
-    /// the budget that needs the longest wait (`blocked_by`, an index into `specs`).
+    /// One atomic decision over several named budgets of `key`: `cost` requests (times each
+    /// budget's own cost) are spent in all of them, or, when any one says no, in none. The
+    /// denial names the budget that needs the longest wait (`blocked_by`, an index into `specs`).
     pub async fn acquire_all(&self, key: &str, specs: &[SharedSpec], cost: u64) -> Result<StoreDecision, StoreError> {
+        Ok(self.reserve_all(key, specs, &Cost::requests(cost)).await?.0)
+    }
+
+    /// [`acquire_all`](Self::acquire_all) for a cost in any units (each budget spends its
+    /// own unit's amount); when admitted, also the [`Reservation`] that
+    /// [`settle`](Self::settle) corrects once the actual cost is known.
+    pub async fn reserve_all(
+        &self,
+        key: &str,
+        specs: &[SharedSpec],
+        cost: &Cost,
+    ) -> Result<(StoreDecision, Option<Reservation>), StoreError> {
         if specs.is_empty() {
             return Err(StoreError::InvalidSettings("a shared decision needs at least one budget".into()));
         }
@@ -232,23 +311,83 @@ impl RedisStore {
         let mut keys = Vec::with_capacity(specs.len() * 2);
         let mut budgets = Vec::with_capacity(specs.len());
         for spec in specs {
-            let units = spec.units(cost)?;
-            keys.extend(budget_keys(&tag, Some(&spec.name), &spec.budget));
+            let units = spec.spend(cost)?;
+            keys.extend(budget_keys(&tag, Some((&spec.name, &spec.unit)), &spec.budget));
             budgets.push((&spec.budget, units));
         }
-        self.decide(keys, &budgets).await
+        let (decision, admitted) = self.decide(keys, &budgets).await?;
+        let reservation = admitted.map(|(at_micros, numbers)| Reservation {
+            tag,
+            at_micros,
+            budgets: specs
+                .iter()
+                .zip(&budgets)
+                .zip(numbers)
+                .map(|((spec, (_, units)), number)| Reserved { spec: spec.clone(), units: *units, number })
+                .collect(),
+        });
+        Ok((decision, reservation))
     }
 
-    async fn decide(&self, keys: Vec<String>, budgets: &[(&SharedBudget, u64)]) -> Result<StoreDecision, StoreError> {
+    /// Corrects what `reservation` counts in its budgets to `actual`, in one script (one round
+    /// trip) that changes all of them at once: a bucket's TAT moves back by the difference (never
+    /// below now: a full bucket holds no more) or forward (a debt that delays later
+    /// admissions); a window forgets exactly this admission's members above `actual`, or adds
+    /// members at the admission's time (nothing once the admission has left the window).
+    /// Settling again corrects the previous settlement. Nothing is sent when nothing changes.
+    ///
+    /// On an error the reservation keeps what it counted before; after a timeout the script
+    /// may still have run.
+    pub async fn settle(&self, reservation: &mut Reservation, actual: &Cost) -> Result<Settled, StoreError> {
+        let settled = reservation.settled_units(actual);
+        if reservation.budgets.iter().zip(&settled).all(|(reserved, is)| reserved.units == *is) {
+            return Ok(Settled::Unchanged);
+        }
+        let mut keys = Vec::with_capacity(reservation.budgets.len() * 2);
+        let mut args: Vec<u64> = Vec::with_capacity(2 + reservation.budgets.len() * 5);
+        args.extend([reservation.budgets.len() as u64, reservation.at_micros]);
+        for (reserved, is) in reservation.budgets.iter().zip(&settled) {
+            let spec = &reserved.spec;
+            keys.extend(budget_keys(&reservation.tag, Some((&spec.name, &spec.unit)), &spec.budget));
+            let (kind, period, _) = script_budget(&spec.budget);
+            args.extend([kind, period, reserved.units, *is, reserved.number]);
+        }
+        let reply = self.run(&SETTLE, SETTLE_SCRIPT, &keys, &args, "settle").await?;
+        let &[at, after] = reply.as_slice() else {
+            return Err(StoreError::Script(format!("unexpected reply from the settlement script: {reply:?}")));
+        };
+        for (reserved, is) in reservation.budgets.iter_mut().zip(settled) {
+            reserved.units = is;
+        }
+        let whole = |n: i64| u64::try_from(n).unwrap_or(0);
+        Ok(Settled::Applied { at_micros: whole(at), after: whole(after) })
+    }
+
+    /// Decides over `budgets`; when admitted, also the admission's time and numbers.
+    async fn decide(
+        &self,
+        keys: Vec<String>,
+        budgets: &[(&SharedBudget, u64)],
+    ) -> Result<(StoreDecision, Option<Admitted>), StoreError> {
         let mut args: Vec<u64> = Vec::with_capacity(1 + budgets.len() * 4);
         args.push(budgets.len() as u64);
         for (budget, cost) in budgets {
-            let (kind, period, capacity) = match **budget {
-                SharedBudget::TokenBucket { capacity, per_token } => (1, micros_ceil(per_token), capacity),
-                SharedBudget::SlidingWindow { limit, window } => (2, micros_ceil(window), limit),
-            };
+            let (kind, period, capacity) = script_budget(budget);
             args.extend([kind, period, capacity, *cost]);
         }
+        let reply = self.run(&DECIDE, DECIDE_SCRIPT, &keys, &args, "acquire").await?;
+        decision(&reply, budgets.len())
+    }
+
+    /// Runs `script` (whose source is `source`) once, within the command timeout.
+    async fn run(
+        &self,
+        script: &Script,
+        source: &str,
+        keys: &[String],
+        args: &[u64],
+        operation: &'static str,
+    ) -> Result<Vec<i64>, StoreError> {
         let mut link = self.link.clone();
         let after = self.options.command_timeout;
         let attempt = async {
@@ -256,19 +395,31 @@ impl RedisStore {
             // failover to a replica, `SCRIPT FLUSH`, a cluster node asked for the first time)
             // answers NOSCRIPT, and then EVAL runs it and caches it on that node: the script is
             // loaded per node, where the key lives, on first use.
-            match link.query::<Vec<i64>>(&script_command("EVALSHA", DECIDE.get_hash(), &keys, &args)).await {
+            match link.query::<Vec<i64>>(&script_command("EVALSHA", script.get_hash(), keys, args)).await {
                 Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                    link.query(&script_command("EVAL", DECIDE_SCRIPT, &keys, &args)).await
+                    link.query(&script_command("EVAL", source, keys, args)).await
                 }
                 other => other,
             }
         };
-        let reply = match tokio::time::timeout(after, attempt).await {
-            Ok(Ok(reply)) => reply,
-            Ok(Err(err)) => return Err(classify(&err, "acquire", after)),
-            Err(_) => return Err(StoreError::Timeout { operation: "acquire", after }),
-        };
-        decision(&reply, budgets.len())
+        match tokio::time::timeout(after, attempt).await {
+            Ok(Ok(reply)) => Ok(reply),
+            Ok(Err(err)) => Err(classify(&err, operation, after)),
+            Err(_) => Err(StoreError::Timeout { operation, after }),
+        }
+    }
+}
+
+/// An admission as the decision script reports it: its time (microseconds, Redis clock) and
+/// per budget its number in that budget's window (0 for a bucket).
+type Admitted = (u64, Vec<u64>);
+
+/// A budget as the scripts take it: kind (1 bucket, 2 window), period in microseconds (per
+/// token, or the window), and capacity (or limit).
+fn script_budget(budget: &SharedBudget) -> (u64, u64, u64) {
+    match *budget {
+        SharedBudget::TokenBucket { capacity, per_token } => (1, micros_ceil(per_token), capacity),
+        SharedBudget::SlidingWindow { limit, window } => (2, micros_ceil(window), limit),
     }
 }
 
@@ -334,10 +485,14 @@ fn check_key(key: &str) -> Result<&str, StoreError> {
     Ok(key)
 }
 
-/// `{tag}:tat`, or `{tag}:window` and `{tag}:seq`; with a budget name, `{tag}:NAME:...`.
-fn budget_keys(tag: &str, name: Option<&str>, budget: &SharedBudget) -> Vec<String> {
+/// `{tag}:tat`, or `{tag}:window` and `{tag}:seq`; with a budget name, `{tag}:NAME:...`, and
+/// with a unit other than requests `{tag}:NAME:UNIT:...` (neither may hold ':', so a requests
+/// budget and a tokens budget never share a key). Requests budgets keep the keys they had
+/// before units existed, so processes of either version still share them.
+fn budget_keys(tag: &str, name: Option<(&str, &Unit)>, budget: &SharedBudget) -> Vec<String> {
     let base = match name {
-        Some(name) => format!("{tag}:{name}"),
+        Some((name, Unit::Requests)) => format!("{tag}:{name}"),
+        Some((name, unit)) => format!("{tag}:{name}:{unit}"),
         None => tag.to_owned(),
     };
     match budget {
@@ -346,23 +501,33 @@ fn budget_keys(tag: &str, name: Option<&str>, budget: &SharedBudget) -> Vec<Stri
     }
 }
 
-/// Turns the script's `{allowed, remaining, retry_after_us, blocking}` into a decision.
-fn decision(reply: &[i64], budgets: usize) -> Result<StoreDecision, StoreError> {
+/// Turns the script's `{allowed, remaining, retry_after_us, blocking[, now, numbers...]}` into a
+/// decision and, when admitted, the admission's time and per-budget numbers.
+fn decision(reply: &[i64], budgets: usize) -> Result<(StoreDecision, Option<Admitted>), StoreError> {
     let unexpected = || StoreError::Script(format!("unexpected reply from the budget script: {reply:?}"));
-    let &[allowed, remaining, retry_us, blocking] = reply else {
+    let whole = |n: i64| u64::try_from(n).map_err(|_| unexpected());
+    let (&[allowed, remaining, retry_us, blocking], admission) = reply.split_at_checked(4).ok_or_else(unexpected)?
+    else {
         return Err(unexpected());
     };
-    let remaining = u64::try_from(remaining).map_err(|_| unexpected())?;
-    let retry_us = u64::try_from(retry_us).map_err(|_| unexpected())?;
+    let remaining = whole(remaining)?;
+    let retry_us = whole(retry_us)?;
     let blocking = usize::try_from(blocking).map_err(|_| unexpected())?;
-    match allowed {
-        1 if blocking == 0 => Ok(StoreDecision { allowed: true, remaining, retry_after: None, blocked_by: None }),
-        0 if retry_us > 0 && (1..=budgets).contains(&blocking) => Ok(StoreDecision {
-            allowed: false,
-            remaining,
-            retry_after: Some(Duration::from_micros(retry_us)),
-            blocked_by: Some(blocking - 1),
-        }),
+    match (allowed, admission) {
+        (1, [at, numbers @ ..]) if blocking == 0 && numbers.len() == budgets => {
+            let numbers = numbers.iter().map(|n| whole(*n)).collect::<Result<Vec<_>, _>>()?;
+            let decision = StoreDecision { allowed: true, remaining, retry_after: None, blocked_by: None };
+            Ok((decision, Some((whole(*at)?, numbers))))
+        }
+        (0, []) if retry_us > 0 && (1..=budgets).contains(&blocking) => Ok((
+            StoreDecision {
+                allowed: false,
+                remaining,
+                retry_after: Some(Duration::from_micros(retry_us)),
+                blocked_by: Some(blocking - 1),
+            },
+            None,
+        )),
         _ => Err(unexpected()),
     }
 }
@@ -447,15 +612,27 @@ mod tests {
 
     #[test]
     fn replies_become_decisions() {
-        let allowed = decision(&[1, 4, 0, 0], 1).unwrap();
+        let (allowed, admission) = decision(&[1, 4, 0, 0, 1_700_000_000_000_000, 7], 1).unwrap();
         assert_eq!(allowed, StoreDecision { allowed: true, remaining: 4, retry_after: None, blocked_by: None });
-        let denied = decision(&[0, 0, 1500, 2], 2).unwrap();
+        assert_eq!(admission, Some((1_700_000_000_000_000, vec![7])));
+        let (denied, admission) = decision(&[0, 0, 1500, 2], 2).unwrap();
         assert_eq!(denied.retry_after, Some(Duration::from_micros(1500)));
         assert_eq!(denied.blocked_by, Some(1));
+        assert_eq!(admission, None);
         assert!(decision(&[0, 0, 0, 1], 1).is_err());
         assert!(decision(&[0, 0, 10, 3], 2).is_err(), "blocking index out of range");
-        assert!(decision(&[1, -1, 0, 0], 1).is_err());
+        assert!(decision(&[1, -1, 0, 0, 5, 0], 1).is_err());
+        assert!(decision(&[1, 2, 0, 0, 5], 1).is_err(), "a number per budget");
         assert!(decision(&[1, 2], 1).is_err());
+    }
+
+    #[test]
+    fn a_budget_of_another_unit_has_keys_of_its_own() {
+        let window = SharedBudget::sliding_window(5, Duration::from_secs(1)).unwrap();
+        let requests = budget_keys("{p:k}", Some(("minute", &Unit::Requests)), &window);
+        let tokens = budget_keys("{p:k}", Some(("minute", &Unit::tokens())), &window);
+        assert_eq!(requests, ["{p:k}:minute:window", "{p:k}:minute:seq"]);
+        assert_eq!(tokens, ["{p:k}:minute:tokens:window", "{p:k}:minute:tokens:seq"]);
     }
 
     #[test]

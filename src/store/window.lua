@@ -27,26 +27,61 @@ local function window_check(set, window, limit, cost)
   return true, limit - used - cost, 0, expired
 end
 
--- Prunes what has left the window and adds `cost` uniquely named members scored now.
+-- The member naming unit `i` of the admission `id` at `score` (a formatted integer).
+local function window_member(score, id, i)
+  return score .. ':' .. string.format('%.0f', id) .. ':' .. string.format('%.0f', i)
+end
+
+-- Adds (ZADD) or removes (ZREM) the members `from`..`to` of the admission `id` at `score`, in chunks.
+local function window_members(verb, set, score, id, from, to)
+  local i = from
+  local chunk = 500
+  while i <= to do
+    local args = {}
+    local stop = math.min(i + chunk - 1, to)
+    for unit = i, stop do
+      if verb == 'ZADD' then
+        args[#args + 1] = score
+      end
+      args[#args + 1] = window_member(score, id, unit)
+    end
+    redis.call(verb, set, unpack(args))
+    i = stop + 1
+  end
+end
+
+local function window_expire(set, counter, window)
+  local ttl_ms = string.format('%.0f', math.ceil(window / 1000))
+  redis.call('PEXPIRE', set, ttl_ms)
+  redis.call('PEXPIRE', counter, ttl_ms)
+end
+
+-- Prunes what has left the window and adds `cost` members scored now, named after this
+-- admission's number (the counter's next value), which it returns: a settlement later finds
+-- exactly this admission's members by it.
 local function window_spend(set, counter, window, cost, expired)
   if expired > 0 then
     redis.call('ZREMRANGEBYSCORE', set, '-inf', string.format('%.0f', now - window))
   end
-  local last = redis.call('INCRBY', counter, cost)
-  local score = string.format('%.0f', now)
-  local i = last - cost + 1
-  local chunk = 500
-  while i <= last do
-    local args = {}
-    local stop = math.min(i + chunk - 1, last)
-    for seq = i, stop do
-      args[#args + 1] = score
-      args[#args + 1] = score .. ':' .. string.format('%.0f', seq)
-    end
-    redis.call('ZADD', set, unpack(args))
-    i = stop + 1
+  -- INCRBY, not INCR: the ACL that earlier versions documented stays enough for admissions.
+  local id = redis.call('INCRBY', counter, 1)
+  window_members('ZADD', set, string.format('%.0f', now), id, 1, cost)
+  window_expire(set, counter, window)
+  return id
+end
+
+-- Settles the admission `id` at `at` from `was` to `is` units: forgets its members above `is`,
+-- or adds members up to `is` at the admission's own time (above the limit if need be: later
+-- admissions then wait until they leave). Nothing once the admission has left the window.
+local function window_settle(set, counter, window, at, id, was, is)
+  if at + window <= now then
+    return
   end
-  local ttl_ms = string.format('%.0f', math.ceil(window / 1000))
-  redis.call('PEXPIRE', set, ttl_ms)
-  redis.call('PEXPIRE', counter, ttl_ms)
+  local score = string.format('%.0f', at)
+  if is < was then
+    window_members('ZREM', set, score, id, is + 1, was)
+  elseif is > was then
+    window_members('ZADD', set, score, id, was + 1, is)
+    window_expire(set, counter, window)
+  end
 end

@@ -513,7 +513,7 @@ impl LimitedClient {
             let admission = request.admit(attempt).await?;
             let sent = request.exchange(attempt, &admission).await;
             let decision = request.decide(attempt, &sent);
-            request.record(attempt, admission, &sent, &decision, log);
+            request.record(attempt, admission, &sent, &decision, log).await;
             match decision {
                 Decision::Retry { delay, reason } => request.wait_to_retry(attempt, &sent, delay, reason).await,
                 Decision::Done => return request.finish(attempt, sent),

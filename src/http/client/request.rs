@@ -21,6 +21,7 @@ use crate::http::cost;
 use crate::http::events::{Event, EventKind};
 use crate::http::headers::RateLimitInfo;
 use crate::http::retry::{Decision, GiveUpReason, Outcome, RetryPolicy, RetryReason};
+use crate::store::{Reservation, SharedGate};
 
 /// A request on its way: what was decided about it before the first attempt, and what its
 /// attempts have added up to.
@@ -51,6 +52,8 @@ pub(super) struct Request<'c> {
 pub(super) struct Admission {
     permit: Option<Permit>,
     waited: Duration,
+    /// The shared gate and what it reserved for this attempt alone, settled with the permit.
+    shared: Option<(SharedGate, Reservation)>,
 }
 
 /// One attempt on the wire, read: the response and what its headers say, or why none came.
@@ -173,22 +176,26 @@ impl<'c> Request<'c> {
     /// Waits for the key's limiter (priority lane, budgets, concurrency slot), then for the
     /// key's shared budgets when it has any. A key without a limiter goes straight on.
     pub(super) async fn admit(&mut self, attempt: u32) -> Result<Admission, ClientError> {
-        let Some(limiter) = &self.limiter else { return Ok(Admission { permit: None, waited: Duration::ZERO }) };
+        let Some(limiter) = &self.limiter else {
+            return Ok(Admission { permit: None, waited: Duration::ZERO, shared: None });
+        };
         self.emit(EventKind::Queued { attempt, priority: self.spec.priority });
         let queued_at = Instant::now();
         let permit = match limiter.acquire_cost(self.spec.priority, self.estimate.clone()).await {
             Ok(permit) => permit,
             Err(err) => return Err(self.fail(err.to_string(), err.into(), attempt - 1)),
         };
+        let mut shared = None;
         if let Some(gate) = self.client.inner.gates.get(limiter.key()) {
             // Boxed: a store round trip is a large future most requests never make.
-            match Box::pin(gate.admit(self.spec.cost)).await {
+            match Box::pin(gate.admit_cost(&self.estimate)).await {
                 Ok(admission) => {
                     if let Some(state) = admission.state_change {
                         self.emit(EventKind::StoreState { state });
                     }
                     let (via, waited, remaining) = (admission.via, admission.waited, admission.remaining);
                     self.emit(EventKind::SharedAdmitted { attempt, via, waited, remaining });
+                    shared = admission.reservation.map(|reservation| (gate.clone(), reservation));
                 }
                 Err(err) => return Err(self.fail(err.to_string(), err.into(), attempt - 1)),
             }
@@ -196,7 +203,7 @@ impl<'c> Request<'c> {
         let waited = queued_at.elapsed();
         self.queue_wait += waited;
         self.emit(EventKind::Admitted { attempt, queue_wait: waited });
-        Ok(Admission { permit: Some(permit), waited })
+        Ok(Admission { permit: Some(permit), waited, shared })
     }
 
     /// Sends the attempt (following redirects as the host's policy says) and reads the
@@ -246,10 +253,11 @@ impl<'c> Request<'c> {
         self.retry.decide(attempt, &sent.answer.outcome(), &self.spec.method, self.previous_delay, rng)
     }
 
-    /// Appends the attempt to `log`; after a throttling answer pauses the whole key; then
-    /// releases the attempt's slot (after the pause, so a waiter it lets in already sees it;
-    /// before any retry wait, which holds no slot).
-    pub(super) fn record(
+    /// Settles the attempt's reservation (in the shared store too, one round trip bounded by
+    /// its command timeout); appends the attempt to `log`; after a throttling answer pauses the
+    /// whole key; then releases the attempt's slot (after the pause, so a waiter it lets in
+    /// already sees it; before any retry wait, which holds no slot).
+    pub(super) async fn record(
         &self,
         attempt: u32,
         mut admission: Admission,
@@ -262,6 +270,9 @@ impl<'c> Request<'c> {
                 let actual = cost::settled(&self.estimate, &self.spec.cost_rules, status.as_u16(), body);
                 self.emit(EventKind::Settled { attempt, reserved: self.estimate.clone(), actual: actual.clone() });
                 permit.settle(actual.clone());
+                if let Some((gate, reservation)) = admission.shared.as_mut() {
+                    self.settle_shared(gate, reservation, &actual).await;
+                }
                 Some(Settlement { reserved: self.estimate.clone(), actual })
             }
             _ => None,
@@ -288,6 +299,20 @@ impl<'c> Request<'c> {
             self.emit(EventKind::KeyPaused { pause, reason });
         }
         drop(admission);
+    }
+
+    /// Corrects the shared store's reservation to `actual`. A store that is away loses the
+    /// settlement (the gate counts and logs it; the estimate stands) and never fails the request.
+    async fn settle_shared(&self, gate: &SharedGate, reservation: &mut Reservation, actual: &Cost) {
+        // Boxed like the admission: a store round trip is a large future.
+        match Box::pin(gate.settle(reservation, actual)).await {
+            Ok(settlement) => {
+                if let Some(state) = settlement.state_change {
+                    self.emit(EventKind::StoreState { state });
+                }
+            }
+            Err(err) => tracing::warn!(key = gate.key(), %err, "the shared budget store refused a settlement"),
+        }
     }
 
     /// Sleeps the delay the policy chose before the next attempt.
