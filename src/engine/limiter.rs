@@ -725,7 +725,8 @@ impl Permit {
     /// the next admissions until it is paid. A window the admission has already left is not
     /// touched. Settling again corrects the previous settlement; a permit never settled keeps
     /// its estimate. An admission gate learns the actual cost too. Budgets shared through a
-    /// store are not settled here (they count the estimate).
+    /// store live outside the engine: whoever admitted through the store settles them there
+    /// (the HTTP client does, after the answer).
     pub fn settle(&mut self, actual: Cost) {
         if actual == self.charged {
             return;
