@@ -499,7 +499,7 @@ async fn a_bucket_settled_below_its_estimate_refills_by_the_difference_and_above
     let mut estimate = limiter.try_acquire(8).unwrap();
     assert!(limiter.try_acquire(3).is_err(), "the estimate holds 8 of 10");
     estimate.settle(Cost::requests(2));
-    assert_eq!(estimate.charged(), &Cost::requests(2));
+    assert_eq!(estimate.charged(), Cost::requests(2));
     let six = limiter.try_acquire(6).unwrap();
     assert!(limiter.try_acquire(3).is_err(), "exactly the difference came back, no more");
     drop(six);

@@ -29,7 +29,7 @@ use super::fast::{FastBucket, PARKED};
 use super::gate::{AdmissionGate, GateReadiness};
 use super::priority::{Lanes, Priority, Ticket};
 use super::snapshot::{Blocked, BudgetSnapshot, HeadSnapshot, PauseSnapshot, Snapshot};
-use super::unit::Cost;
+use super::unit::{Cost, Unit};
 
 /// The concurrency "limit" used when a config has no cap.
 const UNCAPPED: usize = usize::MAX;
@@ -168,15 +168,22 @@ impl Limiter {
 
     /// Admits now or says why not; never waits. Fails while others are queued, to keep their order.
     pub fn try_acquire(&self, cost: u64) -> Result<Permit, TryAcquireError> {
-        self.try_acquire_cost(Cost::requests(cost))
+        if let Some(permit) = Shared::try_fast_requests(&self.shared, cost) {
+            return Ok(permit);
+        }
+        self.try_acquire_locked(Cost::requests(cost))
     }
 
     /// Like [`try_acquire`](Self::try_acquire) for a cost in several units.
     pub fn try_acquire_cost(&self, cost: Cost) -> Result<Permit, TryAcquireError> {
-        let cost = match Shared::try_fast(&self.shared, cost) {
-            Ok(permit) => return Ok(permit),
-            Err(cost) => cost,
-        };
+        if let Some(permit) = Shared::try_fast(&self.shared, &cost) {
+            return Ok(permit);
+        }
+        self.try_acquire_locked(cost)
+    }
+
+    /// The locked half of `try_acquire`: queue, pause, gate and every budget.
+    fn try_acquire_locked(&self, cost: Cost) -> Result<Permit, TryAcquireError> {
         let now = Instant::now();
         let mut state = self.shared.lock();
         state.check_cost(&cost)?;
@@ -185,7 +192,7 @@ impl Limiter {
             return Err(TryAcquireError::WouldWait(blocked));
         }
         match state.readiness(&cost, now, &self.shared) {
-            Readiness::Now => Ok(state.admit(cost, now, &self.shared)),
+            Readiness::Now => Ok(state.admit(&cost, now, &self.shared)),
             Readiness::At(_, blocked) | Readiness::Gate(blocked) => Err(TryAcquireError::WouldWait(blocked)),
             Readiness::Concurrency => Err(TryAcquireError::WouldWait(state.concurrency_blocked())),
             Readiness::Never(err) => Err(err.into()),
@@ -326,22 +333,40 @@ impl Shared {
     }
 
     /// Admission without the lock: a single uncapped bucket with nobody queued and no pause.
-    /// `Err` gives the cost back to take the locked path, which decides every other case.
-    /// The permit takes the cost as it is: a requests-only cost allocates nothing.
-    fn try_fast(shared: &Arc<Self>, cost: Cost) -> Result<Permit, Cost> {
-        let Some(fast) = shared.fast.as_ref() else { return Err(cost) };
+    /// `None` means "take the locked path", which decides every other case (a zero request
+    /// count is an error only that path reports).
+    #[inline]
+    fn try_fast(shared: &Arc<Self>, cost: &Cost) -> Option<Permit> {
+        let fast = shared.fast.as_ref().filter(|_| cost.requests > 0)?;
+        Self::try_fast_spend(shared, fast, cost.of(fast.unit()), || Charged::of(cost))
+    }
+
+    /// [`try_fast`](Self::try_fast) for a request count alone: no `Cost` is built.
+    #[inline]
+    fn try_fast_requests(shared: &Arc<Self>, requests: u64) -> Option<Permit> {
+        let fast = shared.fast.as_ref().filter(|fast| requests > 0 && matches!(fast.unit(), Unit::Requests))?;
+        Self::try_fast_spend(shared, fast, requests, || Charged::Requests(requests))
+    }
+
+    #[inline]
+    fn try_fast_spend(
+        shared: &Arc<Self>,
+        fast: &FastBucket,
+        spend: u64,
+        charged: impl FnOnce() -> Charged,
+    ) -> Option<Permit> {
         // Parked also while a gate is installed: the lock is never handed back then.
         if shared.fast_word.load(Ordering::Relaxed) == PARKED {
-            return Err(cost);
+            return None;
         }
         // Counted before the spend, so a cap set meanwhile already sees this request.
         shared.in_flight.fetch_add(1, Ordering::SeqCst);
         let now = duration_nanos(Instant::now().saturating_duration_since(shared.epoch));
-        if cost.requests > 0 && fast.try_spend(&shared.fast_word, cost.of(fast.unit()), now) {
-            return Ok(Permit { shared: Arc::clone(shared), ticket: None, charged: cost, admitted_ns: now });
+        if fast.try_spend(&shared.fast_word, spend, now) {
+            return Some(Permit { shared: Arc::clone(shared), ticket: None, charged: charged(), admitted_ns: now });
         }
         shared.release_one();
-        Err(cost)
+        None
     }
 
     /// A permit came back (or a lock-free attempt gave up its count): wakes the head if it may
@@ -500,16 +525,16 @@ impl State {
     }
 
     /// Spends `cost` in every budget and takes a concurrency slot. The caller checked readiness.
-    fn admit(&mut self, cost: Cost, now: Instant, shared: &Arc<Shared>) -> Permit {
+    fn admit(&mut self, cost: &Cost, now: Instant, shared: &Arc<Shared>) -> Permit {
         let now_ns = self.nanos(now);
         for (spec, budget) in self.config.budgets.iter().zip(self.budgets.iter_mut()) {
-            budget.consume(spec.spend(&cost), now_ns);
+            budget.consume(spec.spend(cost), now_ns);
         }
         // Readiness saw a free slot under this lock. The lock-free path takes slots only while
         // uncapped, and counts itself before it spends, so a cap never admits past itself.
         shared.in_flight.fetch_add(1, Ordering::SeqCst);
-        let ticket = self.gate.as_mut().map(|gate| gate.admit(now, &cost));
-        Permit { shared: Arc::clone(shared), ticket, charged: cost, admitted_ns: now_ns }
+        let ticket = self.gate.as_mut().map(|gate| gate.admit(now, cost));
+        Permit { shared: Arc::clone(shared), ticket, charged: Charged::of(cost), admitted_ns: now_ns }
     }
 
     /// Corrects what a permit admitted at `admitted_ns` spent in every budget from `charged`
@@ -598,11 +623,10 @@ impl Future for Acquire {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        if this.ticket.is_none() {
-            match Shared::try_fast(&this.shared, std::mem::take(&mut this.cost)) {
-                Ok(permit) => return Poll::Ready(Ok(permit)),
-                Err(cost) => this.cost = cost,
-            }
+        if this.ticket.is_none()
+            && let Some(permit) = Shared::try_fast(&this.shared, &this.cost)
+        {
+            return Poll::Ready(Ok(permit));
         }
         let shared = Arc::clone(&this.shared);
         let mut now = Instant::now();
@@ -613,7 +637,7 @@ impl Future for Acquire {
                 if state.lanes.total() == 0 {
                     match state.readiness(&this.cost, now, &shared) {
                         Readiness::Now => {
-                            return Poll::Ready(Ok(state.admit(std::mem::take(&mut this.cost), now, &shared)));
+                            return Poll::Ready(Ok(state.admit(&this.cost, now, &shared)));
                         }
                         Readiness::Never(err) => return Poll::Ready(Err(err)),
                         Readiness::At(..) | Readiness::Concurrency | Readiness::Gate(_) => {}
@@ -644,7 +668,7 @@ impl Future for Acquire {
                     state.dequeue(ticket, true, &shared);
                     this.ticket = None;
                     this.sleep = None;
-                    let permit = state.admit(std::mem::take(&mut this.cost), now, &shared);
+                    let permit = state.admit(&this.cost, now, &shared);
                     state.wake_head(now);
                     return Poll::Ready(Ok(permit));
                 }
@@ -697,7 +721,7 @@ pub struct Permit {
     ticket: Option<u64>,
     /// What this permit holds in every budget: the estimate it was admitted with, until
     /// [`settle`](Self::settle) corrects it.
-    charged: Cost,
+    charged: Charged,
     /// When it was admitted, on the limiter's nanosecond clock (a window counts it from then).
     admitted_ns: u64,
 }
@@ -714,8 +738,8 @@ impl Permit {
     }
 
     /// What this permit holds: its estimate, or what the last settlement said.
-    pub fn charged(&self) -> &Cost {
-        &self.charged
+    pub fn charged(&self) -> Cost {
+        self.charged.cost()
     }
 
     /// The request's true cost is known: every budget that counted the estimate now counts
@@ -728,12 +752,35 @@ impl Permit {
     /// store live outside the engine: whoever admitted through the store settles them there
     /// (the HTTP client does, after the answer).
     pub fn settle(&mut self, actual: Cost) {
-        if actual == self.charged {
+        let charged = self.charged.cost();
+        if actual == charged {
             return;
         }
         let mut state = self.shared.lock();
-        state.settle(self.ticket, &self.charged, &actual, self.admitted_ns, Instant::now());
-        self.charged = actual;
+        state.settle(self.ticket, &charged, &actual, self.admitted_ns, Instant::now());
+        self.charged = Charged::of(&actual);
+    }
+}
+
+/// What a permit holds: a number of requests, or a whole cost when it names other units (boxed,
+/// so a requests-only permit, the common case, stays two words smaller and allocates nothing).
+#[derive(Debug)]
+enum Charged {
+    Requests(u64),
+    Units(Box<Cost>),
+}
+
+impl Charged {
+    #[inline]
+    fn of(cost: &Cost) -> Self {
+        if cost.units.is_empty() { Self::Requests(cost.requests) } else { Self::Units(Box::new(cost.clone())) }
+    }
+
+    fn cost(&self) -> Cost {
+        match self {
+            Self::Requests(requests) => Cost::requests(*requests),
+            Self::Units(cost) => (**cost).clone(),
+        }
     }
 }
 
