@@ -68,8 +68,8 @@ async fn chat_requests_reserve_their_ceiling_and_settle_to_the_usage_without_a_4
 async fn graphql_queries_beyond_the_bucket_run_without_a_429_as_refunds_come_back() {
     let (server, dir) = demo().await;
     // 40 queries reserve 40 × 54 = 2160 points of a 1000-point bucket; settled at 29 each they
-    // spend 1160, which the bucket (1000 + 50 a second) holds after about 3 seconds rather than
-    // the 23 s reserve-only would wait.
+    // spend 1160, which the profile's bucket (1000 + 45 a second) holds after about 4 seconds
+    // rather than the 26 s reserve-only would wait.
     let summary = burst(&dir, "products", "40").await;
     assert_eq!(summary["succeeded"], 40, "{summary:#}");
     let cost = QueryCost::of(&body_of("products")).unwrap();
