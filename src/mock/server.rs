@@ -330,9 +330,13 @@ async fn handle(
     };
     let work = match read_work(route, &shared.config, &method, &body) {
         Ok(work) => work,
-        Err(refusal) => {
-            record(&route.prefix, Outcome::Served(refusal.status().as_u16()));
-            return refusal;
+        Err((status, message)) => {
+            record(&route.prefix, Outcome::Served(status.as_u16()));
+            let mut headers = HeaderMap::new();
+            if status == StatusCode::METHOD_NOT_ALLOWED {
+                headers.insert(ALLOW, HeaderValue::from_static("POST"));
+            }
+            return json_response(status, headers, bad_request(route.api, message));
         }
     };
     let decision = policies.lock().check_charges(count_key, duration_nanos(at), &work.charges());
@@ -372,21 +376,23 @@ async fn handle(
     respond(route, decision, plan.fault, content)
 }
 
-/// The request as its route's API reads it; a method or body it cannot take is answered at
-/// once (405, 400), before any limit counts it.
-fn read_work(route: &RouteConfig, config: &MockConfig, method: &Method, body: &[u8]) -> Result<Work, Response> {
+/// The request as its route's API reads it; a method or body it cannot take is refused at
+/// once (405, 400, with the message), before any limit counts it.
+fn read_work(
+    route: &RouteConfig,
+    config: &MockConfig,
+    method: &Method,
+    body: &[u8],
+) -> Result<Work, (StatusCode, String)> {
     if route.api == Api::Json {
         return Ok(Work::Plain);
     }
     if *method != Method::POST {
-        let mut headers = HeaderMap::new();
-        headers.insert(ALLOW, HeaderValue::from_static("POST"));
         let message = format!("{} answers POST requests with a JSON body", route.prefix);
-        return Err(json_response(StatusCode::METHOD_NOT_ALLOWED, headers, bad_request(route.api, message)));
+        return Err((StatusCode::METHOD_NOT_ALLOWED, message));
     }
     let seed = config.server.seed.unwrap_or_default();
-    Work::read(route.api, &route.policies, body, seed)
-        .map_err(|message| json_response(StatusCode::BAD_REQUEST, HeaderMap::new(), bad_request(route.api, message)))
+    Work::read(route.api, &route.policies, body, seed).map_err(|message| (StatusCode::BAD_REQUEST, message))
 }
 
 /// The value of the API key header, if any (cut to a sane length).
