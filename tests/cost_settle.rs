@@ -26,6 +26,19 @@ async fn server() -> String {
     addr.to_string()
 }
 
+/// A client of `registry` that tries once and reports its events, for paused time.
+fn client(registry: Arc<Registry>) -> (LimitedClient, tokio::sync::mpsc::Receiver<ratescope::http::Event>) {
+    let (events, receiver) = EventSink::channel(256);
+    let client = LimitedClient::builder()
+        .registry(registry)
+        .retry(RetryPolicy { max_attempts: 1, ..RetryPolicy::default() })
+        .events(events)
+        .without_timers()
+        .build()
+        .unwrap();
+    (client, receiver)
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_answers_usage_replaces_the_estimate_and_a_refusal_spends_no_tokens() {
     let authority = server().await;
@@ -35,14 +48,7 @@ async fn the_answers_usage_replaces_the_estimate_and_a_refusal_spends_no_tokens(
     let registry = Arc::new(
         Registry::from_table([(key, LimiterConfig::new().with_budget(requests).with_budget(tokens))]).unwrap(),
     );
-    let (events, mut receiver) = EventSink::channel(64);
-    let client = LimitedClient::builder()
-        .registry(Arc::clone(&registry))
-        .retry(RetryPolicy { max_attempts: 1, ..RetryPolicy::default() })
-        .events(events)
-        .without_timers()
-        .build()
-        .unwrap();
+    let (client, mut receiver) = client(Arc::clone(&registry));
     let rule: CostRule = "tokens=body/4->field:usage.total_tokens".parse().unwrap();
     let prompt = Bytes::from(vec![b'x'; 40]);
     let request = |path: &str| {
@@ -97,14 +103,7 @@ async fn the_drop_of_the_remaining_tokens_header_settles_each_answer_after_the_f
         BudgetSpec::token_bucket("tpm", 10_000, "10000/1m".parse().unwrap()).unwrap().with_unit(Unit::tokens());
     let key: LimitKey = authority.parse().unwrap();
     let registry = Arc::new(Registry::from_table([(key, LimiterConfig::new().with_budget(tokens))]).unwrap());
-    let (events, mut receiver) = EventSink::channel(256);
-    let client = LimitedClient::builder()
-        .registry(registry)
-        .retry(RetryPolicy { max_attempts: 1, ..RetryPolicy::default() })
-        .events(events)
-        .without_timers()
-        .build()
-        .unwrap();
+    let (client, mut receiver) = client(registry);
     let rule: CostRule = "tokens=500->drop:x-ratelimit-remaining-tokens".parse().unwrap();
     let url: url::Url = format!("http://{authority}/v1/chat/completions").parse().unwrap();
     let mut used = Vec::new();
