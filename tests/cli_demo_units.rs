@@ -65,17 +65,17 @@ async fn chat_requests_reserve_their_ceiling_and_settle_to_the_usage_without_a_4
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn graphql_queries_beyond_the_bucket_run_without_a_429_as_refunds_come_back() {
+async fn graphql_queries_beyond_the_window_run_without_a_429_as_refunds_come_back() {
     let (server, dir) = demo().await;
-    // 40 queries reserve 40 × 54 = 2160 points of a 1000-point bucket; settled at 29 each they
-    // spend 1160, which the profile's bucket (1000 + 45 a second) holds after about 4 seconds
-    // rather than the 26 s reserve-only would wait.
-    let summary = burst(&dir, "products", "40").await;
-    assert_eq!(summary["succeeded"], 40, "{summary:#}");
+    // 30 queries reserve 30 × 54 = 1620 points of a window of 1000 per 22 s; settled at 29 each
+    // they spend 870, which fits at once as refunds come back (reserve-only, the last 11 would
+    // wait 22 s for the window).
+    let summary = burst(&dir, "products", "30").await;
+    assert_eq!(summary["succeeded"], 30, "{summary:#}");
     let cost = QueryCost::of(&body_of("products")).unwrap();
     let points = &summary["units"]["points"];
-    assert_eq!(points["reserved"], 40 * cost.requested, "{summary:#}");
-    assert_eq!(points["settled"], 40 * cost.actual);
-    assert_eq!(points["refunded"], 40 * (cost.requested - cost.actual));
+    assert_eq!(points["reserved"], 30 * cost.requested, "{summary:#}");
+    assert_eq!(points["settled"], 30 * cost.actual);
+    assert_eq!(points["refunded"], 30 * (cost.requested - cost.actual));
     server.shutdown().await.unwrap();
 }

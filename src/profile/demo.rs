@@ -33,8 +33,8 @@ mod tests {
                 "127.0.0.1:8787/slow: concurrency 3",
                 "127.0.0.1:8787/flaky: window 60/1m",
                 "127.0.0.1:8787/catalog: window 10/1m",
-                "127.0.0.1:8787/v1/chat/completions: bucket 60 @ 60/1m, bucket 20000 tokens @ 20000/1m",
-                "127.0.0.1:8787/graphql: bucket 1000 points @ 45/1s",
+                "127.0.0.1:8787/v1/chat/completions: window 60/1m, window 20000 tokens/1m",
+                "127.0.0.1:8787/graphql: window 1000 points/22s",
                 "127.0.0.1:8787/open: no limits",
             ]
         );
