@@ -123,14 +123,17 @@ pub fn write_headers(
     }
 }
 
-/// One header triple per unit, from the unit's most restrictive policy over time.
+/// One header triple per unit, from the unit's most restrictive policy (over time, unless the
+/// route has only a concurrency limit).
 fn write_openai(headers: &mut HeaderMap, policies: &[PolicyReport]) {
-    let mut units: Vec<&str> = policies.iter().filter(|p| !p.concurrency).map(|p| p.unit.as_str()).collect();
+    let timed = policies.iter().any(|p| !p.concurrency);
+    let shown: Vec<&PolicyReport> = policies.iter().filter(|p| !timed || !p.concurrency).collect();
+    let mut units: Vec<&str> = shown.iter().map(|p| p.unit.as_str()).collect();
     units.sort_unstable();
     units.dedup();
     for unit in units {
         let of_unit: Vec<PolicyReport> =
-            policies.iter().filter(|p| !p.concurrency && p.unit.as_str() == unit).cloned().collect();
+            shown.iter().filter(|p| p.unit.as_str() == unit).map(|p| (*p).clone()).collect();
         let Some(policy) = most_restrictive(&of_unit) else { continue };
         for (kind, value) in [
             ("limit", policy.limit.to_string()),
@@ -294,6 +297,17 @@ mod tests {
         let tokens = info.budgets.iter().find(|b| b.unit == "tokens").unwrap();
         assert_eq!((tokens.limit, tokens.remaining), (Some(10_000.0), Some(7_500.0)));
         assert_eq!(tokens.reset_after, Some(Duration::from_secs(15)));
+    }
+
+    #[test]
+    fn openai_on_a_concurrency_only_route_still_reports_it() {
+        let mut p = RoutePolicies::new(vec![PolicySpec::new("parallel", PolicyKind::Concurrency { limit: 3 })]);
+        let decision = p.check(None, 0);
+        let mut headers = HeaderMap::new();
+        write_headers(&mut headers, Dialect::OpenAi, &decision, true, now());
+        assert_eq!(headers["x-ratelimit-remaining-requests"], "2");
+        let info = RateLimitInfo::parse(Some(200), &headers, None, now());
+        assert_eq!(info.budgets[0].limit, Some(3.0));
     }
 
     #[test]
