@@ -3,10 +3,11 @@
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime};
 
+use ratescope::engine::Unit;
 use ratescope::http::RateLimitInfo;
 use ratescope::mock::{
-    Arrival, CountBy, Dialect, FaultKind, Faults, MockConfig, MockError, MockServer, Outcome, PolicyKind, PolicySpec,
-    RouteConfig,
+    Api, Arrival, CountBy, Dialect, FaultKind, Faults, MockConfig, MockError, MockServer, Outcome, PolicyKind,
+    PolicySpec, QueryCost, RouteConfig, Usage, go_duration,
 };
 use reqwest::Client;
 use tokio::time::Instant;
@@ -22,7 +23,7 @@ fn any_port() -> SocketAddr {
 }
 
 fn bucket(name: &str, capacity: u64, rate: &str) -> PolicySpec {
-    PolicySpec { name: name.into(), kind: PolicyKind::TokenBucket { capacity, rate: rate.parse().unwrap() } }
+    PolicySpec::new(name, PolicyKind::TokenBucket { capacity, rate: rate.parse().unwrap() })
 }
 
 fn config(routes: Vec<RouteConfig>) -> MockConfig {
@@ -209,7 +210,7 @@ async fn the_demo_config_loads_and_every_route_answers() {
     }
     let server = MockServer::start(demo, any_port()).await.unwrap();
     let client = client();
-    for route in &server.config().routes {
+    for route in server.config().routes.iter().filter(|route| route.api == Api::Json) {
         let started = Instant::now();
         let response = get(&client, &server, &route.prefix).await;
         assert_eq!(response.status(), 200, "{}", route.prefix);
@@ -248,7 +249,7 @@ async fn the_demo_config_loads_and_every_route_answers() {
     let not_found = get(&client, &server, "/nope").await;
     assert_eq!(not_found.status(), 404);
     let body: serde_json::Value = not_found.json().await.unwrap();
-    assert_eq!(body["routes"].as_array().map(Vec::len), Some(6));
+    assert_eq!(body["routes"].as_array().map(Vec::len), Some(8));
     server.shutdown().await.unwrap();
 }
 
@@ -277,8 +278,7 @@ async fn a_cacheable_route_answers_304_to_a_matching_etag() {
 
 #[tokio::test(start_paused = true)]
 async fn the_concurrency_limit_holds_slots_until_bodies_are_done() {
-    let mut slow =
-        route("/slow", vec![PolicySpec { name: "parallel".into(), kind: PolicyKind::Concurrency { limit: 2 } }]);
+    let mut slow = route("/slow", vec![PolicySpec::new("parallel", PolicyKind::Concurrency { limit: 2 })]);
     slow.latency.fixed = Duration::from_secs(1);
     slow.status = 503;
     let server = start(vec![slow]).await;
@@ -305,7 +305,7 @@ async fn the_concurrency_limit_holds_slots_until_bodies_are_done() {
 
 #[tokio::test(start_paused = true)]
 async fn a_concurrency_slot_is_held_until_a_slow_body_is_done() {
-    let parallel = PolicySpec { name: "parallel".into(), kind: PolicyKind::Concurrency { limit: 1 } };
+    let parallel = PolicySpec::new("parallel", PolicyKind::Concurrency { limit: 1 });
     let slow = Faults { slow_body_rate: 1.0, slow_body: Duration::from_secs(1), ..Faults::default() };
     let server = start(vec![RouteConfig { faults: slow, ..route("/slow", vec![parallel]) }]).await;
     let client = client();
@@ -420,4 +420,166 @@ async fn a_broken_config_file_is_named_with_its_line() {
 
     let missing = MockConfig::from_file(dir.path().join("missing.toml")).unwrap_err();
     assert!(matches!(missing, MockError::Read { .. }) && missing.to_string().contains("missing.toml"), "{missing}");
+}
+
+fn llm_route(tokens: u64) -> RouteConfig {
+    let tokens_rate = format!("{tokens}/1m");
+    RouteConfig {
+        api: Api::Llm,
+        dialect: Dialect::OpenAi,
+        ..route(
+            "/v1/chat/completions",
+            vec![bucket("requests", 60, "60/1m"), bucket("tokens", tokens, &tokens_rate).counting(Unit::tokens())],
+        )
+    }
+}
+
+async fn post(client: &Client, server: &MockServer, path: &str, body: &str) -> reqwest::Response {
+    client.post(url(server, path)).body(body.to_owned()).send().await.unwrap()
+}
+
+fn chat(n: usize, max_tokens: u64) -> String {
+    serde_json::json!({"messages": [{"role": "user", "content": format!("question {n}")}], "max_tokens": max_tokens})
+        .to_string()
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_llm_route_answers_usage_and_openai_headers_and_refuses_once_the_tokens_are_spent() {
+    let server = start(vec![llm_route(10_000)]).await;
+    let client = client();
+    // No latency and no timers: the clock stands still, so nothing refills during the test.
+    let mut spent = 0;
+    let mut statuses = Vec::new();
+    for n in 0..8 {
+        let body = chat(n, 4000);
+        let usage = Usage::of(body.as_bytes(), 0).unwrap();
+        let response = post(&client, &server, "/v1/chat/completions", &body).await;
+        let headers = response.headers().clone();
+        let status = response.status().as_u16();
+        statuses.push(status);
+        let parsed = info(&response);
+        assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
+        let tokens = parsed.budgets.iter().find(|b| b.unit == "tokens").unwrap();
+        assert_eq!((tokens.source.as_str(), tokens.limit), ("openai", Some(10_000.0)));
+        let json: serde_json::Value = response.json().await.unwrap();
+        if spent < 10_000 {
+            assert_eq!(status, 200, "request {n}: {spent} of 10000 spent, so a token is left");
+            spent += usage.total_tokens();
+            let reported = &json["usage"];
+            assert_eq!(reported["prompt_tokens"], usage.prompt_tokens);
+            assert_eq!(reported["completion_tokens"], usage.completion_tokens);
+            assert_eq!(reported["total_tokens"], usage.total_tokens());
+            assert!((2000..=4000).contains(&usage.completion_tokens), "{usage:?}");
+            assert_eq!(headers["x-ratelimit-remaining-tokens"], 10_000u64.saturating_sub(spent).to_string());
+            // A bucket of 10000 a minute refills a token every 6 ms: full again after what is spent.
+            let full_again = Duration::from_millis(6 * spent);
+            assert_eq!(headers["x-ratelimit-reset-tokens"], go_duration(full_again));
+            assert_eq!(headers["x-ratelimit-limit-requests"], "60");
+        } else {
+            assert_eq!(status, 429, "request {n}: the tokens are overdrawn");
+            assert_eq!(headers["x-ratelimit-remaining-tokens"], "0");
+            assert!(headers.contains_key("retry-after"));
+            assert_eq!(json["policy"], "tokens");
+        }
+    }
+    assert!(statuses.contains(&200) && statuses.ends_with(&[429, 429]), "{statuses:?}");
+    let admitted = statuses.iter().filter(|s| **s == 200).count() as u64;
+    // Refusals spent no request either: what is left counts only the admitted ones.
+    let refused = post(&client, &server, "/v1/chat/completions", &chat(99, 10)).await;
+    assert_eq!(refused.headers()["x-ratelimit-remaining-requests"], (60 - admitted).to_string());
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_llm_route_refuses_what_it_cannot_read_or_could_never_fit_without_counting_it() {
+    let server = start(vec![llm_route(10_000)]).await;
+    let client = client();
+    let get = get(&client, &server, "/v1/chat/completions").await;
+    assert_eq!(get.status(), 405);
+    assert_eq!(get.headers()["allow"], "POST");
+    for (body, expected) in [
+        ("hello".to_owned(), "not JSON"),
+        (r#"{"max_tokens": -1}"#.to_owned(), "max_tokens -1 is not a whole number"),
+        (chat(0, 12_000), "could never run"),
+    ] {
+        let response = post(&client, &server, "/v1/chat/completions", &body).await;
+        assert_eq!(response.status(), 400, "{body}");
+        let json: serde_json::Value = response.json().await.unwrap();
+        assert!(json["error"].as_str().unwrap().contains(expected), "{json}");
+    }
+    let first = post(&client, &server, "/v1/chat/completions", &chat(0, 10)).await;
+    assert_eq!(first.status(), 200);
+    assert_eq!(first.headers()["x-ratelimit-remaining-requests"], "59", "the refused requests were not counted");
+    server.shutdown().await.unwrap();
+}
+
+fn graphql_route() -> RouteConfig {
+    RouteConfig {
+        api: Api::Graphql,
+        dialect: Dialect::None,
+        ..route("/graphql", vec![bucket("cost", 1000, "50/1s").counting(Unit::points())])
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_graphql_route_charges_the_actual_cost_and_throttles_a_query_it_cannot_afford() {
+    let server = start(vec![graphql_route()]).await;
+    let client = client();
+    let query = serde_json::json!({"query": "{ products(first: 250) { edges { node { id } } } }"}).to_string();
+    assert_eq!(QueryCost::of(query.as_bytes()).unwrap(), QueryCost { requested: 254, actual: 129 });
+    // 1000 points: a query needs 254 available and is charged 129, so six run (1000 - 5 * 129 = 355).
+    for n in 1..=6u64 {
+        let response = post(&client, &server, "/graphql", &query).await;
+        assert_eq!(response.status(), 200, "query {n}");
+        let json: serde_json::Value = response.json().await.unwrap();
+        let cost = &json["extensions"]["cost"];
+        assert_eq!((&cost["requestedQueryCost"], &cost["actualQueryCost"]), (&254.into(), &129.into()));
+        let status = &cost["throttleStatus"];
+        assert_eq!((&status["maximumAvailable"], &status["restoreRate"]), (&1000.0.into(), &50.0.into()));
+        assert_eq!(status["currentlyAvailable"], 1000 - n * 129);
+    }
+    let throttled = post(&client, &server, "/graphql", &query).await;
+    assert_eq!(throttled.status(), 429);
+    assert_eq!(throttled.headers()["retry-after"], "1", "28 points short at 50 a second");
+    let headers = throttled.headers().clone();
+    let body = throttled.bytes().await.unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(json["errors"][0]["extensions"]["code"], "THROTTLED");
+    assert_eq!(json["extensions"]["cost"]["actualQueryCost"], serde_json::Value::Null);
+    assert_eq!(json["extensions"]["cost"]["throttleStatus"]["currentlyAvailable"], 226);
+    let parsed = RateLimitInfo::parse(Some(429), &headers, Some(&body), SystemTime::now());
+    let points = parsed.budgets.iter().find(|b| b.unit == "points").expect("the body's throttleStatus");
+    assert_eq!((points.limit, points.remaining), (Some(1000.0), Some(226.0)));
+
+    tokio::time::advance(Duration::from_millis(560)).await; // 28 points restored
+    assert_eq!(post(&client, &server, "/graphql", &query).await.status(), 200);
+
+    let five_pages = "{ a(first: 250) { x } b(first: 250) { x } c(first: 250) { x } d(last: 250) { x } }";
+    let too_costly = post(&client, &server, "/graphql", &serde_json::json!({ "query": five_pages }).to_string()).await;
+    assert_eq!(too_costly.status(), 400);
+    let json: serde_json::Value = too_costly.json().await.unwrap();
+    assert!(json["errors"][0]["message"].as_str().unwrap().contains("MAX_COST_EXCEEDED"), "{json}");
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_demo_llm_and_graphql_routes_answer_their_documented_examples() {
+    let mut demo = MockConfig::demo().unwrap();
+    for route in &mut demo.routes {
+        route.latency = Default::default();
+    }
+    let server = MockServer::start(demo, any_port()).await.unwrap();
+    let client = client();
+    let chat = r#"{"messages": [{"role": "user", "content": "hello"}], "max_tokens": 200}"#;
+    let response = post(&client, &server, "/v1/chat/completions", chat).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["x-ratelimit-limit-tokens"], "20000");
+    let json: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(json["usage"]["total_tokens"], Usage::of(chat.as_bytes(), 0).unwrap().total_tokens());
+    let query = r#"{"query": "{ products(first: 50) { edges { node { id title } } } }"}"#;
+    let json: serde_json::Value = post(&client, &server, "/graphql", query).await.json().await.unwrap();
+    assert_eq!(json["extensions"]["cost"]["requestedQueryCost"], 54);
+    assert_eq!(json["extensions"]["cost"]["actualQueryCost"], 29);
+    assert_eq!(json["extensions"]["cost"]["throttleStatus"]["currentlyAvailable"], 1000 - 29);
+    server.shutdown().await.unwrap();
 }

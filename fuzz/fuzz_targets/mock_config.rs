@@ -1,13 +1,14 @@
 //! Fuzzes the demo API's config: text to `MockConfig::from_toml`. A config that parses must
 //! pass `validate`, send each route prefix to its own route, admit exactly as many requests
-//! at one instant as its tightest policy allows, and write rate-limit headers that the
-//! client's header parser reads back as the same quotas.
+//! at one instant as its tightest policy counting requests allows, and write rate-limit
+//! headers that the client's header parser reads back as the same quotas.
 #![no_main]
 
 use std::time::{Duration, UNIX_EPOCH};
 
 use http::HeaderMap;
 use libfuzzer_sys::fuzz_target;
+use ratescope::engine::Unit;
 use ratescope::http::headers::RateLimitInfo;
 use ratescope::mock::{Dialect, MockConfig, RoutePolicies, write_headers};
 
@@ -37,7 +38,9 @@ fuzz_target!(|data: &[u8]| {
         }
 
         // A fresh route at t = 0: exactly the tightest limit passes, then a refusal with a wait.
-        let tightest = route.policies.iter().map(|policy| policy.limit()).min().unwrap_or(1);
+        // Requests that bring no tokens or points spend nothing of a policy counting those.
+        let counting_requests = route.policies.iter().filter(|policy| policy.unit == Unit::Requests);
+        let tightest = counting_requests.map(|policy| policy.limit()).min().unwrap_or(u64::MAX);
         let mut policies = RoutePolicies::new(route.policies.clone());
         let mut held = Vec::new();
         let first = policies.check(None, 0);

@@ -87,12 +87,17 @@ mod tests {
         let server = MockServer::start(MockConfig::demo().unwrap(), "127.0.0.1:0".parse().unwrap()).await.unwrap();
         let text = banner(&server, "the demo");
         assert!(text.contains(&format!("on http://127.0.0.1:{}\n", server.addr().port())), "{text}");
-        assert!(
-            text.contains("  /items    bucket 5 @ 5/1s + fixed 100/1m  headers: ietf  429 + Retry-After"),
-            "{text}"
-        );
-        assert!(text.contains("  /search   sliding 2/1s  headers: github  429 + Retry-After  per API key"), "{text}");
-        assert!(text.contains("  /open     no limit  headers: none"), "{text}");
+        // Prefixes are padded to the longest, /v1/chat/completions.
+        let line = |prefix: &str, rest: &str| format!("  {prefix:<20}  {rest}");
+        for (prefix, rest) in [
+            ("/items", "bucket 5 @ 5/1s + fixed 100/1m  headers: ietf  429 + Retry-After"),
+            ("/search", "sliding 2/1s  headers: github  429 + Retry-After  per API key"),
+            ("/v1/chat/completions", "bucket 60 @ 60/1m + bucket 20000 tokens @ 20000/1m  api: llm  headers: openai"),
+            ("/graphql", "bucket 1000 points @ 50/1s  api: graphql  headers: none"),
+            ("/open", "no limit  headers: none"),
+        ] {
+            assert!(text.contains(&line(prefix, rest)), "{prefix}: {text}");
+        }
         assert!(text.contains("x-api-key header"), "{text}");
         server.shutdown().await.unwrap();
     }

@@ -6,15 +6,33 @@
 //! - `ESTIMATE` is a sum of terms: a number (`500`), `body/N` (the body's length in bytes
 //!   divided by N, rounded up: `body/4` is the usual guess of a prompt's tokens) and
 //!   `field:PATH` (a number in the JSON request body, such as `max_tokens`).
-//! - `ACTUAL` is `field:PATH`, a number in the JSON answer (`usage.total_tokens`,
-//!   `extensions.cost.actualQueryCost`). Without it, or when the answer does not carry the
-//!   field, the estimate stands; a refused answer (429) spent none.
+//! - `ACTUAL` is where the answer says what was spent, one of
+//!   - `field:PATH`, a number in the JSON answer (`usage.total_tokens`,
+//!     `extensions.cost.actualQueryCost`);
+//!   - `drop:HEADER`, the drop of a remaining-units header (`drop:x-ratelimit-remaining-tokens`)
+//!     since the previous answer on the same limiter key (see [`RemainingMemory`]).
+//!
+//!   Without it, or when the answer does not carry it, the estimate stands; a refused answer
+//!   (429) spent none.
 //!
 //! `PATH` is dotted (`usage.total_tokens`, `choices.0.n`) or a JSON pointer (`/usage/total_tokens`).
+//!
+//! What a header's drop measures: the client remembers, per limiter key and header, the value
+//! of the answer it read last. An answer's actual cost is the previous value minus its own,
+//! which is exact when one request is in flight at a time and the budget does not refill in
+//! between (a window that resets at once). Otherwise it is the server's count between the two
+//! answers as they arrive: with several requests in flight one answer's drop may include
+//! another's spending, and a budget that refills continuously (a bucket) returns its refill
+//! over the gap, so the drop understates the cost by it. A value that did not fall (the first
+//! answer on a key, a reset or a refill, an answer overtaken by a later one) settles nothing:
+//! the estimate stands. Prefer a `field:` when the API reports usage in the body.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
 
+use http::{HeaderMap, HeaderName};
+use parking_lot::Mutex;
 use serde_json::Value;
 
 use crate::engine::{Cost, Unit};
@@ -25,7 +43,51 @@ pub struct CostRule {
     pub unit: Unit,
     pub estimate: Vec<Term>,
     /// Where the answer says what was spent; `None` keeps the estimate.
-    pub actual: Option<JsonPath>,
+    pub actual: Option<Actual>,
+}
+
+/// Where an answer says what a request spent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Actual {
+    /// A number in the JSON answer.
+    Field(JsonPath),
+    /// The drop of a remaining-units header since the previous answer on the same key.
+    HeaderDrop(HeaderName),
+}
+
+/// One answer, as the settlers read it.
+#[derive(Debug, Clone, Copy)]
+pub struct Answer<'a> {
+    pub status: u16,
+    pub headers: &'a HeaderMap,
+    pub body: &'a [u8],
+    /// The limiter key the request went through (or its host): whose headers are compared.
+    pub key: &'a str,
+    pub memory: &'a RemainingMemory,
+}
+
+/// The keys and headers remembered at most; past it, the memory starts again (each key's
+/// next answer then settles nothing).
+const MAX_REMEMBERED: usize = 10_000;
+
+/// The last value of each remaining-units header per limiter key, kept by a client for
+/// `drop:HEADER` settlements.
+#[derive(Debug, Default)]
+pub struct RemainingMemory {
+    last: Mutex<HashMap<(String, HeaderName), u64>>,
+}
+
+impl RemainingMemory {
+    /// Records `value` as the latest of `header` on `key` and returns how far it fell since
+    /// the previous one; `None` for the first value or one that did not fall.
+    pub fn drop_to(&self, key: &str, header: &HeaderName, value: u64) -> Option<u64> {
+        let mut last = self.last.lock();
+        if last.len() >= MAX_REMEMBERED && !last.contains_key(&(key.to_owned(), header.clone())) {
+            last.clear();
+        }
+        let previous = last.insert((key.to_owned(), header.clone()), value)?;
+        previous.checked_sub(value).filter(|fell| *fell > 0)
+    }
 }
 
 /// A part of an estimate.
@@ -86,13 +148,20 @@ impl CostRule {
         })
     }
 
-    /// What the answer says was spent: 0 for a refusal, the field when the body has it.
-    pub fn actual(&self, status: u16, body: &[u8]) -> Option<u64> {
-        if status == 429 {
-            return Some(0);
-        }
-        let path = self.actual.as_ref()?;
-        path.number_in(&serde_json::from_slice::<Value>(body).ok()?)
+    /// What the answer says was spent: 0 for a refusal, the field when the body has it, the
+    /// header's drop when it fell (a header's value is remembered on every answer, refusals too).
+    pub fn actual(&self, answer: &Answer<'_>) -> Option<u64> {
+        let refused = answer.status == 429;
+        let said = match self.actual.as_ref() {
+            Some(Actual::HeaderDrop(name)) => {
+                header_number(answer.headers, name).and_then(|value| answer.memory.drop_to(answer.key, name, value))
+            }
+            Some(Actual::Field(path)) if !refused => {
+                serde_json::from_slice::<Value>(answer.body).ok().and_then(|json| path.number_in(&json))
+            }
+            _ => None,
+        };
+        if refused { Some(0) } else { said }
     }
 }
 
@@ -112,15 +181,32 @@ impl FromStr for CostRule {
             None => (rest, None),
         };
         let estimate = estimate.split('+').map(term).collect::<Result<Vec<_>, _>>()?;
-        let actual =
-            match actual.map(str::trim) {
-                None => None,
-                Some(actual) => Some(JsonPath::parse(actual.strip_prefix("field:").ok_or_else(|| {
-                    format!("the actual cost '{actual}' is field:PATH, a number in the JSON answer")
-                })?)?),
-            };
+        let actual = actual.map(str::trim).map(actual_form).transpose()?;
         Ok(Self { unit, estimate, actual })
     }
+}
+
+fn actual_form(text: &str) -> Result<Actual, String> {
+    if let Some(path) = text.strip_prefix("field:") {
+        return JsonPath::parse(path).map(Actual::Field);
+    }
+    if let Some(name) = text.strip_prefix("drop:") {
+        let name = name.trim();
+        return HeaderName::from_bytes(name.as_bytes())
+            .map(Actual::HeaderDrop)
+            .map_err(|_| format!("'{name}' in drop:HEADER is not a header name"));
+    }
+    Err(format!(
+        "the actual cost '{text}' is field:PATH (a number in the JSON answer) or drop:HEADER (the fall of a remaining-units header)"
+    ))
+}
+
+/// A header's value as a whole number (a fraction rounds down: what is surely left).
+fn header_number(headers: &HeaderMap, name: &HeaderName) -> Option<u64> {
+    let text = headers.get(name)?.to_str().ok()?.trim();
+    text.parse::<u64>()
+        .ok()
+        .or_else(|| text.parse::<f64>().ok().filter(|n| n.is_finite() && *n >= 0.0).map(|n| n.floor() as u64))
 }
 
 fn term(text: &str) -> Result<Term, String> {
@@ -143,9 +229,9 @@ pub fn estimate(requests: u64, rules: &[CostRule], body: Option<&[u8]>) -> Cost 
 }
 
 /// The settled cost: `estimated` with each rule's unit replaced by what the answer says.
-pub fn settled(estimated: &Cost, rules: &[CostRule], status: u16, body: &[u8]) -> Cost {
+pub fn settled(estimated: &Cost, rules: &[CostRule], answer: &Answer<'_>) -> Cost {
     rules.iter().fold(Cost::requests(estimated.requests), |cost, rule| {
-        let amount = rule.actual(status, body).unwrap_or_else(|| estimated.of(&rule.unit));
+        let amount = rule.actual(answer).unwrap_or_else(|| estimated.of(&rule.unit));
         cost.with(rule.unit.clone(), amount)
     })
 }
@@ -154,17 +240,29 @@ pub fn settled(estimated: &Cost, rules: &[CostRule], status: u16, body: &[u8]) -
 mod tests {
     use super::*;
 
+    fn answer<'a>(status: u16, headers: &'a HeaderMap, body: &'a [u8], memory: &'a RemainingMemory) -> Answer<'a> {
+        Answer { status, headers, body, key: "api.example:443", memory }
+    }
+
+    fn remaining(value: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert("x-ratelimit-remaining-tokens", value.parse().unwrap());
+        headers
+    }
+
     #[test]
     fn an_openai_style_rule_estimates_from_the_request_and_settles_from_usage() {
         let rule: CostRule = "tokens=field:max_tokens+body/4->field:usage.total_tokens".parse().unwrap();
         let body = br#"{"max_tokens": 100, "messages": [{"content": "hello there"}]}"#;
         assert_eq!(rule.estimate(Some(body)), 100 + (body.len() as u64).div_ceil(4));
-        assert_eq!(rule.actual(200, br#"{"usage": {"total_tokens": 42}}"#), Some(42));
-        assert_eq!(rule.actual(200, b"not json"), None, "the estimate stands");
-        assert_eq!(rule.actual(429, b""), Some(0), "a refusal spent nothing");
+        let (none, memory) = (HeaderMap::new(), RemainingMemory::default());
+        let usage = br#"{"usage": {"total_tokens": 42}}"#;
+        assert_eq!(rule.actual(&answer(200, &none, usage, &memory)), Some(42));
+        assert_eq!(rule.actual(&answer(200, &none, b"not json", &memory)), None, "the estimate stands");
+        assert_eq!(rule.actual(&answer(429, &none, b"", &memory)), Some(0), "a refusal spent nothing");
         let estimated = estimate(1, std::slice::from_ref(&rule), Some(body));
-        let answer = br#"{"usage": {"total_tokens": 42}}"#;
-        assert_eq!(settled(&estimated, &[rule], 200, answer), Cost::requests(1).with(Unit::tokens(), 42));
+        let settled = settled(&estimated, &[rule], &answer(200, &none, usage, &memory));
+        assert_eq!(settled, Cost::requests(1).with(Unit::tokens(), 42));
     }
 
     #[test]
@@ -172,7 +270,27 @@ mod tests {
         let rule: CostRule = "points=50+10->field:/extensions/cost/actualQueryCost".parse().unwrap();
         assert_eq!(rule.unit, Unit::points());
         assert_eq!(rule.estimate(None), 60);
-        assert_eq!(rule.actual(200, br#"{"extensions": {"cost": {"actualQueryCost": 12.5}}}"#), Some(13));
+        let (none, memory) = (HeaderMap::new(), RemainingMemory::default());
+        let body = br#"{"extensions": {"cost": {"actualQueryCost": 12.5}}}"#;
+        assert_eq!(rule.actual(&answer(200, &none, body, &memory)), Some(13));
+    }
+
+    #[test]
+    fn a_header_drop_settles_from_the_second_answer_and_a_rise_keeps_the_estimate() {
+        let rule: CostRule = "tokens=100->drop:x-ratelimit-remaining-tokens".parse().unwrap();
+        let memory = RemainingMemory::default();
+        let actual = |status, value: &str| rule.actual(&answer(status, &remaining(value), b"", &memory));
+        assert_eq!(actual(200, "1000"), None, "nothing to compare the first answer with");
+        assert_eq!(actual(200, "880"), Some(120));
+        assert_eq!(actual(200, "990"), None, "a refill: the estimate stands");
+        assert_eq!(actual(200, "900"), Some(90), "measured from the refilled value");
+        assert_eq!(actual(429, "0"), Some(0), "a refusal spent nothing, and its value is remembered");
+        assert_eq!(actual(200, "not a number"), None);
+        assert_eq!(actual(200, "0"), None, "no fall since the refusal's 0");
+        let headers = remaining("500");
+        let other_key = Answer { key: "other:443", ..answer(200, &headers, b"", &memory) };
+        assert_eq!(rule.actual(&other_key), None, "each key has its own last value");
+        assert_eq!(actual(200, "0.5"), None, "a fraction rounds down to what is surely left");
     }
 
     #[test]
@@ -183,6 +301,8 @@ mod tests {
             ("tokens=body/0", "at least 1"),
             ("tokens=lots", "not a number"),
             ("tokens=5->usage", "field:PATH"),
+            ("tokens=5->usage", "drop:HEADER"),
+            ("tokens=5->drop:bad header", "not a header name"),
             ("tokens=field:usage..x", "empty part"),
         ] {
             let err = text.parse::<CostRule>().unwrap_err();

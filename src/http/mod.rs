@@ -15,7 +15,7 @@ pub mod unit_mirror;
 pub use client::{
     Adaptive, AttemptRecord, ClientBuilder, ClientError, LimitedClient, LimitedResponse, RequestSpec, Settlement,
 };
-pub use cost::CostRule;
+pub use cost::{CostRule, RemainingMemory};
 pub use events::{Event, EventKind, EventSink};
 pub use headers::{RateLimitInfo, ServerBudget};
 pub use http1::Http1Transport;

@@ -11,10 +11,11 @@ use http::HeaderName;
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::api::Api;
 use super::error::{Location, MockError};
 use super::headers::Dialect;
 use super::policy::{PolicyKind, PolicySpec};
-use crate::engine::{Rate, format_period, parse_duration};
+use crate::engine::{Rate, Unit, format_period, parse_duration};
 
 /// The built-in demo config, used when no file is given.
 pub const DEMO_TOML: &str = include_str!("../../assets/demo.toml");
@@ -104,6 +105,8 @@ impl Faults {
 pub struct RouteConfig {
     /// `/items` matches `/items` and `/items/3`, not `/itemsx`; `/` matches everything.
     pub prefix: String,
+    /// What it answers: plain JSON, chat completions (tokens) or GraphQL queries (points).
+    pub api: Api,
     pub dialect: Dialect,
     /// The status of a refused request: 429 or 503.
     pub status: u16,
@@ -123,6 +126,7 @@ impl RouteConfig {
     pub fn new(prefix: impl Into<String>) -> Self {
         Self {
             prefix: prefix.into(),
+            api: Api::Json,
             dialect: Dialect::Ietf,
             status: 429,
             retry_after: true,
@@ -148,6 +152,9 @@ impl RouteConfig {
         } else {
             let policies: Vec<String> = self.policies.iter().map(PolicySpec::describe).collect();
             parts.push(policies.join(" + "));
+        }
+        if self.api != Api::Json {
+            parts.push(format!("api: {}", self.api));
         }
         parts.push(format!("headers: {}", self.dialect));
         if !self.policies.is_empty() {
@@ -228,6 +235,9 @@ impl RouteConfig {
         if f.slow_body_rate > 0.0 && f.slow_body.is_zero() {
             return Err("faults.slow_body must be longer than 0 when slow_body_rate is not 0".into());
         }
+        if self.cache.is_some() && self.api != Api::Json {
+            return Err(format!("cache = true is for api = \"json\" routes, not {}", self.api));
+        }
         if let Some(max_age) = self.cache
             && max_age > MAX_AGE_LIMIT
         {
@@ -235,6 +245,7 @@ impl RouteConfig {
         }
         for (i, policy) in self.policies.iter().enumerate() {
             policy.validate()?;
+            self.api.check_policy(policy)?;
             if self.policies[..i].iter().any(|p| p.name == policy.name) {
                 return Err(format!("two policies are named '{}'; give each a distinct name", policy.name));
             }
@@ -365,6 +376,7 @@ struct RawServer {
 #[serde(deny_unknown_fields)]
 struct RawRoute {
     prefix: Spanned<String>,
+    api: Option<Spanned<String>>,
     dialect: Option<Spanned<String>>,
     status: Option<Spanned<i64>>,
     retry_after: Option<bool>,
@@ -399,6 +411,7 @@ struct RawFaults {
 struct RawPolicy {
     kind: String,
     name: Option<String>,
+    unit: Option<String>,
     capacity: Option<i64>,
     rate: Option<String>,
     limit: Option<i64>,
@@ -412,6 +425,9 @@ fn duration(value: &Spanned<String>, what: &str) -> Result<Duration, RawError> {
 impl RawRoute {
     fn convert(self) -> Result<RouteConfig, RawError> {
         let mut route = RouteConfig::new(self.prefix.get_ref().trim());
+        if let Some(api) = &self.api {
+            route.api = api.get_ref().parse().map_err(|e| (Some(api.span()), e))?;
+        }
         if let Some(dialect) = &self.dialect {
             route.dialect = dialect.get_ref().parse().map_err(|e| (Some(dialect.span()), e))?;
         }
@@ -517,7 +533,8 @@ impl RawPolicy {
             _ => PolicyKind::Concurrency { limit: count("limit", self.limit)? },
         };
         let name = self.name.as_deref().map(str::trim).unwrap_or(default_name).to_owned();
-        let spec = PolicySpec { name, kind };
+        let unit = self.unit.as_deref().map_or(Unit::Requests, Unit::named);
+        let spec = PolicySpec { name, kind, unit };
         spec.validate()?;
         Ok(spec)
     }
@@ -541,7 +558,10 @@ mod tests {
     fn the_demo_config_loads_with_its_documented_routes() {
         let demo = MockConfig::demo().unwrap();
         let prefixes: Vec<&str> = demo.routes.iter().map(|r| r.prefix.as_str()).collect();
-        assert_eq!(prefixes, ["/items", "/search", "/slow", "/flaky", "/catalog", "/open"]);
+        assert_eq!(
+            prefixes,
+            ["/items", "/search", "/slow", "/flaky", "/catalog", "/v1/chat/completions", "/graphql", "/open"]
+        );
         let items = &demo.routes[0];
         assert_eq!(
             items.describe(),
@@ -550,7 +570,15 @@ mod tests {
         let search = &demo.routes[1];
         assert_eq!((search.dialect, search.count_by), (Dialect::Github, CountBy::Key));
         assert_eq!(demo.routes[4].cache, Some(Duration::from_secs(30)));
-        assert!(demo.routes[5].policies.is_empty());
+        assert_eq!(
+            demo.routes[5].describe(),
+            "bucket 60 @ 60/1m + bucket 20000 tokens @ 20000/1m  api: llm  headers: openai  429 + Retry-After  latency 300ms + 0-200ms"
+        );
+        assert_eq!(
+            demo.routes[6].describe(),
+            "bucket 1000 points @ 50/1s  api: graphql  headers: none  429 + Retry-After  latency 50ms"
+        );
+        assert!(demo.routes[7].policies.is_empty());
         assert_eq!(demo.server.api_key_header, "x-api-key");
         demo.validate().unwrap();
     }
@@ -595,7 +623,7 @@ mod tests {
     #[test]
     fn absurd_values_are_refused_naming_the_route() {
         let cases = [
-            ("dialect = \"soap\"", "dialect \"soap\" is not one of ietf, x-ratelimit, github, none"),
+            ("dialect = \"soap\"", "dialect \"soap\" is not one of ietf, x-ratelimit, github, openai, none"),
             ("status = 418", "status 418 is not 429 or 503"),
             ("count_by = \"ip\"", "count_by \"ip\" is not \"global\" or \"key\""),
             ("faults = { error_rate = nan }", "faults.error_rate NaN is not a share between 0 and 1"),
@@ -605,6 +633,8 @@ mod tests {
             ("latency = { fixed = \"soon\" }", "latency.fixed: 'soon' is not a duration"),
             ("latency = { fixed = \"2h\" }", "latency.fixed 2h is longer than 1m"),
             ("max_age = \"30s\"", "max_age is only used with cache = true"),
+            ("api = \"soap\"", "api \"soap\" is not one of json, llm, graphql"),
+            ("api = \"llm\"\ncache = true", "cache = true is for api = \"json\" routes"),
         ];
         for (line, expected) in cases {
             let (at, message) = route_error(&format!("[[routes]]\nprefix = \"/x\"\n{line}\n"));
@@ -634,6 +664,26 @@ mod tests {
             let (at, message) = route_error(&policy(body));
             assert!(message.contains("route '/x'") && message.contains(expected), "{body}: {message}");
             assert_eq!(at, Some(4), "the line of the [[routes.policies]] header: {message}");
+        }
+        let units = |api: &str, policy: &str| {
+            format!("[[routes]]\nprefix = \"/x\"\napi = \"{api}\"\n\n[[routes.policies]]\n{policy}\n")
+        };
+        for (text, expected) in [
+            (
+                units("json", "kind = \"token_bucket\"\nunit = \"tokens\"\ncapacity = 5\nrate = \"5/1s\""),
+                "counts tokens, but an api = \"json\" route measures requests only",
+            ),
+            (
+                units("llm", "kind = \"token_bucket\"\nunit = \"points\"\ncapacity = 5\nrate = \"5/1s\""),
+                "measures requests and tokens",
+            ),
+            (
+                units("graphql", "kind = \"concurrency\"\nunit = \"points\"\nlimit = 2"),
+                "a concurrency limit counts requests, not points",
+            ),
+        ] {
+            let (_, message) = route_error(&text);
+            assert!(message.contains("route '/x'") && message.contains(expected), "{text}: {message}");
         }
         let twice = "kind = \"concurrency\"\nlimit = 1\n[[routes.policies]]\nkind = \"concurrency\"\nlimit = 2";
         assert!(route_error(&policy(twice)).1.contains("two policies are named 'concurrency'"));

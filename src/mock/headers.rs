@@ -8,6 +8,9 @@
 //! - `github`: `x-ratelimit-limit/-remaining/-used/-reset` and
 //!   `x-ratelimit-resource: core`, the reset in Unix epoch seconds (measured from
 //!   the same second as the `Date` header, so a client correcting skew reads it exactly).
+//! - `openai`: `x-ratelimit-{limit,remaining,reset}-UNIT` per unit counted (`requests`,
+//!   `tokens`), the most restrictive policy of each, the reset (time until full again) as a
+//!   Go duration like OpenAI writes it (`6m0s`, `1s`, `20ms`, rounded up to the millisecond).
 //! - `none`: no rate-limit headers.
 //!
 //! Every response gets a `Date`; a refused one gets `Retry-After` in delta seconds
@@ -33,18 +36,21 @@ pub enum Dialect {
     XRateLimit,
     /// GitHub's `x-ratelimit-*` with `used`, an epoch reset and a resource.
     Github,
+    /// OpenAI's `x-ratelimit-{limit,remaining,reset}-{requests,tokens}`, resets as Go durations.
+    OpenAi,
     /// No rate-limit headers at all.
     None,
 }
 
 impl Dialect {
-    pub const NAMES: [&'static str; 4] = ["ietf", "x-ratelimit", "github", "none"];
+    pub const NAMES: [&'static str; 5] = ["ietf", "x-ratelimit", "github", "openai", "none"];
 
     pub fn name(self) -> &'static str {
         match self {
             Self::Ietf => "ietf",
             Self::XRateLimit => "x-ratelimit",
             Self::Github => "github",
+            Self::OpenAi => "openai",
             Self::None => "none",
         }
     }
@@ -64,6 +70,7 @@ impl FromStr for Dialect {
             "ietf" => Ok(Self::Ietf),
             "x-ratelimit" => Ok(Self::XRateLimit),
             "github" => Ok(Self::Github),
+            "openai" => Ok(Self::OpenAi),
             "none" => Ok(Self::None),
             _ => Err(format!("dialect {text:?} is not one of {}", Self::NAMES.join(", "))),
         }
@@ -111,7 +118,56 @@ pub fn write_headers(
                 insert(headers, name("x-ratelimit-resource"), "core".to_owned());
             }
         }
+        Dialect::OpenAi => write_openai(headers, &decision.policies),
         Dialect::None => {}
+    }
+}
+
+/// One header triple per unit, from the unit's most restrictive policy (over time, unless the
+/// route has only a concurrency limit).
+fn write_openai(headers: &mut HeaderMap, policies: &[PolicyReport]) {
+    let timed = policies.iter().any(|p| !p.concurrency);
+    let shown: Vec<&PolicyReport> = policies.iter().filter(|p| !timed || !p.concurrency).collect();
+    let mut units: Vec<&str> = shown.iter().map(|p| p.unit.as_str()).collect();
+    units.sort_unstable();
+    units.dedup();
+    for unit in units {
+        let of_unit: Vec<PolicyReport> =
+            shown.iter().filter(|p| p.unit.as_str() == unit).map(|p| (*p).clone()).collect();
+        let Some(policy) = most_restrictive(&of_unit) else { continue };
+        for (kind, value) in [
+            ("limit", policy.limit.to_string()),
+            ("remaining", policy.remaining.to_string()),
+            ("reset", go_duration(policy.reset)),
+        ] {
+            match HeaderName::try_from(format!("x-ratelimit-{kind}-{unit}")) {
+                Ok(header) => insert(headers, header, value),
+                Err(err) => tracing::warn!("mock server: no header for unit {unit}: {err}"),
+            }
+        }
+    }
+}
+
+/// A duration as Go prints one, rounded up to the millisecond: `0s`, `20ms`, `1s`, `1.5s`,
+/// `6m0s`, `1h0m0s`.
+pub fn go_duration(duration: Duration) -> String {
+    let millis = duration.as_nanos().div_ceil(1_000_000);
+    if millis == 0 {
+        return "0s".to_owned();
+    }
+    if millis < 1000 {
+        return format!("{millis}ms");
+    }
+    let (hours, minutes) = (millis / 3_600_000, millis / 60_000 % 60);
+    let (secs, fraction) = (millis / 1000 % 60, millis % 1000);
+    let mut seconds = secs.to_string();
+    if fraction > 0 {
+        seconds = format!("{seconds}.{}", format!("{fraction:03}").trim_end_matches('0'));
+    }
+    match (hours, minutes) {
+        (0, 0) => format!("{seconds}s"),
+        (0, m) => format!("{m}m{seconds}s"),
+        (h, m) => format!("{h}h{m}m{seconds}s"),
     }
 }
 
@@ -148,20 +204,14 @@ mod tests {
 
     use super::*;
     use crate::http::headers::RateLimitInfo;
-    use crate::mock::policy::{PolicyKind, PolicySpec, RoutePolicies};
+    use crate::mock::policy::{PolicyKind, PolicySpec, RoutePolicies, UnitCharge};
 
     const SEC: u64 = 1_000_000_000;
 
     fn policies() -> RoutePolicies {
         RoutePolicies::new(vec![
-            PolicySpec {
-                name: "burst".into(),
-                kind: PolicyKind::TokenBucket { capacity: 5, rate: "5/1s".parse().unwrap() },
-            },
-            PolicySpec {
-                name: "minute".into(),
-                kind: PolicyKind::FixedWindow { limit: 100, window: Duration::from_secs(60) },
-            },
+            PolicySpec::new("burst", PolicyKind::TokenBucket { capacity: 5, rate: "5/1s".parse().unwrap() }),
+            PolicySpec::new("minute", PolicyKind::FixedWindow { limit: 100, window: Duration::from_secs(60) }),
         ])
     }
 
@@ -224,6 +274,61 @@ mod tests {
         assert_eq!((core.limit, core.remaining), (Some(5.0), Some(0.0)));
         // Measured from Date (the floor of the server's now): late by the rounding, never early.
         assert_eq!(core.reset_after, Some(Duration::from_secs(2)));
+    }
+
+    #[test]
+    fn openai_writes_a_triple_per_unit_that_reads_back_as_budgets_with_units() {
+        let mut p = RoutePolicies::new(vec![
+            PolicySpec::new("requests", PolicyKind::TokenBucket { capacity: 60, rate: "60/1m".parse().unwrap() }),
+            PolicySpec::new("tokens", PolicyKind::TokenBucket { capacity: 10_000, rate: "10000/1m".parse().unwrap() })
+                .counting(crate::engine::Unit::tokens()),
+        ]);
+        let charges = [UnitCharge { unit: crate::engine::Unit::tokens(), needed: 1, spent: 2500 }];
+        let decision = p.check_charges(None, 0, &charges);
+        let mut headers = HeaderMap::new();
+        write_headers(&mut headers, Dialect::OpenAi, &decision, true, now());
+        assert_eq!(headers["x-ratelimit-remaining-requests"], "59");
+        assert_eq!(headers["x-ratelimit-reset-requests"], "1s");
+        assert_eq!(headers["x-ratelimit-limit-tokens"], "10000");
+        assert_eq!(headers["x-ratelimit-remaining-tokens"], "7500");
+        assert_eq!(headers["x-ratelimit-reset-tokens"], "15s");
+        let info = RateLimitInfo::parse(Some(200), &headers, None, now());
+        assert!(info.warnings.is_empty(), "{:?}", info.warnings);
+        let tokens = info.budgets.iter().find(|b| b.unit == "tokens").unwrap();
+        assert_eq!((tokens.limit, tokens.remaining), (Some(10_000.0), Some(7_500.0)));
+        assert_eq!(tokens.reset_after, Some(Duration::from_secs(15)));
+    }
+
+    #[test]
+    fn openai_on_a_concurrency_only_route_still_reports_it() {
+        let mut p = RoutePolicies::new(vec![PolicySpec::new("parallel", PolicyKind::Concurrency { limit: 3 })]);
+        let decision = p.check(None, 0);
+        let mut headers = HeaderMap::new();
+        write_headers(&mut headers, Dialect::OpenAi, &decision, true, now());
+        assert_eq!(headers["x-ratelimit-remaining-requests"], "2");
+        let info = RateLimitInfo::parse(Some(200), &headers, None, now());
+        assert_eq!(info.budgets[0].limit, Some(3.0));
+    }
+
+    #[test]
+    fn go_durations_read_back_through_our_parser() {
+        for (duration, text) in [
+            (Duration::ZERO, "0s"),
+            (Duration::from_micros(19_001), "20ms"),
+            (Duration::from_secs(1), "1s"),
+            (Duration::from_millis(1500), "1.5s"),
+            (Duration::from_secs(360), "6m0s"),
+            (Duration::from_millis(90_250), "1m30.25s"),
+            (Duration::from_secs(3600), "1h0m0s"),
+        ] {
+            assert_eq!(go_duration(duration), text);
+            let mut headers = HeaderMap::new();
+            headers.insert("x-ratelimit-remaining-tokens", HeaderValue::from_static("1"));
+            headers.insert("x-ratelimit-reset-tokens", HeaderValue::from_str(text).unwrap());
+            let info = RateLimitInfo::parse(Some(200), &headers, None, now());
+            let read = info.budgets[0].reset_after.unwrap();
+            assert!(read >= duration && read - duration < Duration::from_millis(1), "{text}: {read:?}");
+        }
     }
 
     #[test]

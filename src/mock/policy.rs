@@ -5,13 +5,17 @@
 //! nanosecond. The fixed window (with its classic boundary burst) and the
 //! concurrency limit live here. Nothing in this module reads a clock or knows
 //! HTTP, so a virtual-time simulator can drive it directly.
+//!
+//! A policy counts a unit: requests (each costs 1), or tokens or points, whose amounts a
+//! request brings as [`UnitCharge`]s: what must fit for it to be admitted, and what it is
+//! then charged (more may overdraw the policy into debt, which later requests wait out).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::engine::{BudgetKind, BudgetSpec, BudgetState, MAX_CONCURRENCY, Rate, duration_nanos, format_period};
+use crate::engine::{BudgetKind, BudgetSpec, BudgetState, MAX_CONCURRENCY, Rate, Unit, duration_nanos, format_period};
 
 /// Longest policy name accepted (it appears in headers).
 const MAX_NAME_LEN: usize = 40;
@@ -37,16 +41,52 @@ pub enum PolicyKind {
 pub struct PolicySpec {
     pub name: String,
     pub kind: PolicyKind,
+    /// What it counts: requests, or an amount each request brings (tokens, points).
+    pub unit: Unit,
+}
+
+/// What a request spends of one unit other than requests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnitCharge {
+    pub unit: Unit,
+    /// What a policy of this unit must hold for the request to be admitted.
+    pub needed: u64,
+    /// What the request is charged once admitted (above `needed`: into debt).
+    pub spent: u64,
 }
 
 impl PolicySpec {
-    /// A short description such as `bucket 5 @ 5/1s`, `fixed 100/1m`, `sliding 2/1s`, `concurrency 3`.
+    /// A policy counting requests.
+    pub fn new(name: impl Into<String>, kind: PolicyKind) -> Self {
+        Self { name: name.into(), kind, unit: Unit::Requests }
+    }
+
+    /// The same policy counting `unit`.
+    pub fn counting(mut self, unit: Unit) -> Self {
+        self.unit = unit;
+        self
+    }
+
+    /// A short description such as `bucket 5 @ 5/1s`, `fixed 100/1m`, `sliding 2/1s`,
+    /// `concurrency 3`, `bucket 1000 points @ 50/1s`.
     pub fn describe(&self) -> String {
+        let unit = match &self.unit {
+            Unit::Requests => String::new(),
+            unit => format!(" {unit}"),
+        };
         match self.kind {
-            PolicyKind::TokenBucket { capacity, rate } => format!("bucket {capacity} @ {rate}"),
-            PolicyKind::FixedWindow { limit, window } => format!("fixed {limit}/{}", format_period(window)),
-            PolicyKind::SlidingWindow { limit, window } => format!("sliding {limit}/{}", format_period(window)),
+            PolicyKind::TokenBucket { capacity, rate } => format!("bucket {capacity}{unit} @ {rate}"),
+            PolicyKind::FixedWindow { limit, window } => format!("fixed {limit}{unit}/{}", format_period(window)),
+            PolicyKind::SlidingWindow { limit, window } => format!("sliding {limit}{unit}/{}", format_period(window)),
             PolicyKind::Concurrency { limit } => format!("concurrency {limit}"),
+        }
+    }
+
+    /// What a request with `charges` needs and spends of this policy: (needed, spent).
+    fn amounts(&self, charges: &[UnitCharge]) -> (u64, u64) {
+        match &self.unit {
+            Unit::Requests => (1, 1),
+            unit => charges.iter().find(|charge| charge.unit == *unit).map_or((0, 0), |c| (c.needed, c.spent)),
         }
     }
 
@@ -65,6 +105,9 @@ impl PolicySpec {
             PolicyKind::TokenBucket { capacity, rate } => BudgetSpec::token_bucket(name, capacity, rate).map(drop),
             PolicyKind::FixedWindow { limit, window } | PolicyKind::SlidingWindow { limit, window } => {
                 BudgetSpec::sliding_window(name, limit, window).map(drop)
+            }
+            PolicyKind::Concurrency { .. } if self.unit != Unit::Requests => {
+                return Err(format!("policy '{name}': a concurrency limit counts requests, not {}", self.unit));
             }
             PolicyKind::Concurrency { limit } => {
                 if limit == 0 {
@@ -118,6 +161,8 @@ pub struct PolicyReport {
     pub denied: bool,
     /// A concurrency limit rather than a quota over time.
     pub concurrency: bool,
+    /// What the policy counts.
+    pub unit: Unit,
 }
 
 impl From<&PolicyReport> for crate::http::headers::PublishedPolicy {
@@ -202,9 +247,9 @@ impl FixedWindow {
         self.index.saturating_add(1).saturating_mul(self.window)
     }
 
-    fn ready_at(&mut self, now: u64) -> u64 {
+    fn ready_at(&mut self, needed: u64, now: u64) -> u64 {
         self.roll(now);
-        if self.count < self.limit { now } else { self.window_end() }
+        if self.count.saturating_add(needed) <= self.limit { now } else { self.window_end() }
     }
 }
 
@@ -229,11 +274,11 @@ impl PolicyState {
         }
     }
 
-    /// When one more request fits: `Some(now)` if it fits now, `None` if no instant is known (concurrency).
-    fn ready_at(&mut self, now: u64) -> Option<u64> {
+    /// When `needed` more fits: `Some(now)` if it fits now, `None` if no instant is known (concurrency).
+    fn ready_at(&mut self, needed: u64, now: u64) -> Option<u64> {
         match self {
-            Self::Budget(budget) => Some(budget.ready_at(1, now)),
-            Self::Fixed(fixed) => Some(fixed.ready_at(now)),
+            Self::Budget(budget) => Some(budget.ready_at(needed, now)),
+            Self::Fixed(fixed) => Some(fixed.ready_at(needed, now)),
             Self::Concurrency { limit, in_flight } => (in_flight.load(Ordering::Acquire) < *limit).then_some(now),
         }
     }
@@ -276,6 +321,7 @@ impl PolicyState {
             window: spec.period(),
             denied,
             concurrency,
+            unit: spec.unit.clone(),
         }
     }
 }
@@ -323,6 +369,12 @@ impl RoutePolicies {
     /// Decides one request at `now` (ns since the server's epoch), counted under `key`
     /// (`None` for a route that counts globally).
     pub fn check(&mut self, key: Option<&str>, now: u64) -> Decision {
+        self.check_charges(key, now, &[])
+    }
+
+    /// [`check`](Self::check) for a request that also spends `charges` (tokens, points): a
+    /// policy of such a unit admits it when it holds `needed` and is then charged `spent`.
+    pub fn check_charges(&mut self, key: Option<&str>, now: u64, charges: &[UnitCharge]) -> Decision {
         let lookup = key.map(str::to_owned);
         if !self.keys.contains_key(&lookup) && self.keys.len() >= MAX_TRACKED_KEYS {
             let specs = &self.specs;
@@ -331,15 +383,17 @@ impl RoutePolicies {
         let specs = &self.specs;
         let state = self.keys.entry(lookup).or_insert_with(|| KeyState::new(specs));
 
-        let readiness: Vec<Option<u64>> = state.states.iter_mut().map(|s| s.ready_at(now)).collect();
+        let readiness: Vec<Option<u64>> =
+            state.states.iter_mut().zip(specs).map(|(s, spec)| s.ready_at(spec.amounts(charges).0, now)).collect();
         let admitted = readiness.iter().all(|ready| ready.is_some_and(|at| at <= now));
 
         let mut guard = ConcurrencyGuard::default();
         if admitted {
-            for policy in &mut state.states {
+            for (policy, spec) in state.states.iter_mut().zip(specs) {
+                let spent = spec.amounts(charges).1;
                 match policy {
-                    PolicyState::Budget(budget) => budget.consume(1, now),
-                    PolicyState::Fixed(fixed) => fixed.count += 1,
+                    PolicyState::Budget(budget) => budget.consume(spent, now),
+                    PolicyState::Fixed(fixed) => fixed.count = fixed.count.saturating_add(spent),
                     PolicyState::Concurrency { in_flight, .. } => {
                         in_flight.fetch_add(1, Ordering::AcqRel);
                         guard.slots.push(Arc::clone(in_flight));
@@ -376,15 +430,15 @@ mod tests {
     const SEC: u64 = 1_000_000_000;
 
     fn bucket(name: &str, capacity: u64, rate: &str) -> PolicySpec {
-        PolicySpec { name: name.into(), kind: PolicyKind::TokenBucket { capacity, rate: rate.parse().unwrap() } }
+        PolicySpec::new(name, PolicyKind::TokenBucket { capacity, rate: rate.parse().unwrap() })
     }
 
     fn fixed(name: &str, limit: u64, secs: u64) -> PolicySpec {
-        PolicySpec { name: name.into(), kind: PolicyKind::FixedWindow { limit, window: Duration::from_secs(secs) } }
+        PolicySpec::new(name, PolicyKind::FixedWindow { limit, window: Duration::from_secs(secs) })
     }
 
     fn sliding(name: &str, limit: u64, secs: u64) -> PolicySpec {
-        PolicySpec { name: name.into(), kind: PolicyKind::SlidingWindow { limit, window: Duration::from_secs(secs) } }
+        PolicySpec::new(name, PolicyKind::SlidingWindow { limit, window: Duration::from_secs(secs) })
     }
 
     fn admitted_at(policies: &mut RoutePolicies, key: Option<&str>, now: u64, n: usize) -> usize {
@@ -464,7 +518,7 @@ mod tests {
 
     #[test]
     fn concurrency_slot_is_freed_when_the_guard_drops() {
-        let spec = PolicySpec { name: "parallel".into(), kind: PolicyKind::Concurrency { limit: 2 } };
+        let spec = PolicySpec::new("parallel", PolicyKind::Concurrency { limit: 2 });
         let mut p = RoutePolicies::new(vec![spec]);
         let first = p.check(None, 0);
         let second = p.check(None, 0);
@@ -513,7 +567,7 @@ mod tests {
         let err = bucket("burst", 0, "5/1s").validate().unwrap_err();
         assert!(err.contains("'burst'") && err.contains("capacity 0"), "{err}");
         assert!(fixed("w", 0, 60).validate().is_err());
-        let zero = PolicySpec { name: "c".into(), kind: PolicyKind::Concurrency { limit: 0 } };
+        let zero = PolicySpec::new("c", PolicyKind::Concurrency { limit: 0 });
         assert!(zero.validate().is_err());
         assert!(bucket("has space", 1, "1/1s").validate().unwrap_err().contains("letters"));
         assert!(bucket("quote\"", 1, "1/1s").validate().is_err());

@@ -24,8 +24,8 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use futures_util::stream;
-use http::header::{CACHE_CONTROL, CONTENT_TYPE, ETAG, IF_NONE_MATCH};
-use http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Uri};
+use http::header::{ALLOW, CACHE_CONTROL, CONTENT_TYPE, ETAG, IF_NONE_MATCH};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
 use parking_lot::Mutex;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -35,6 +35,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use url::Url;
 
+use super::api::{Api, Work, bad_request};
 use super::config::{CountBy, MockConfig, RouteConfig};
 use super::error::MockError;
 use super::headers::write_headers;
@@ -68,7 +69,8 @@ pub struct Arrival {
 /// What became of a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
-    /// Answered normally (200, 304, or 404 for an unknown path).
+    /// Answered normally (200, 304; 404 for an unknown path; 400 or 405 for a request the
+    /// route's api cannot read).
     Served(u16),
     /// Refused by the route's policies (429 or 503).
     Limited(u16),
@@ -214,8 +216,8 @@ impl MockService {
     /// Answers one request as the server would, body included (its latency and slow body take
     /// tokio time); a connection reset fault is an `Err`.
     pub async fn call(&self, request: http::Request<Bytes>) -> Exchanged {
-        let (parts, _) = request.into_parts();
-        let response = handle(State(Arc::clone(&self.shared)), parts.uri, parts.headers).await;
+        let (parts, body) = request.into_parts();
+        let response = handle(State(Arc::clone(&self.shared)), parts.method, parts.uri, parts.headers, body).await;
         let (parts, body) = response.into_parts();
         match axum::body::to_bytes(body, usize::MAX).await {
             Ok(body) => Ok(http::Response::from_parts(parts, body)),
@@ -296,7 +298,13 @@ fn chance(rng: &mut StdRng, share: f64) -> bool {
     share > 0.0 && rng.random_bool(share.min(1.0))
 }
 
-async fn handle(State(shared): State<Arc<Shared>>, uri: Uri, request: HeaderMap) -> Response {
+async fn handle(
+    State(shared): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    request: HeaderMap,
+    body: Bytes,
+) -> Response {
     let at = shared.start.elapsed();
     let path = uri.path().to_owned();
     let key = api_key(&request, &shared.config.server.api_key_header);
@@ -320,7 +328,18 @@ async fn handle(State(shared): State<Arc<Shared>>, uri: Uri, request: HeaderMap)
         CountBy::Global => None,
         CountBy::Key => Some(key.as_deref().unwrap_or("")),
     };
-    let decision = policies.lock().check(count_key, duration_nanos(at));
+    let work = match read_work(route, &shared.config, &method, &body) {
+        Ok(work) => work,
+        Err((status, message)) => {
+            record(&route.prefix, Outcome::Served(status.as_u16()));
+            let mut headers = HeaderMap::new();
+            if status == StatusCode::METHOD_NOT_ALLOWED {
+                headers.insert(ALLOW, HeaderValue::from_static("POST"));
+            }
+            return json_response(status, headers, bad_request(route.api, message));
+        }
+    };
+    let decision = policies.lock().check_charges(count_key, duration_nanos(at), &work.charges());
 
     if !decision.admitted {
         let status = StatusCode::from_u16(route.status).unwrap_or(StatusCode::TOO_MANY_REQUESTS);
@@ -336,11 +355,16 @@ async fn handle(State(shared): State<Arc<Shared>>, uri: Uri, request: HeaderMap)
         {
             body["retry_after"] = json!(secs);
         }
+        if let Work::Query(cost) = &work {
+            let (errors, extensions) = cost.throttled(&decision.policies, &route.policies);
+            body["errors"] = errors;
+            body["extensions"] = extensions;
+        }
         return json_response(status, headers, body);
     }
 
     let plan = Plan::draw(route, &mut shared.rng.lock());
-    let content = Content::new(route, &path, &request);
+    let content = Content::new(route, &path, &request, work.answer(route, &decision));
     let outcome = match plan.fault {
         Some(fault) => Outcome::Fault(fault),
         None => Outcome::Served(content.status.as_u16()),
@@ -350,6 +374,25 @@ async fn handle(State(shared): State<Arc<Shared>>, uri: Uri, request: HeaderMap)
         tokio::time::sleep(plan.delay).await;
     }
     respond(route, decision, plan.fault, content)
+}
+
+/// The request as its route's API reads it; a method or body it cannot take is refused at
+/// once (405, 400, with the message), before any limit counts it.
+fn read_work(
+    route: &RouteConfig,
+    config: &MockConfig,
+    method: &Method,
+    body: &[u8],
+) -> Result<Work, (StatusCode, String)> {
+    if route.api == Api::Json {
+        return Ok(Work::Plain);
+    }
+    if *method != Method::POST {
+        let message = format!("{} answers POST requests with a JSON body", route.prefix);
+        return Err((StatusCode::METHOD_NOT_ALLOWED, message));
+    }
+    let seed = config.server.seed.unwrap_or_default();
+    Work::read(route.api, &route.policies, body, seed).map_err(|message| (StatusCode::BAD_REQUEST, message))
 }
 
 /// The value of the API key header, if any (cut to a sane length).
@@ -367,8 +410,9 @@ struct Content {
 }
 
 impl Content {
-    fn new(route: &RouteConfig, path: &str, request: &HeaderMap) -> Self {
-        let mut value = json!({"route": route.prefix, "path": path, "ok": true});
+    /// `answer` is the API's own body (a chat completion, a query's data and cost), if any.
+    fn new(route: &RouteConfig, path: &str, request: &HeaderMap, answer: Option<serde_json::Value>) -> Self {
+        let mut value = answer.unwrap_or_else(|| json!({"route": route.prefix, "path": path, "ok": true}));
         if route.cache.is_some() {
             // Deterministic content, so its ETag is stable across requests and restarts.
             value["items"] = json!([{"id": 1, "name": "anvil"}, {"id": 2, "name": "rope"}, {"id": 3, "name": "lamp"}]);
@@ -389,8 +433,8 @@ fn if_none_match(request: &HeaderMap, etag: &str) -> bool {
     })
 }
 
-/// 64-bit FNV-1a: a stable content hash for ETags.
-fn fnv1a(bytes: &[u8]) -> u64 {
+/// 64-bit FNV-1a: a stable content hash for ETags (and the LLM route's completions).
+pub(super) fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }
 

@@ -33,8 +33,29 @@ mod tests {
                 "127.0.0.1:8787/slow: concurrency 3",
                 "127.0.0.1:8787/flaky: window 60/1m",
                 "127.0.0.1:8787/catalog: window 10/1m",
+                "127.0.0.1:8787/v1/chat/completions: window 60/1m, window 20000 tokens/1m",
+                "127.0.0.1:8787/graphql: window 1000 points/22s",
                 "127.0.0.1:8787/open: no limits",
             ]
+        );
+        let chat = host.endpoint("chat").unwrap();
+        assert_eq!(chat.url.as_str(), "http://127.0.0.1:8787/v1/chat/completions");
+        assert_eq!(chat.cost_rules.len(), 1);
+        let body = chat.body.as_deref().unwrap();
+        let estimate = crate::http::cost::estimate(1, &chat.cost_rules, Some(body));
+        let usage = crate::mock::Usage::of(body, 0).unwrap();
+        assert_eq!(
+            estimate.of(&crate::engine::Unit::tokens()),
+            usage.ceiling(),
+            "the estimate is the server's ceiling"
+        );
+        let products = host.endpoint("products").unwrap();
+        let query = crate::mock::QueryCost::of(products.body.as_deref().unwrap()).unwrap();
+        let estimate = crate::http::cost::estimate(1, &products.cost_rules, products.body.as_deref());
+        assert_eq!(
+            estimate.of(&crate::engine::Unit::points()),
+            query.requested,
+            "the comment's 54 is the requested cost"
         );
         assert!(host.secret_headers.is_empty(), "the demo needs no secret to run");
     }

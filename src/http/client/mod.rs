@@ -30,7 +30,7 @@ use wire::proxy_configured;
 
 use super::adaptive;
 use super::cache::{CacheConfig, CacheStats, CachedResponse, ResponseCache};
-use super::cost::CostRule;
+use super::cost::{CostRule, RemainingMemory};
 use super::events::{EventKind, EventSink};
 use super::headers::RateLimitInfo;
 use super::http1::Http1Transport;
@@ -402,6 +402,7 @@ impl ClientBuilder {
                 gates: self.gates,
                 shared: self.shared,
                 next_id: AtomicU64::new(0),
+                remaining_seen: RemainingMemory::default(),
                 rng: Mutex::new(rng),
                 transport: self.transport,
                 http1: self
@@ -433,6 +434,8 @@ struct Inner {
     gates: HashMap<String, SharedGate>,
     shared: Option<SharedHandle>,
     next_id: AtomicU64,
+    /// Each key's last remaining-units header values, for `drop:HEADER` settlements.
+    remaining_seen: RemainingMemory,
     rng: Mutex<StdRng>,
     transport: Option<Arc<dyn Transport>>,
     /// The direct HTTP/1.1 wire, and whether a proxy is configured (then only loopback hosts use it).

@@ -266,8 +266,10 @@ impl<'c> Request<'c> {
         log: &mut Vec<AttemptRecord>,
     ) {
         let settlement = match (admission.permit.as_mut(), &sent.answer) {
-            (Some(permit), Answer::Response { status, body, .. }) if !self.spec.cost_rules.is_empty() => {
-                let actual = cost::settled(&self.estimate, &self.spec.cost_rules, status.as_u16(), body);
+            (Some(permit), Answer::Response { status, headers, body, .. }) if !self.spec.cost_rules.is_empty() => {
+                let memory = &self.client.inner.remaining_seen;
+                let answer = cost::Answer { status: status.as_u16(), headers, body, key: permit.key(), memory };
+                let actual = cost::settled(&self.estimate, &self.spec.cost_rules, &answer);
                 self.emit(EventKind::Settled { attempt, reserved: self.estimate.clone(), actual: actual.clone() });
                 permit.settle(actual.clone());
                 if let Some((gate, reservation)) = admission.shared.as_mut() {

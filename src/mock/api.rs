@@ -1,0 +1,142 @@
+//! What a route answers (`api`): plain JSON, an LLM-like chat completion, or a GraphQL-like
+//! query; and what a request to it spends beyond being one request.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde_json::Value;
+
+use super::config::RouteConfig;
+use super::graphql::QueryCost;
+use super::llm::Usage;
+use super::policy::{Decision, PolicySpec, UnitCharge};
+use crate::engine::Unit;
+
+/// The kind of API a route serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Api {
+    /// Any method; a small JSON document (or the cacheable one).
+    #[default]
+    Json,
+    /// POST a chat request; usage in tokens (see [`super::llm`]).
+    Llm,
+    /// POST a query; its cost in points (see [`super::graphql`]).
+    Graphql,
+}
+
+impl Api {
+    pub const NAMES: [&'static str; 3] = ["json", "llm", "graphql"];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Json => "json",
+            Self::Llm => "llm",
+            Self::Graphql => "graphql",
+        }
+    }
+
+    /// The unit other than requests this API's requests spend, if any.
+    pub fn unit(self) -> Option<Unit> {
+        match self {
+            Self::Json => None,
+            Self::Llm => Some(Unit::tokens()),
+            Self::Graphql => Some(Unit::points()),
+        }
+    }
+
+    /// Refuses a policy counting a unit this API does not measure.
+    pub fn check_policy(self, policy: &PolicySpec) -> Result<(), String> {
+        if policy.unit == Unit::Requests || self.unit().as_ref() == Some(&policy.unit) {
+            return Ok(());
+        }
+        let measured = match self.unit() {
+            Some(unit) => format!("requests and {unit}"),
+            None => "requests only".to_owned(),
+        };
+        Err(format!(
+            "policy '{}' counts {}, but an api = \"{}\" route measures {measured}",
+            policy.name,
+            policy.unit,
+            self.name()
+        ))
+    }
+}
+
+impl fmt::Display for Api {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Api {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "json" => Ok(Self::Json),
+            "llm" => Ok(Self::Llm),
+            "graphql" => Ok(Self::Graphql),
+            _ => Err(format!("api {text:?} is not one of {}", Self::NAMES.join(", "))),
+        }
+    }
+}
+
+/// A request as its route's API reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Work {
+    Plain,
+    Chat(Usage),
+    Query(QueryCost),
+}
+
+impl Work {
+    /// Reads a request to a route serving `api` with `policies`; an error is the 400's message.
+    pub fn read(api: Api, policies: &[PolicySpec], body: &[u8], seed: u64) -> Result<Self, String> {
+        let work = match api {
+            Api::Json => return Ok(Self::Plain),
+            Api::Llm => Self::Chat(Usage::of(body, seed)?),
+            Api::Graphql => Self::Query(QueryCost::of(body)?),
+        };
+        let unit = api.unit().unwrap_or_default();
+        let Some(limit) = policies.iter().filter(|p| p.unit == unit).map(PolicySpec::limit).min() else {
+            return Ok(work);
+        };
+        match work {
+            Self::Chat(usage) if usage.ceiling() > limit => Err(format!(
+                "the prompt and max_tokens come to {} tokens, above the tokens limit of {limit}: the request could never run",
+                usage.ceiling()
+            )),
+            Self::Query(cost) if cost.requested > limit => Err(format!(
+                "MAX_COST_EXCEEDED: the query's requested cost {} is above the points limit of {limit}",
+                cost.requested
+            )),
+            work => Ok(work),
+        }
+    }
+
+    /// The body of its answer when admitted (`None`: the route's plain JSON).
+    pub fn answer(&self, route: &RouteConfig, decision: &Decision) -> Option<Value> {
+        match self {
+            Self::Plain => None,
+            Self::Chat(usage) => Some(usage.answer(&route.prefix)),
+            Self::Query(cost) => Some(cost.answer(&decision.policies, &route.policies)),
+        }
+    }
+
+    /// What it spends beyond one request.
+    pub fn charges(&self) -> Vec<UnitCharge> {
+        match self {
+            Self::Plain => Vec::new(),
+            Self::Chat(usage) => usage.charges(),
+            Self::Query(cost) => cost.charges(),
+        }
+    }
+}
+
+/// The `error` body of a request an API refuses to read (400).
+pub fn bad_request(api: Api, message: String) -> Value {
+    match api {
+        Api::Graphql => serde_json::json!({"errors": [{"message": message}]}),
+        _ => serde_json::json!({"error": message}),
+    }
+}
