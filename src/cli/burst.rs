@@ -53,7 +53,8 @@ pub struct BurstArgs {
     pub data: Option<String>,
     /// Reserve units other than requests and settle them from each answer, e.g.
     /// tokens=field:max_tokens+body/4->field:usage.total_tokens (repeat for several units);
-    /// budgets count them with --window 200000/1m:tokens.
+    /// the actual is a JSON field of the answer or drop:HEADER, the fall of a remaining-units
+    /// header since the last answer. Budgets count them with --window 200000/1m:tokens.
     #[arg(long = "cost", value_name = "UNIT=ESTIMATE[->ACTUAL]")]
     pub costs: Vec<CostRule>,
     /// Extra request header, `Name: value`; repeat for several.

@@ -520,7 +520,11 @@ mod tests {
         let mut other = demo_editor();
         let message = other.keep_endpoints(entries).unwrap();
         assert!(message.contains("PUT /items/7"), "{message}");
-        assert_eq!(other.selected_host().unwrap().endpoint_names(), "PUT /items/7");
+        assert_eq!(
+            other.selected_host().unwrap().endpoint_names(),
+            "chat, products, PUT /items/7",
+            "kept beside the demo's own"
+        );
         other.profile().unwrap().validate().unwrap();
     }
 
@@ -533,7 +537,7 @@ mod tests {
         let message = editor.import_curl(&import).unwrap();
         assert!(message.contains("'POST /items'") && message.contains("authorization"), "{message}");
         let host = editor.selected_host().unwrap();
-        assert_eq!(host.endpoint_names(), "POST /items");
+        assert_eq!(host.endpoint_names(), "chat, products, POST /items", "joins the demo's own endpoints");
         assert!(host.secret_headers.contains(&"authorization".to_owned()));
         let profile = editor.profile().unwrap().name.clone();
         assert_eq!(editor.secrets.status(&profile, &host.name, "authorization"), crate::profile::SecretStatus::Stored);

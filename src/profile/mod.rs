@@ -86,7 +86,9 @@ mod text;
 use std::path::PathBuf;
 
 pub use catalog::{AddedEntry, CatalogEntry, CatalogError, CatalogInfo};
-pub(crate) use convert::{limits, looks_secret};
+pub(crate) use convert::limits;
+#[cfg(feature = "gui")]
+pub(crate) use convert::looks_secret;
 pub use curl::{CurlError, CurlImport, Imported, parse_curl};
 pub use demo::DEMO_TOML;
 pub use endpoint::{MAX_BODY_BYTES, ResolvedEndpoint};
