@@ -479,7 +479,8 @@ impl ServerMirror {
         let new_window = current.rolled.is_some() || current.report_ticket == ticket;
         let ceiling = if new_window { remaining.saturating_sub(spent_since) } else { current.ceiling };
         let exchange = received_at.saturating_duration_since(admitted_at);
-        let anchor = limit.is_some_and(|limit| remaining + 1 == limit);
+        // A budget that refills continuously reports when it is full again, not a window.
+        let anchor = !reported.refills_continuously() && limit.is_some_and(|limit| remaining + 1 == limit);
         let budget = &mut self.budgets[index];
         let window_before = budget.window.estimate();
         if let Some(window) = reported.window.filter(|window| !window.is_zero()) {
@@ -857,6 +858,22 @@ mod tests {
         mirror.release(6);
         assert_eq!(mirror.budgets(t0)[0].allowance, Some(9));
         assert_eq!(admit_all(&mut mirror, t0).len(), 9);
+    }
+
+    #[test]
+    fn a_budget_that_refills_continuously_measures_no_window_and_scouts_after_its_reset() {
+        let t0 = Instant::now();
+        let mut mirror = ServerMirror::new();
+        mirror.admit(t0, &one());
+        // OpenAI's requests budget after one request: 59 of 60 left, full again in 1 s. That
+        // is a bucket refilling one a second, not a window of 60 a second.
+        let mut info = whole(60, 59, 1);
+        info.budgets[0].source = "openai".into();
+        let learned = answer(&mut mirror, 0, &info, t0 + ms(300));
+        assert!(!learned.iter().any(|item| matches!(item, Learned::Window { .. })), "{learned:?}");
+        assert_eq!(admit_all(&mut mirror, t0 + ms(300)).len(), 59);
+        let after = t0 + ms(1400);
+        assert_eq!(admit_all(&mut mirror, after).len(), 1, "after the reset one scout asks, not 60");
     }
 
     #[test]

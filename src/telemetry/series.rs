@@ -3,16 +3,33 @@
 
 use std::collections::VecDeque;
 
+/// Points summarised per block: a bucket spanning whole blocks reads their extremes instead
+/// of every point, so decimating an hour at 100 Hz costs about its buckets, not its points.
+const BLOCK: usize = 64;
+
 /// A ring buffer of points in time order; the oldest are dropped past `capacity`.
 #[derive(Debug, Clone)]
 pub struct Series {
     points: VecDeque<[f64; 2]>,
     capacity: usize,
+    /// Points ever pushed: the absolute index of the next one.
+    pushed: usize,
+    /// The lowest and highest point of each block of `BLOCK` absolute indices still (partly)
+    /// held, the first being block `first_block`; a block's summary is used only while all of
+    /// its points are held.
+    blocks: VecDeque<([f64; 2], [f64; 2])>,
+    first_block: usize,
 }
 
 impl Series {
     pub fn new(capacity: usize) -> Self {
-        Self { points: VecDeque::with_capacity(capacity.min(4096)), capacity: capacity.max(2) }
+        Self {
+            points: VecDeque::with_capacity(capacity.min(4096)),
+            capacity: capacity.max(2),
+            pushed: 0,
+            blocks: VecDeque::new(),
+            first_block: 0,
+        }
     }
 
     /// Appends a point; a point earlier than the last is clamped to keep time order.
@@ -23,8 +40,64 @@ impl Series {
         let t = self.points.back().map_or(t, |last| t.max(last[0]));
         if self.points.len() == self.capacity {
             self.points.pop_front();
+            if self.front_index() % BLOCK == 0 {
+                self.blocks.pop_front();
+                self.first_block += 1;
+            }
         }
-        self.points.push_back([t, value]);
+        let point = [t, value];
+        if self.pushed % BLOCK == 0 {
+            self.blocks.push_back((point, point));
+        } else if let Some(block) = self.blocks.back_mut() {
+            *block = widen(*block, (point, point));
+        }
+        self.points.push_back(point);
+        self.pushed += 1;
+    }
+
+    /// The absolute index of the oldest point held.
+    fn front_index(&self) -> usize {
+        self.pushed - self.points.len()
+    }
+
+    /// The lowest and highest of the points held at positions `from..to`: whole blocks by their
+    /// summaries, the ragged ends point by point.
+    fn extremes(&self, from: usize, to: usize) -> Option<([f64; 2], [f64; 2])> {
+        let front = self.front_index();
+        let (mut at, end) = (front + from, front + to);
+        let mut found: Option<([f64; 2], [f64; 2])> = None;
+        let mut take = |pair| found = Some(found.map_or(pair, |seen| widen(seen, pair)));
+        while at < end {
+            let block = at / BLOCK;
+            let (block_start, block_end) = (block * BLOCK, block * BLOCK + BLOCK);
+            // `at >= front`, so a block entered at its start is wholly held.
+            if at == block_start && block_end <= end {
+                if let Some(summary) = self.blocks.get(block - self.first_block) {
+                    take(*summary);
+                }
+                at = block_end;
+            } else {
+                let stop = block_end.min(end);
+                for point in self.points.range(at - front..stop - front) {
+                    take((*point, *point));
+                }
+                at = stop;
+            }
+        }
+        found
+    }
+
+    /// The first position in `from..to` where `after` holds (it holds for every later one).
+    fn first_where(&self, mut from: usize, mut to: usize, after: impl Fn(&[f64; 2]) -> bool) -> usize {
+        while from < to {
+            let middle = from + (to - from) / 2;
+            if after(&self.points[middle]) {
+                to = middle;
+            } else {
+                from = middle + 1;
+            }
+        }
+        from
     }
 
     pub fn len(&self) -> usize {
@@ -54,39 +127,31 @@ impl Series {
             return self.points.range(start..end).copied().collect();
         }
         let width = (to - from) / buckets as f64;
+        let bucket_of = |point: &[f64; 2]| (((point[0] - from) / width) as usize).min(buckets - 1);
         let mut out = Vec::with_capacity(2 * buckets + 2);
-        let mut current: Option<(usize, [f64; 2], [f64; 2])> = None;
-        let flush = |out: &mut Vec<[f64; 2]>, (_, low, high): (usize, [f64; 2], [f64; 2])| {
-            let (first, second) = if low[0] <= high[0] { (low, high) } else { (high, low) };
-            out.push(first);
-            if second != first {
-                out.push(second);
-            }
-        };
-        for &point in self.points.range(start..end) {
-            let bucket = (((point[0] - from) / width) as usize).min(buckets - 1);
-            match &mut current {
-                Some((index, low, high)) if *index == bucket => {
-                    if point[1] < low[1] {
-                        *low = point;
-                    }
-                    if point[1] > high[1] {
-                        *high = point;
-                    }
-                }
-                _ => {
-                    if let Some(done) = current.take() {
-                        flush(&mut out, done);
-                    }
-                    current = Some((bucket, point, point));
+        let mut at = start;
+        while at < end {
+            // Buckets grow with time, so each one's points are a run found by bisection.
+            let bucket = bucket_of(&self.points[at]);
+            let stop = self.first_where(at, end, |point| bucket_of(point) > bucket);
+            if let Some((low, high)) = self.extremes(at, stop) {
+                let (first, second) = if low[0] <= high[0] { (low, high) } else { (high, low) };
+                out.push(first);
+                if second != first {
+                    out.push(second);
                 }
             }
-        }
-        if let Some(done) = current {
-            flush(&mut out, done);
+            at = stop;
         }
         out
     }
+}
+
+/// Both extremes of two runs, the earlier run's point kept on a tie (as a scan in time order would).
+fn widen(earlier: ([f64; 2], [f64; 2]), later: ([f64; 2], [f64; 2])) -> ([f64; 2], [f64; 2]) {
+    let low = if later.0[1] < earlier.0[1] { later.0 } else { earlier.0 };
+    let high = if later.1[1] > earlier.1[1] { later.1 } else { earlier.1 };
+    (low, high)
 }
 
 /// Counts per second of `N` kinds, in a bounded window of seconds.
@@ -191,7 +256,67 @@ impl PerSecond<5> {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+
+    /// Decimation by scanning every point in range: what the block summaries must reproduce.
+    fn scanned(points: &[[f64; 2]], from: f64, to: f64, buckets: usize) -> Vec<[f64; 2]> {
+        let in_range: Vec<[f64; 2]> = points.iter().copied().filter(|p| p[0] >= from && p[0] <= to).collect();
+        let buckets = buckets.max(1);
+        if in_range.len() <= 2 * buckets || to <= from {
+            return in_range;
+        }
+        let width = (to - from) / buckets as f64;
+        let mut runs: Vec<(usize, ([f64; 2], [f64; 2]))> = Vec::new();
+        for point in in_range {
+            let bucket = (((point[0] - from) / width) as usize).min(buckets - 1);
+            match runs.last_mut() {
+                Some((index, (low, high))) if *index == bucket => {
+                    if point[1] < low[1] {
+                        *low = point;
+                    }
+                    if point[1] > high[1] {
+                        *high = point;
+                    }
+                }
+                _ => runs.push((bucket, (point, point))),
+            }
+        }
+        let mut out = Vec::new();
+        for (_, (low, high)) in runs {
+            let (first, second) = if low[0] <= high[0] { (low, high) } else { (high, low) };
+            out.push(first);
+            if second != first {
+                out.push(second);
+            }
+        }
+        out
+    }
+
+    proptest! {
+        /// Whatever was evicted and wherever the range falls, the summaries give what a scan gives.
+        #[test]
+        fn block_summaries_decimate_exactly_as_a_scan_of_every_point(
+            capacity in 2usize..300,
+            steps in proptest::collection::vec((0u8..3, -3i32..3), 1..1500),
+            range in (0u32..1500, 0u32..1500),
+            buckets in 1usize..8,
+            every in 1usize..7,
+        ) {
+            let mut series = Series::new(capacity);
+            let mut t = 0.0;
+            let (from, to) = (f64::from(range.0.min(range.1)) / 4.0, f64::from(range.0.max(range.1)) / 4.0);
+            for (pushed, (step, value)) in steps.into_iter().enumerate() {
+                t += f64::from(step) * 0.25;
+                series.push(t, f64::from(value));
+                if pushed % every == 0 {
+                    let held: Vec<[f64; 2]> = series.iter().copied().collect();
+                    prop_assert_eq!(series.decimated(from, to, buckets), scanned(&held, from, to, buckets));
+                }
+            }
+        }
+    }
 
     #[test]
     fn the_ring_buffer_keeps_memory_bounded() {

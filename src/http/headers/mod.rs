@@ -84,6 +84,13 @@ pub struct ServerBudget {
 }
 
 impl ServerBudget {
+    /// Whether the budget refills continuously and its reset says when it is whole again
+    /// (OpenAI's and Anthropic's, and Shopify's leaky buckets, as their documentation
+    /// describes them), not when a window ends: its reset measures no window.
+    pub fn refills_continuously(&self) -> bool {
+        matches!(self.source.as_str(), "openai" | "anthropic" | "shopify")
+    }
+
     /// An empty budget counting requests.
     pub(crate) fn new(name: impl Into<String>, source: &str) -> Self {
         ServerBudget {
