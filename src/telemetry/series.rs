@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 
 /// Points summarised per block: a bucket spanning whole blocks reads their extremes instead
 /// of every point, so decimating an hour at 100 Hz costs about its buckets, not its points.
-const BLOCK: usize = 64;
+const BLOCK: usize = 16;
 
 /// A ring buffer of points in time order; the oldest are dropped past `capacity`.
 #[derive(Debug, Clone)]
@@ -87,8 +87,18 @@ impl Series {
         found
     }
 
-    /// The first position in `from..to` where `after` holds (it holds for every later one).
+    /// The first position in `from..to` where `after` holds (it holds for every later one):
+    /// galloping from `from`, so a short run costs a few steps, then bisecting.
     fn first_where(&self, mut from: usize, mut to: usize, after: impl Fn(&[f64; 2]) -> bool) -> usize {
+        let mut step = 1;
+        while from + step < to {
+            if after(&self.points[from + step]) {
+                to = from + step;
+                break;
+            }
+            from += step;
+            step *= 2;
+        }
         while from < to {
             let middle = from + (to - from) / 2;
             if after(&self.points[middle]) {
