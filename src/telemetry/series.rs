@@ -7,6 +7,9 @@ use std::collections::VecDeque;
 /// of every point, so decimating an hour at 100 Hz costs about its buckets, not its points.
 const BLOCK: usize = 16;
 
+/// The lowest and the highest of some points (each with its time).
+type Extremes = ([f64; 2], [f64; 2]);
+
 /// A ring buffer of points in time order; the oldest are dropped past `capacity`.
 #[derive(Debug, Clone)]
 pub struct Series {
@@ -17,7 +20,7 @@ pub struct Series {
     /// The lowest and highest point of each block of `BLOCK` absolute indices still (partly)
     /// held, the first being block `first_block`; a block's summary is used only while all of
     /// its points are held.
-    blocks: VecDeque<([f64; 2], [f64; 2])>,
+    blocks: VecDeque<Extremes>,
     first_block: usize,
 }
 
@@ -40,13 +43,13 @@ impl Series {
         let t = self.points.back().map_or(t, |last| t.max(last[0]));
         if self.points.len() == self.capacity {
             self.points.pop_front();
-            if self.front_index() % BLOCK == 0 {
+            if self.front_index().is_multiple_of(BLOCK) {
                 self.blocks.pop_front();
                 self.first_block += 1;
             }
         }
         let point = [t, value];
-        if self.pushed % BLOCK == 0 {
+        if self.pushed.is_multiple_of(BLOCK) {
             self.blocks.push_back((point, point));
         } else if let Some(block) = self.blocks.back_mut() {
             *block = widen(*block, (point, point));
@@ -62,10 +65,10 @@ impl Series {
 
     /// The lowest and highest of the points held at positions `from..to`: whole blocks by their
     /// summaries, the ragged ends point by point.
-    fn extremes(&self, from: usize, to: usize) -> Option<([f64; 2], [f64; 2])> {
+    fn extremes(&self, from: usize, to: usize) -> Option<Extremes> {
         let front = self.front_index();
         let (mut at, end) = (front + from, front + to);
-        let mut found: Option<([f64; 2], [f64; 2])> = None;
+        let mut found: Option<Extremes> = None;
         let mut take = |pair| found = Some(found.map_or(pair, |seen| widen(seen, pair)));
         while at < end {
             let block = at / BLOCK;
@@ -158,7 +161,7 @@ impl Series {
 }
 
 /// Both extremes of two runs, the earlier run's point kept on a tie (as a scan in time order would).
-fn widen(earlier: ([f64; 2], [f64; 2]), later: ([f64; 2], [f64; 2])) -> ([f64; 2], [f64; 2]) {
+fn widen(earlier: Extremes, later: Extremes) -> Extremes {
     let low = if later.0[1] < earlier.0[1] { later.0 } else { earlier.0 };
     let high = if later.1[1] > earlier.1[1] { later.1 } else { earlier.1 };
     (low, high)
@@ -278,7 +281,7 @@ mod tests {
             return in_range;
         }
         let width = (to - from) / buckets as f64;
-        let mut runs: Vec<(usize, ([f64; 2], [f64; 2]))> = Vec::new();
+        let mut runs: Vec<(usize, Extremes)> = Vec::new();
         for point in in_range {
             let bucket = (((point[0] - from) / width) as usize).min(buckets - 1);
             match runs.last_mut() {
