@@ -4,60 +4,26 @@
 //! cost rules (the requests spend no tokens as far as the client knows) the same traffic meets
 //! 429s. On paused tokio time through the demo API's own handler (`MockService`).
 
-use std::sync::Arc;
+mod support;
+
 use std::time::Duration;
 
 use bytes::Bytes;
+use rand::SeedableRng;
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
-use ratescope::engine::Unit;
-use ratescope::http::{Adaptive, CostRule, LimitedClient, RequestSpec, RetryPolicy};
-use ratescope::mock::{
-    Api, Dialect, Latency, MockConfig, MockService, Outcome, PolicyKind, PolicySpec, RouteConfig, ServerSettings,
-};
+use ratescope::http::{Adaptive, CostRule, LimitedClient, RequestSpec};
+use support::llm;
 use tokio::time::Instant;
 
 const TPM: u64 = 6_000;
 const SPAN: Duration = Duration::from_secs(120);
 const SEED: u64 = 4;
 
-fn bucket(name: &str, per_minute: u64) -> PolicySpec {
-    let rate = format!("{per_minute}/1m").parse().unwrap();
-    PolicySpec::new(name, PolicyKind::TokenBucket { capacity: per_minute, rate })
-}
-
-fn server() -> MockService {
-    let route = RouteConfig {
-        api: Api::Llm,
-        dialect: Dialect::OpenAi,
-        latency: Latency { fixed: Duration::from_millis(400), jitter: Duration::ZERO },
-        policies: vec![bucket("requests", 1000), bucket("tokens", TPM).counting(Unit::tokens())],
-        ..RouteConfig::new("/v1/chat/completions")
-    };
-    let settings = ServerSettings { seed: Some(SEED), ..ServerSettings::default() };
-    MockService::new(MockConfig { server: settings, routes: vec![route] }).unwrap()
-}
-
-/// An adaptive client with no limits of its own: what it knows of tokens comes from the headers.
-fn client(service: &MockService) -> LimitedClient {
-    LimitedClient::builder()
-        .adaptive(Adaptive::All)
-        .retry(RetryPolicy { max_attempts: 1, ..RetryPolicy::default() })
-        .transport(Arc::new(service.clone()))
-        .without_timers()
-        .build()
-        .unwrap()
-}
-
 /// A chat request reserving the prompt and all of `max_tokens`, settled from `usage` (or no
 /// rule at all).
 fn request(rng: &mut StdRng, with_rule: bool, n: u64) -> RequestSpec {
-    let prompt = "w".repeat(rng.random_range(100..1200));
-    let max_tokens = rng.random_range(100..=500u64);
-    let body = serde_json::json!({"messages": [{"role": "user", "content": format!("{n} {prompt}")}], "max_tokens": max_tokens})
-        .to_string();
-    let url = "http://llm.test/v1/chat/completions".parse().unwrap();
-    let mut spec = RequestSpec::new(http::Method::POST, url);
+    let body = llm::chat_body(rng, n, 100..1200, 100..=500);
+    let mut spec = RequestSpec::new(http::Method::POST, llm::CHAT_URL.parse().unwrap());
     if with_rule {
         let rule: CostRule = "tokens=body/4+field:max_tokens->field:usage.total_tokens".parse().unwrap();
         spec = spec.with_cost_rules(vec![rule]);
@@ -75,8 +41,9 @@ struct Run {
 
 /// Six workers send back to back for the span; the server's log says what it served and refused.
 async fn run(with_rule: bool) -> Run {
-    let service = server();
-    let client = client(&service);
+    let service = llm::service(1000, TPM, Duration::from_millis(400), SEED);
+    // An adaptive client with no limits of its own: what it knows of tokens comes from the headers.
+    let client: LimitedClient = llm::client(&service, LimitedClient::builder().adaptive(Adaptive::All));
     let start = Instant::now();
     let workers: Vec<_> = (0..6u64)
         .map(|worker| {
@@ -102,13 +69,7 @@ async fn run(with_rule: bool) -> Run {
     for worker in workers {
         result.tokens += worker.await.unwrap();
     }
-    for arrival in service.arrivals().iter() {
-        match arrival.outcome {
-            Outcome::Served(200) => result.served += 1,
-            Outcome::Limited(_) => result.refused += 1,
-            other => panic!("unexpected {other:?}"),
-        }
-    }
+    (result.served, result.refused) = llm::served_and_refused(&service, Duration::MAX);
     result
 }
 

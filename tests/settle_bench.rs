@@ -6,6 +6,8 @@
 //! real `LimitedClient`; nothing is modelled twice. Deterministic: the same numbers every run.
 //! `cargo test --test settle_bench -- --nocapture` prints the table (BENCHMARKS.md).
 
+mod support;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,10 +15,9 @@ use bytes::Bytes;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use ratescope::engine::{BudgetSpec, LimitKey, LimiterConfig, Registry, Unit};
-use ratescope::http::{CostRule, LimitedClient, RequestSpec, RetryPolicy};
-use ratescope::mock::{
-    Api, Dialect, Latency, MockConfig, MockService, Outcome, PolicyKind, PolicySpec, RouteConfig, ServerSettings, Usage,
-};
+use ratescope::http::{CostRule, LimitedClient, RequestSpec};
+use ratescope::mock::Usage;
+use support::llm;
 use tokio::time::Instant;
 
 /// Tokens per minute, and the bucket's capacity (it starts full), as OpenAI's tiers have it.
@@ -60,44 +61,18 @@ impl Run {
     }
 }
 
-fn bucket(name: &str, per_minute: u64) -> PolicySpec {
-    let rate = format!("{per_minute}/1m").parse().unwrap();
-    PolicySpec::new(name, PolicyKind::TokenBucket { capacity: per_minute, rate })
-}
-
-fn server() -> MockService {
-    let route = RouteConfig {
-        api: Api::Llm,
-        dialect: Dialect::OpenAi,
-        latency: Latency { fixed: LATENCY, jitter: Duration::ZERO },
-        policies: vec![bucket("requests", RPM), bucket("tokens", TPM).counting(Unit::tokens())],
-        ..RouteConfig::new("/v1/chat/completions")
-    };
-    let settings = ServerSettings { seed: Some(SEED), ..ServerSettings::default() };
-    MockService::new(MockConfig { server: settings, routes: vec![route] }).unwrap()
-}
-
 /// A client that knows the server's published limits, in the same units.
-fn client(service: &MockService) -> LimitedClient {
+fn client(service: &ratescope::mock::MockService) -> LimitedClient {
     let tokens = BudgetSpec::token_bucket("tpm", TPM, format!("{TPM}/1m").parse().unwrap()).unwrap();
     let requests = BudgetSpec::token_bucket("rpm", RPM, format!("{RPM}/1m").parse().unwrap()).unwrap();
     let config = LimiterConfig::new().with_budget(requests).with_budget(tokens.with_unit(Unit::tokens()));
     let key: LimitKey = "llm.test".parse().unwrap();
-    LimitedClient::builder()
-        .registry(Arc::new(Registry::from_table([(key, config)]).unwrap()))
-        .retry(RetryPolicy { max_attempts: 1, ..RetryPolicy::default() })
-        .transport(Arc::new(service.clone()))
-        .without_timers()
-        .build()
-        .unwrap()
+    llm::client(service, LimitedClient::builder().registry(Arc::new(Registry::from_table([(key, config)]).unwrap())))
 }
 
 /// One chat request of a random size and its rule: the scenario's estimate, settled or not.
 fn request(rng: &mut StdRng, scenario: Scenario, n: u64) -> RequestSpec {
-    let prompt = "w".repeat(rng.random_range(200..2000));
-    let max_tokens = rng.random_range(200..=800u64);
-    let body = serde_json::json!({"messages": [{"role": "user", "content": format!("{n} {prompt}")}], "max_tokens": max_tokens})
-        .to_string();
+    let body = llm::chat_body(rng, n, 200..2000, 200..=800);
     let usage = Usage::of(body.as_bytes(), SEED).unwrap();
     let estimate = match scenario.estimate {
         Estimate::OffBy30Percent => (usage.total_tokens() as f64 * rng.random_range(0.7..=1.3)).round() as u64,
@@ -105,15 +80,14 @@ fn request(rng: &mut StdRng, scenario: Scenario, n: u64) -> RequestSpec {
     };
     let settle = if scenario.settle { "->field:usage.total_tokens" } else { "" };
     let rule: CostRule = format!("tokens={estimate}{settle}").parse().unwrap();
-    let url = "http://llm.test/v1/chat/completions".parse().unwrap();
-    let mut spec = RequestSpec::new(http::Method::POST, url).with_cost_rules(vec![rule]);
+    let mut spec = RequestSpec::new(http::Method::POST, llm::CHAT_URL.parse().unwrap()).with_cost_rules(vec![rule]);
     spec.body = Some(Bytes::from(body));
     spec
 }
 
 /// Workers send back to back until the span is over; what the server admitted within it counts.
 async fn run(scenario: Scenario) -> Run {
-    let service = server();
+    let service = llm::service(RPM, TPM, LATENCY, SEED);
     let client = client(&service);
     let start = Instant::now();
     let workers: Vec<_> = (0..scenario.in_flight as u64)
@@ -140,13 +114,7 @@ async fn run(scenario: Scenario) -> Run {
     for worker in workers {
         result.tokens += worker.await.unwrap();
     }
-    for arrival in service.arrivals().iter().filter(|arrival| arrival.at < SPAN) {
-        match arrival.outcome {
-            Outcome::Served(200) => result.admitted += 1,
-            Outcome::Limited(_) => result.refused += 1,
-            other => panic!("unexpected {other:?}"),
-        }
-    }
+    (result.admitted, result.refused) = llm::served_and_refused(&service, SPAN);
     result
 }
 

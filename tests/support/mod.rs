@@ -14,6 +14,8 @@ use axum::routing::get;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
+pub mod llm;
+
 /// A demo API config with one route like the demo's `/items`: bursts of 5, 5 per second and
 /// 100 per clock minute, IETF headers, 429 with Retry-After; `extra` adds route settings
 /// (a latency, say) as TOML lines.
