@@ -15,7 +15,7 @@ use ratescope::store::{
 };
 use redis::AsyncCommands;
 use redis_support::children::{ChildCounts, ChildPlan, run_children};
-use redis_support::topology::{PrivateCluster, script_calls};
+use redis_support::topology::PrivateCluster;
 
 #[test]
 #[ignore = "the body of the child processes that the other tests start"]
@@ -74,16 +74,7 @@ async fn every_key_of_a_budget_shares_one_slot_and_a_hundred_budgets_spread_over
     let mut connection = cluster.node_connection(cluster.nodes[0].port).await;
     let mut owners = std::collections::BTreeSet::new();
     let tag = format!("{:08x}", rand::random::<u32>());
-    let ports: Vec<u16> = cluster.nodes.iter().map(|node| node.port).collect();
-    let calls = async || {
-        let mut total = (0, 0);
-        for port in &ports {
-            let (evalsha, eval) = script_calls(*port).await;
-            total = (total.0 + evalsha, total.1 + eval);
-        }
-        total
-    };
-    let before = calls().await;
+    let before = cluster.script_calls().await;
     for i in 0..100 {
         let key = format!("spread-{tag}-{i}/api.example.com");
         let keys: Vec<String> = specs.iter().flat_map(|spec| store.spec_keys(&key, spec)).collect();
@@ -100,7 +91,7 @@ async fn every_key_of_a_budget_shares_one_slot_and_a_hundred_budgets_spread_over
         owners.insert(cluster.master_of(&keys[0]).await);
     }
     assert_eq!(owners.len(), 3, "100 budgets land on all three masters: {owners:?}");
-    let after = calls().await;
+    let after = cluster.script_calls().await;
     // One EVALSHA per decision, sent straight to the slot's master; EVAL only the first time
     // each master is asked (its NOSCRIPT), so at most once per master.
     assert_eq!(after.0 - before.0, 100, "EVALSHA calls for 100 decisions");
@@ -323,16 +314,7 @@ async fn a_settlement_on_a_cluster_is_one_script_on_the_slots_master() {
         SharedSpec::new("burst", bucket).unwrap().with_unit(Unit::tokens()).unwrap(),
     ];
     let tokens = |amount| Cost::requests(1).with(Unit::tokens(), amount);
-    let ports: Vec<u16> = cluster.nodes.iter().map(|node| node.port).collect();
-    let calls = async || {
-        let mut total = (0, 0);
-        for port in &ports {
-            let (evalsha, eval) = script_calls(*port).await;
-            total = (total.0 + evalsha, total.1 + eval);
-        }
-        total
-    };
-    let before = calls().await;
+    let before = cluster.script_calls().await;
     let mut keys = Vec::new();
     for i in 0..10 {
         let key = unique_key(&format!("settle-{i}"));
@@ -343,7 +325,7 @@ async fn a_settlement_on_a_cluster_is_one_script_on_the_slots_master() {
         assert!(matches!(settled, Settled::Applied { after: 1, .. }), "{settled:?}");
         keys.push(key);
     }
-    let after = calls().await;
+    let after = cluster.script_calls().await;
     assert_eq!(after.0 - before.0, 20, "one EVALSHA per decision and one per settlement");
     assert!(after.1 - before.1 <= 6, "EVAL only on a master's first NOSCRIPT of each script");
     for (i, key) in keys.iter().enumerate() {

@@ -39,6 +39,21 @@ fn scenario_budgets(scenario: &str) -> Vec<BudgetSpec> {
 
 /// Not a test of its own: the body of a child process (see the module doc), ignored in a
 /// normal run so it never counts as a pass; the parents run it with `--ignored --exact`.
+/// Starts `command` (this test binary, perhaps under faketime) as `child_role` playing
+/// `scenario` on `key`, wanting `want` admissions; its output is piped back.
+fn spawn_child(mut command: Command, scenario: &str, key: &str, want: &str) -> std::process::Child {
+    command
+        .args(["child_role", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+        .env("RATESCOPE_SHARED_CHILD", scenario)
+        .env("CHILD_KEY", key)
+        .env("CHILD_WANT", want)
+        .env("RATESCOPE_REDIS_URL", redis_url())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 #[test]
 #[ignore = "the body of the child processes that the other tests start"]
 fn child_role() {
@@ -85,7 +100,7 @@ fn run_children(scenario: &str, key: &str, want: usize, clocks: &[Clock]) -> Vec
     let spawned: Vec<_> = clocks
         .iter()
         .map(|clock| {
-            let mut command = match *clock {
+            let command = match *clock {
                 Clock::Skewed { offset, monotonic_too } => {
                     let mut command = Command::new("faketime");
                     command.args(["-f", offset]).arg(&exe);
@@ -96,16 +111,7 @@ fn run_children(scenario: &str, key: &str, want: usize, clocks: &[Clock]) -> Vec
                 }
                 Clock::True => Command::new(&exe),
             };
-            command
-                .args(["child_role", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
-                .env("RATESCOPE_SHARED_CHILD", scenario)
-                .env("CHILD_KEY", key)
-                .env("CHILD_WANT", want.to_string())
-                .env("RATESCOPE_REDIS_URL", redis_url())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
+            spawn_child(command, scenario, key, &want.to_string())
         })
         .collect();
     spawned
@@ -410,17 +416,9 @@ fn run_tokens_children(key: &str, settle: bool) -> Vec<Reported> {
     let scenario = if settle { "tokens-settle" } else { "tokens-reserve" };
     let children: Vec<_> = (0..2)
         .map(|seed| {
-            Command::new(&exe)
-                .args(["child_role", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
-                .env("RATESCOPE_SHARED_CHILD", scenario)
-                .env("CHILD_KEY", key)
-                .env("CHILD_WANT", "0")
-                .env("CHILD_SEED", seed.to_string())
-                .env("RATESCOPE_REDIS_URL", redis_url())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
+            let mut command = Command::new(&exe);
+            command.env("CHILD_SEED", seed.to_string());
+            spawn_child(command, scenario, key, "0")
         })
         .collect();
     let mut admissions = std::collections::BTreeMap::new();

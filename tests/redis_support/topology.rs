@@ -209,6 +209,16 @@ impl PrivateCluster {
             .await
             .unwrap()
     }
+
+    /// Script calls every node has served, added up: (EVALSHA, EVAL).
+    pub async fn script_calls(&self) -> (u64, u64) {
+        let mut total = (0, 0);
+        for node in &self.nodes {
+            let (evalsha, eval) = script_calls(node.port).await;
+            total = (total.0 + evalsha, total.1 + eval);
+        }
+        total
+    }
 }
 
 /// Script calls the plaintext server on `port` has served: (EVALSHA, EVAL), from `INFO commandstats`.
