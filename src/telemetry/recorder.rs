@@ -230,7 +230,7 @@ impl Telemetry {
                 if let Some(limit) = budget.limit {
                     self.server_limit.insert(budget.name.clone(), limit);
                 }
-                if budget.unit != "requests" {
+                if budget.unit != "requests" && self.server_units.get(&budget.name) != Some(&budget.unit) {
                     self.server_units.insert(budget.name.clone(), budget.unit.clone());
                 }
             }
@@ -312,7 +312,9 @@ impl Telemetry {
             for budget in &snapshot.budgets {
                 let name = format!("{} · {}", snapshot.key, budget.name);
                 self.tokens.entry(name.clone()).or_insert_with(|| Series::new(capacity)).push(t, budget.available);
-                if budget.unit != Unit::Requests {
+                if budget.unit != Unit::Requests
+                    && self.units.get(&name).map(String::as_str) != Some(budget.unit.as_str())
+                {
                     self.units.insert(name.clone(), budget.unit.to_string());
                 }
                 self.token_capacity.insert(name, budget.capacity as f64);
