@@ -111,7 +111,7 @@ async fn sigterm_drains_the_request_in_flight_as_ctrl_c_does() {
         "10/1s",
     ]));
 
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    ratescope::http::install_tls_provider();
     let request = tokio::spawn(reqwest::get(format!("{url}up/hold")));
     // A guard against hanging forever if the request never arrives, not a timing assertion.
     let arrived = tokio::time::timeout(std::time::Duration::from_secs(60), arrivals.recv()).await;
@@ -139,7 +139,7 @@ async fn ctrl_c_drains_the_request_in_flight_and_the_key_is_never_printed() {
             .env("RATESCOPE_LOG", "debug"),
     );
 
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    ratescope::http::install_tls_provider();
     let request = tokio::spawn(reqwest::get(format!("{url}up/hold")));
     // A guard against hanging forever if the request never arrives, not a timing assertion.
     let arrived = tokio::time::timeout(std::time::Duration::from_secs(60), arrivals.recv()).await;

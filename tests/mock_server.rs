@@ -13,7 +13,7 @@ use reqwest::Client;
 use tokio::time::Instant;
 
 fn client() -> Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    ratescope::http::install_tls_provider();
     // No timeouts or idle sweeps: paused time would fire them while a socket is read.
     Client::builder().pool_idle_timeout(None).build().unwrap()
 }

@@ -86,7 +86,7 @@ fn bucket(capacity: u64, rate: &str) -> LimiterConfig {
 
 /// A caller with no timers of its own (paused time would fire them mid-read).
 fn caller() -> reqwest::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    ratescope::http::install_tls_provider();
     reqwest::Client::builder().pool_idle_timeout(None).build().unwrap()
 }
 

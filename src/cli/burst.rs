@@ -44,6 +44,12 @@ pub struct BurstArgs {
     /// Follow the limits the server publishes in its headers (tightening, never loosening).
     #[arg(long)]
     pub adaptive: bool,
+    /// Keep cacheable responses (HTTP caching rules): a fresh copy answers without a request.
+    #[arg(long)]
+    pub cache: bool,
+    /// Identical GETs in flight at the same time share one request (the others get a copy).
+    #[arg(long)]
+    pub coalesce: bool,
     /// HTTP method (default GET, or POST with --data, as curl does).
     #[arg(short = 'm', short_alias = 'X', long, alias = "request")]
     pub method: Option<Method>,
@@ -173,6 +179,8 @@ impl BurstArgs {
             adaptive: self.adaptive,
             shared: None,
             timeout: Some(self.timeout),
+            cache: self.cache,
+            coalesce: self.coalesce,
         })
     }
 }
@@ -255,7 +263,7 @@ fn profile_client(profile: &Profile, args: &BurstArgs, spec: &mut BurstSpec) -> 
     }
     spec.limits = entries.iter().find(|(key, _)| key.path_prefix.is_none()).map(|(_, config)| config.clone());
     let secrets = SecretStore::open_default()?;
-    let mut builder = profile.client_builder(&secrets)?.request_timeout(args.timeout);
+    let mut builder = spec.savings(profile.client_builder(&secrets)?.request_timeout(args.timeout));
     if let Some(shared) = args.shared.settings(profile.shared_settings_with(&secrets)?)? {
         builder = builder.share_budgets(&shared)?.0;
     }

@@ -431,7 +431,7 @@ fn describe(server: &MockServer) -> String {
 
 fn fire(request: FireRequest) -> Result<(Running, mpsc::Receiver<Event>, usize), String> {
     let (sink, events) = EventSink::channel(EVENT_BUFFER);
-    let mut builder = request.builder.events(sink);
+    let mut builder = request.spec.savings(request.builder.events(sink));
     if let Some(shared) = &request.spec.shared {
         // Connects lazily: an unreachable Redis shows in the indicator, as the fail policy acts.
         builder = builder.share_budgets(shared).map_err(|err| err.to_string())?.0;

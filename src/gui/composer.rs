@@ -60,6 +60,10 @@ pub struct Composer {
     pub high: f64,
     pub low: f64,
     pub limiter_on: bool,
+    /// Answer from a response cache where HTTP caching allows.
+    pub cache_on: bool,
+    /// Identical GETs in flight share one exchange.
+    pub coalesce_on: bool,
     /// Share the budgets through Redis.
     pub shared: SharedDraft,
     /// The "Import curl" window.
@@ -81,6 +85,8 @@ impl Default for Composer {
             high: 0.0,
             low: 0.0,
             limiter_on: true,
+            cache_on: false,
+            coalesce_on: false,
             shared: SharedDraft::default(),
             curl: CurlPanel::default(),
         }
@@ -185,6 +191,8 @@ impl Composer {
             adaptive: host.adaptive && self.limiter_on,
             shared: if self.limiter_on { self.shared.settings(profile)? } else { None },
             timeout: None,
+            cache: self.cache_on,
+            coalesce: self.coalesce_on,
         };
         spec.validate().map_err(|err| err.to_string())?;
         Ok(FireRequest { spec, builder })
@@ -223,6 +231,10 @@ impl Composer {
             }
             ui.separator();
             ui.checkbox(&mut self.limiter_on, "limiter").on_hover_text("off: send raw, to compare paced with unpaced");
+            ui.checkbox(&mut self.cache_on, "cache")
+                .on_hover_text("answer from a response cache where the server's caching headers allow");
+            ui.checkbox(&mut self.coalesce_on, "coalesce")
+                .on_hover_text("identical GETs in flight at once share one request");
             ui.separator();
             let discover =
                 ui.button("Discover…").on_hover_text("Probe the first endpoint for its limits and suggest settings");

@@ -379,16 +379,9 @@ impl Editor {
 
     /// The demo profile's hosts at the default demo address follow where the demo API really runs.
     pub fn point_demo_at(&mut self, url: &Url) {
-        let actual = url.as_str().trim_end_matches('/').to_owned();
         for doc in self.profiles.iter_mut().filter(|doc| doc.profile.name == "demo") {
             for profile in std::iter::once(&mut doc.profile).chain(doc.saved.as_mut()) {
-                for host in &mut profile.hosts {
-                    let at_demo = Url::parse(&host.base_url)
-                        .is_ok_and(|base| base.host_str() == Some("127.0.0.1") && base.port() == Some(8787));
-                    if at_demo {
-                        host.base_url.clone_from(&actual);
-                    }
-                }
+                profile.point_demo_at(url);
             }
         }
     }

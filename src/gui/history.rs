@@ -142,6 +142,7 @@ mod tests {
             status_counts: BTreeMap::from([("200".into(), 50), ("429".into(), throttled)]),
             retries: throttled,
             cache_hits: 0,
+            coalesced: 0,
             elapsed_s,
             achieved_rps: 50.0 / elapsed_s,
             service_ms: percentiles(10.0),

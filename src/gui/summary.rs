@@ -48,6 +48,12 @@ fn counts_ui(ui: &mut Ui, summary: &Summary) {
         ui.label(format!("{} retries", summary.retries));
         ui.label(format!("{} cache hits", summary.cache_hits));
     });
+    if summary.cache_hits + summary.coalesced > 0 {
+        figure_row_ui(ui, "saved", |ui| {
+            ui.label(format!("{} by cache", summary.cache_hits));
+            ui.label(format!("{} by coalescing", summary.coalesced));
+        });
+    }
     figure_row_ui(ui, "statuses", |ui| {
         if summary.status_counts.is_empty() {
             ui.label("-");
@@ -189,6 +195,7 @@ mod tests {
             status_counts: BTreeMap::from([("200".into(), 45), ("429".into(), 9), ("error".into(), 3)]),
             retries: 7,
             cache_hits: 1,
+            coalesced: 0,
             elapsed_s: 12.5,
             achieved_rps: 3.84,
             service_ms: percentiles(10.0),

@@ -51,6 +51,8 @@ pub enum EventKind {
     Adaptive { note: String },
     /// Served from the response cache without touching the limiter (`revalidated`: after a 304).
     CacheHit { revalidated: bool },
+    /// An identical request was in flight: this one shares its answer and sends nothing.
+    Coalesced,
     /// The request ended with a response (any status).
     Finished { status: u16, attempts: u32, total: Duration },
     /// The request ended without a usable response.

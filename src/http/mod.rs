@@ -2,8 +2,10 @@
 pub mod adaptive;
 pub mod cache;
 pub mod client;
+pub mod coalesce;
 pub mod cost;
 pub mod events;
+pub mod extensions;
 pub mod headers;
 pub mod http1;
 pub mod mirror;
@@ -12,11 +14,15 @@ pub mod retry;
 pub mod transport;
 pub mod unit_mirror;
 
+#[cfg(feature = "middleware")]
+pub use client::middleware::RateLimitMiddleware;
 pub use client::{
     Adaptive, AttemptRecord, ClientBuilder, ClientError, LimitedClient, LimitedResponse, RequestSpec, Settlement,
+    install_tls_provider,
 };
 pub use cost::{CostRule, RemainingMemory};
 pub use events::{Event, EventKind, EventSink};
+pub use extensions::{CostRules, RequestCost};
 pub use headers::{RateLimitInfo, ServerBudget};
 pub use http1::Http1Transport;
 pub use redirect::RedirectPolicy;

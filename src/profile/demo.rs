@@ -1,5 +1,7 @@
 //! The demo profile shipped in `assets/demo-profile.toml`, for the embedded demo API.
 
+use url::Url;
+
 use super::error::ProfileError;
 use super::model::Profile;
 
@@ -11,11 +13,41 @@ impl Profile {
     pub fn demo() -> Result<Self, ProfileError> {
         Profile::from_toml(DEMO_TOML)
     }
+
+    /// The demo profile for a demo API listening at `url` (a free port the OS chose, say).
+    pub fn demo_at(url: &Url) -> Result<Self, ProfileError> {
+        let mut profile = Self::demo()?;
+        profile.point_demo_at(url);
+        Ok(profile)
+    }
+
+    /// Moves this profile's hosts at the default demo address (`127.0.0.1:8787`) to `url`,
+    /// where the demo API really runs; other hosts stay.
+    pub fn point_demo_at(&mut self, url: &Url) {
+        let actual = url.as_str().trim_end_matches('/');
+        for host in &mut self.hosts {
+            let at_demo = Url::parse(&host.base_url)
+                .is_ok_and(|base| base.host_str() == Some("127.0.0.1") && base.port() == Some(8787));
+            if at_demo {
+                actual.clone_into(&mut host.base_url);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_demo_profile_follows_the_demo_api_to_its_port_and_leaves_other_hosts() {
+        let url = Url::parse("http://127.0.0.1:40123/").unwrap();
+        let mut profile = Profile::demo_at(&url).unwrap();
+        assert!(profile.hosts.iter().all(|host| host.base_url == "http://127.0.0.1:40123"));
+        profile.hosts[0].base_url = "https://api.example.com".into();
+        profile.point_demo_at(&Url::parse("http://127.0.0.1:1/").unwrap());
+        assert_eq!(profile.hosts[0].base_url, "https://api.example.com");
+    }
 
     #[test]
     fn the_demo_profile_is_valid_and_describes_the_demo_api() {

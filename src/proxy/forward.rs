@@ -266,8 +266,7 @@ pub(crate) async fn handle(proxy: Arc<Proxy>, peer: SocketAddr, request: Request
 impl Proxy {
     /// Needs a tokio runtime when budgets are shared (the store connects lazily).
     pub(crate) fn new(config: ProxyConfig) -> Result<Self, ProxyError> {
-        // reqwest is built without a default TLS provider; ring is ours (ignore "already installed").
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        crate::http::install_tls_provider();
         let mut http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none());
         if let Some(timeout) = config.connect_timeout {
             http = http.connect_timeout(timeout);

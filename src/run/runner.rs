@@ -53,6 +53,8 @@ pub struct RequestResult {
     pub total: Duration,
     pub attempts: Vec<AttemptRecord>,
     pub from_cache: bool,
+    /// Answered with a copy of an identical request's response in flight (it sent nothing).
+    pub coalesced: bool,
     pub outcome: RequestOutcome,
 }
 
@@ -252,10 +254,12 @@ impl Plan {
         let Some(sent) = sent else {
             return RequestResult { attempts, ..self.unfinished(index, arrived, RequestOutcome::Cancelled) };
         };
-        let (outcome, from_cache) = match sent {
-            Ok(response) if response.status.as_u16() < 400 => {
-                (RequestOutcome::Succeeded { status: response.status.as_u16() }, response.from_cache)
-            }
+        let (outcome, from_cache, coalesced) = match sent {
+            Ok(response) if response.status.as_u16() < 400 => (
+                RequestOutcome::Succeeded { status: response.status.as_u16() },
+                response.from_cache,
+                response.coalesced,
+            ),
             Ok(response) => (
                 RequestOutcome::Failed {
                     status: Some(response.status.as_u16()),
@@ -263,10 +267,11 @@ impl Plan {
                     error: format!("final status {}", response.status),
                 },
                 response.from_cache,
+                response.coalesced,
             ),
-            Err(err) => (failure(&err), false),
+            Err(err) => (failure(&err), false, false),
         };
-        RequestResult { attempts, from_cache, ..self.unfinished(index, arrived, outcome) }
+        RequestResult { attempts, from_cache, coalesced, ..self.unfinished(index, arrived, outcome) }
     }
 
     /// The record of request `index` that ended with `outcome` and no attempt on record
@@ -283,6 +288,7 @@ impl Plan {
             total: arrived.elapsed(),
             attempts: Vec::new(),
             from_cache: false,
+            coalesced: false,
             outcome,
         }
     }

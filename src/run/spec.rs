@@ -11,6 +11,7 @@ use thiserror::Error;
 use url::Url;
 
 use crate::engine::{ConfigError, LimitKey, LimiterConfig, Priority, Rate, Registry};
+use crate::http::cache::CacheConfig;
 use crate::http::{Adaptive, ClientBuilder, ClientError, CostRule, EventSink, LimitedClient, RetryPolicy};
 use crate::store::{SharedSettings, StoreError};
 
@@ -139,6 +140,10 @@ pub struct BurstSpec {
     pub shared: Option<SharedSettings>,
     /// The longest wait for each attempt's response; `None` keeps the client's default (60 s).
     pub timeout: Option<Duration>,
+    /// Keep cacheable responses (HTTP caching rules): a fresh copy answers without a request.
+    pub cache: bool,
+    /// Identical GETs in flight at once share one exchange ([`ClientBuilder::coalesce`]).
+    pub coalesce: bool,
 }
 
 /// A spec that cannot run.
@@ -188,6 +193,8 @@ impl BurstSpec {
             adaptive: false,
             shared: None,
             timeout: None,
+            cache: false,
+            coalesce: false,
         }
     }
 
@@ -286,10 +293,19 @@ impl BurstSpec {
         if let Some(timeout) = self.timeout {
             builder = builder.request_timeout(timeout);
         }
+        builder = self.savings(builder);
         if let Some(shared) = &self.shared {
             builder = builder.share_budgets(shared)?.0;
         }
         Ok(builder)
+    }
+}
+
+impl BurstSpec {
+    /// `builder` with the requests this spec saves: a response cache, coalescing.
+    pub fn savings(&self, builder: ClientBuilder) -> ClientBuilder {
+        let builder = builder.coalesce(self.coalesce);
+        if self.cache { builder.cache(CacheConfig::default()) } else { builder }
     }
 }
 

@@ -2,7 +2,7 @@
 //!
 //! JSON schema (`Summary` serialized): `requests`, `sent` (HTTP attempts), `succeeded`
 //! (final status below 400), `failed` (final status 400+ or no response), `cancelled`,
-//! `status_counts` (status code as a string → attempts), `retries`, `cache_hits`,
+//! `status_counts` (status code as a string → attempts), `retries`, `cache_hits`, `coalesced`,
 //! `elapsed_s`, `achieved_rps` (finished requests per second), `service_ms` (send to
 //! response, every attempt), `queue_wait_ms` (time in the limiter, per request) and
 //! `total_ms` (first queued to final response, per request), each
@@ -102,6 +102,8 @@ pub struct Summary {
     pub status_counts: BTreeMap<String, u64>,
     pub retries: u64,
     pub cache_hits: u64,
+    /// Requests answered with a copy of an identical request in flight (coalescing).
+    pub coalesced: u64,
     pub elapsed_s: f64,
     pub achieved_rps: f64,
     pub service_ms: Percentiles,
@@ -144,6 +146,7 @@ impl Summary {
             status_counts: BTreeMap::new(),
             retries: 0,
             cache_hits: 0,
+            coalesced: 0,
             elapsed_s: elapsed.as_secs_f64(),
             achieved_rps: 0.0,
             service_ms: Percentiles::of(results.iter().flat_map(|r| r.attempts.iter().map(|a| a.service_time))),
@@ -160,6 +163,7 @@ impl Summary {
             summary.sent += result.attempts.len() as u64;
             summary.retries += result.attempts.len().saturating_sub(1) as u64;
             summary.cache_hits += u64::from(result.from_cache);
+            summary.coalesced += u64::from(result.coalesced);
             for attempt in &result.attempts {
                 let key = attempt.status.map_or_else(|| "error".to_owned(), |status| status.to_string());
                 *summary.status_counts.entry(key).or_default() += 1;
@@ -212,6 +216,9 @@ impl fmt::Display for Summary {
             self.requests, self.succeeded, self.failed, self.cancelled
         )?;
         writeln!(f, "HTTP attempts: {} ({} retries, {} cache hits)", self.sent, self.retries, self.cache_hits)?;
+        if self.cache_hits + self.coalesced > 0 {
+            writeln!(f, "saved:         {} by cache, {} by coalescing", self.cache_hits, self.coalesced)?;
+        }
         let statuses: Vec<String> = self.status_counts.iter().map(|(status, n)| format!("{status}×{n}")).collect();
         writeln!(f, "statuses:      {}", if statuses.is_empty() { "-".to_owned() } else { statuses.join("  ") })?;
         writeln!(f, "elapsed:       {:.3}s   achieved: {:.2} req/s", self.elapsed_s, self.achieved_rps)?;
@@ -293,6 +300,7 @@ mod tests {
             total: Duration::from_millis(service_ms),
             attempts: vec![attempt],
             from_cache: false,
+            coalesced: false,
             outcome,
         }
     }

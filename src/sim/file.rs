@@ -182,6 +182,8 @@ impl BurstFile {
             // A simulation's budgets are its own: virtual time cannot share Redis's clock.
             shared: None,
             timeout: None,
+            cache: false,
+            coalesce: false,
         })
     }
 }

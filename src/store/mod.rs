@@ -278,7 +278,7 @@ pub struct StoreDecision {
 }
 
 /// Why a store could not decide.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     /// The store could not be reached: connection refused or dropped, DNS, a server still
     /// loading or down. The request was not decided; apply the caller's fail policy.

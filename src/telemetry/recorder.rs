@@ -172,6 +172,7 @@ impl Telemetry {
             EventKind::Queued { .. }
             | EventKind::KeyPaused { .. }
             | EventKind::CacheHit { .. }
+            | EventKind::Coalesced
             | EventKind::Settled { .. } => {}
             EventKind::SharedAdmitted { via, .. } => *self.shared_admissions.entry(via.name()).or_default() += 1,
             EventKind::StoreState { state } => self.store_state = Some(state.clone()),

@@ -94,6 +94,9 @@ impl TestServer {
             .route("/go-away", get(go_away))
             .route("/cached", get(cached))
             .route("/ok", get(ok))
+            .route("/slow", get(slow))
+            .route("/panic", get(panics))
+            .route("/stream", get(stream))
             .with_state(Arc::clone(&inner));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -182,4 +185,32 @@ async fn cached(State(inner): Shared, request_headers: HeaderMap) -> impl IntoRe
 async fn ok(State(inner): Shared, request_headers: HeaderMap) -> impl IntoResponse {
     record(&mut inner.lock(), "/ok", StatusCode::OK, &request_headers);
     (StatusCode::OK, "ok")
+}
+
+/// Answers after a second (of tokio time): long enough for identical requests to overlap.
+async fn slow(State(inner): Shared, request_headers: HeaderMap) -> impl IntoResponse {
+    record(&mut inner.lock(), "/slow", StatusCode::OK, &request_headers);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    (StatusCode::OK, "slow")
+}
+
+/// The handler panics: the server drops the connection without an answer.
+async fn panics(State(inner): Shared, request_headers: HeaderMap) -> &'static str {
+    record(&mut inner.lock(), "/panic", StatusCode::INTERNAL_SERVER_ERROR, &request_headers);
+    panic!("the handler of /panic panics on purpose")
+}
+
+/// A body of three chunks a second apart.
+async fn stream(State(inner): Shared, request_headers: HeaderMap) -> impl IntoResponse {
+    record(&mut inner.lock(), "/stream", StatusCode::OK, &request_headers);
+    let chunks = futures_util::stream::unfold(0u32, |sent| async move {
+        if sent == 3 {
+            return None;
+        }
+        if sent > 0 {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        Some((Ok::<_, std::io::Error>(format!("chunk {sent};")), sent + 1))
+    });
+    (StatusCode::OK, axum::body::Body::from_stream(chunks))
 }

@@ -22,6 +22,8 @@ use thiserror::Error;
 use tokio::time::Instant;
 use url::Url;
 
+#[cfg(feature = "middleware")]
+pub mod middleware;
 mod request;
 mod wire;
 
@@ -30,6 +32,7 @@ use wire::proxy_configured;
 
 use super::adaptive;
 use super::cache::{CacheConfig, CacheStats, CachedResponse, ResponseCache};
+use super::coalesce::{Coalescer, Role};
 use super::cost::{CostRule, RemainingMemory};
 use super::events::{EventKind, EventSink};
 use super::headers::RateLimitInfo;
@@ -95,6 +98,9 @@ pub struct LimitedResponse {
     /// HTTP attempts sent (0 for a fresh cache hit).
     pub attempts: u32,
     pub from_cache: bool,
+    /// A copy of an identical request's response that was in flight at the same time: this
+    /// request sent nothing (see [`ClientBuilder::coalesce`]).
+    pub coalesced: bool,
     /// Time spent waiting in the limiter, over all attempts.
     pub queue_wait: Duration,
     /// Send to response, of the last attempt.
@@ -134,7 +140,7 @@ pub struct Settlement {
 }
 
 /// Why a request ended without a response to return.
-#[derive(Debug, Error)]
+#[derive(Debug, Clone, Error)]
 pub enum ClientError {
     #[error("'{0}' cannot be requested: it has no host")]
     NoHost(Url),
@@ -209,6 +215,7 @@ pub struct ClientBuilder {
     retry: RetryPolicy,
     adaptive: Adaptive,
     cache: Option<CacheConfig>,
+    coalesce: bool,
     events: EventSink,
     default_headers: HeaderMap,
     host_headers: HashMap<String, HeaderMap>,
@@ -231,6 +238,7 @@ impl Default for ClientBuilder {
             retry: RetryPolicy::default(),
             adaptive: Adaptive::Off,
             cache: None,
+            coalesce: false,
             events: EventSink::none(),
             default_headers: HeaderMap::new(),
             host_headers: HashMap::new(),
@@ -266,6 +274,15 @@ impl ClientBuilder {
 
     pub fn cache(mut self, config: CacheConfig) -> Self {
         self.cache = Some(config);
+        self
+    }
+
+    /// Identical `GET`/`HEAD` requests (same URL and headers, no body) in flight at the same
+    /// time share one upstream exchange: the first goes through the limiter and the wire, the
+    /// others wait for it and get a copy of its response or error, spending no budget. Off by
+    /// default: a load test means its identical requests.
+    pub fn coalesce(mut self, on: bool) -> Self {
+        self.coalesce = on;
         self
     }
 
@@ -370,8 +387,7 @@ impl ClientBuilder {
         for policy in std::iter::once(&self.retry).chain(self.key_retry.values()) {
             policy.validate().map_err(|err| ClientError::Build(err.to_string()))?;
         }
-        // reqwest is built without a default TLS provider; ring is ours (ignore "already installed").
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        install_tls_provider();
         // Redirects are followed by the client itself (`send_once`), alike on every wire.
         let mut http = reqwest::Client::builder()
             .pool_idle_timeout(self.pool_idle_timeout)
@@ -394,6 +410,7 @@ impl ClientBuilder {
                 retry: self.retry,
                 adaptive: self.adaptive,
                 cache: self.cache.map(ResponseCache::new),
+                coalescer: self.coalesce.then(Coalescer::default),
                 events: self.events,
                 default_headers: self.default_headers,
                 host_headers: self.host_headers,
@@ -413,6 +430,16 @@ impl ClientBuilder {
     }
 }
 
+/// Makes rustls's `ring` provider the process default unless one is installed already.
+/// ratescope builds reqwest without a TLS provider of its own choosing; a `reqwest::Client`
+/// built in a program that has no other provider panics without this. [`ClientBuilder::build`]
+/// calls it; call it yourself before building a plain `reqwest::Client` first (for a
+/// middleware chain, say).
+pub fn install_tls_provider() {
+    // An error only says a provider is installed already, which is all we want.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 /// An HTTP client that paces itself by the registry's limits. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct LimitedClient {
@@ -426,6 +453,8 @@ struct Inner {
     retry: RetryPolicy,
     adaptive: Adaptive,
     cache: Option<ResponseCache>,
+    /// Identical requests in flight, when coalescing is on.
+    coalescer: Option<Coalescer<Result<LimitedResponse, ClientError>>>,
     events: EventSink,
     default_headers: HeaderMap,
     host_headers: HashMap<String, HeaderMap>,
@@ -510,17 +539,22 @@ impl LimitedClient {
         if let Some(cached) = request.cached() {
             return Ok(cached);
         }
-        let mut attempt = 0;
+        let (Some(coalescer), Some(key)) = (&self.inner.coalescer, request.flight_key()) else {
+            return request.attempts(log).await;
+        };
+        let mut role = coalescer.join(key);
         loop {
-            attempt += 1;
-            let admission = request.admit(attempt).await?;
-            let sent = request.exchange(attempt, &admission).await;
-            let decision = request.decide(attempt, &sent);
-            request.record(attempt, admission, &sent, &decision, log).await;
-            match decision {
-                Decision::Retry { delay, reason } => request.wait_to_retry(attempt, &sent, delay, reason).await,
-                Decision::Done => return request.finish(attempt, sent),
-                Decision::GiveUp(reason) => return Err(request.give_up(attempt, sent, reason)),
+            match role {
+                Role::Leader(leader) => {
+                    let outcome = request.attempts(log).await;
+                    leader.land(&outcome);
+                    return outcome;
+                }
+                Role::Follower(follower) => match follower.outcome().await {
+                    Ok(outcome) => return request.followed(outcome),
+                    // The leader was cancelled before it had an answer: lead or follow anew.
+                    Err(next) => role = next,
+                },
             }
         }
     }
@@ -642,6 +676,7 @@ fn cached_response(
         rate_limit,
         attempts,
         from_cache: true,
+        coalesced: false,
         queue_wait,
         service_time,
         total: started.elapsed(),

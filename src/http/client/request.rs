@@ -17,6 +17,7 @@ use super::{
 use crate::engine::{Cost, Limiter, Permit};
 use crate::http::adaptive;
 use crate::http::cache::{CachedResponse, Lookup};
+use crate::http::coalesce::FlightKey;
 use crate::http::cost;
 use crate::http::events::{Event, EventKind};
 use crate::http::headers::RateLimitInfo;
@@ -60,13 +61,27 @@ pub(super) struct Admission {
 pub(super) struct Sent {
     sent_at: Instant,
     service_time: Duration,
-    answer: Answer,
+    pub(super) answer: Answer,
 }
 
-enum Answer {
-    Response { status: StatusCode, headers: HeaderMap, body: Bytes, info: RateLimitInfo },
+/// What an attempt's exchange ended with.
+pub(super) enum Answer {
+    /// `body` is `None` when it was not read (streamed on to the caller unseen).
+    Response {
+        status: StatusCode,
+        headers: HeaderMap,
+        body: Option<Bytes>,
+        info: RateLimitInfo,
+    },
     ConnectionError(String),
     Timeout,
+}
+
+impl Sent {
+    /// Send to response (or to the error).
+    pub(super) fn service_time(&self) -> Duration {
+        self.service_time
+    }
 }
 
 impl Answer {
@@ -173,6 +188,52 @@ impl<'c> Request<'c> {
         }
     }
 
+    /// The headers the request goes out with: the client's for its host, then the caller's.
+    pub(super) fn headers(&self) -> &HeaderMap {
+        &self.headers
+    }
+
+    /// What makes the request identical to another in flight, when it may share one exchange.
+    pub(super) fn flight_key(&self) -> Option<FlightKey> {
+        FlightKey::of(&self.spec.method, &self.spec.url, &self.headers, self.spec.body.is_some())
+    }
+
+    /// The attempts of a request that goes upstream itself: admission, the wire, the retry
+    /// policy's word and the record, until a response or an error ends it.
+    pub(super) async fn attempts(mut self, log: &mut Vec<AttemptRecord>) -> Result<LimitedResponse, ClientError> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let admission = self.admit(attempt).await?;
+            let sent = self.exchange(attempt, &admission).await;
+            let decision = self.decide(attempt, &sent);
+            drop(self.record(attempt, admission, &sent, &decision, log).await);
+            match decision {
+                Decision::Retry { delay, reason } => self.wait_to_retry(attempt, &sent, delay, reason).await,
+                Decision::Done => return self.finish(attempt, sent),
+                Decision::GiveUp(reason) => return Err(self.give_up(attempt, sent, reason)),
+            }
+        }
+    }
+
+    /// The end of a request that followed an identical one in flight: a copy of its outcome,
+    /// marked coalesced, with this request's own timing; it sent nothing.
+    pub(super) fn followed(
+        self,
+        outcome: Result<LimitedResponse, ClientError>,
+    ) -> Result<LimitedResponse, ClientError> {
+        self.emit(EventKind::Coalesced);
+        let total = self.started.elapsed();
+        match outcome {
+            Ok(response) => {
+                self.emit(EventKind::Finished { status: response.status.as_u16(), attempts: 0, total });
+                let shared_wait = response.queue_wait;
+                Ok(LimitedResponse { attempts: 0, coalesced: true, queue_wait: shared_wait, total, ..response })
+            }
+            Err(err) => Err(self.fail(err.to_string(), err, 0)),
+        }
+    }
+
     /// Waits for the key's limiter (priority lane, budgets, concurrency slot), then for the
     /// key's shared budgets when it has any. A key without a limiter goes straight on.
     pub(super) async fn admit(&mut self, attempt: u32) -> Result<Admission, ClientError> {
@@ -209,22 +270,35 @@ impl<'c> Request<'c> {
     /// Sends the attempt (following redirects as the host's policy says) and reads the
     /// answer: its rate-limit headers, and, for an adaptive key, what the mirror makes of it.
     pub(super) async fn exchange(&self, attempt: u32, admission: &Admission) -> Sent {
+        // Boxed: the HTTP exchange is the largest state, and only in-flight requests need it
+        // (thousands may wait in the limiter with a small future each).
+        let wire = Box::pin(self.client.send_once(&self.spec, &self.headers));
+        self.exchange_via(attempt, admission, async { (wire.await, ()) }).await.0
+    }
+
+    /// The attempt on a wire of the caller's: `send` produces the attempt and anything the
+    /// caller keeps of it (a response whose body it streams on); the answer is read as in
+    /// [`exchange`](Self::exchange).
+    pub(super) async fn exchange_via<T>(
+        &self,
+        attempt: u32,
+        admission: &Admission,
+        send: impl Future<Output = (Attempt, T)>,
+    ) -> (Sent, T) {
         let spec = &self.spec;
         self.emit(EventKind::Sent { attempt, method: spec.method.to_string(), path: spec.url.path().to_owned() });
         let sent_at = Instant::now();
-        // Boxed: the HTTP exchange is the largest state, and only in-flight requests need it
-        // (thousands may wait in the limiter with a small future each).
-        let result = Box::pin(self.client.send_once(spec, &self.headers)).await;
+        let (result, kept) = send.await;
         let service_time = sent_at.elapsed();
         let answer = match result {
             Attempt::Response { status, headers, body } => {
-                let info = self.interpret(attempt, service_time, status, &headers, &body, admission);
+                let info = self.interpret(attempt, service_time, status, &headers, body.as_deref(), admission);
                 Answer::Response { status, headers, body, info }
             }
             Attempt::ConnectionError(message) => Answer::ConnectionError(message),
             Attempt::Timeout => Answer::Timeout,
         };
-        Sent { sent_at, service_time, answer }
+        (Sent { sent_at, service_time, answer }, kept)
     }
 
     fn interpret(
@@ -233,10 +307,10 @@ impl<'c> Request<'c> {
         service_time: Duration,
         status: StatusCode,
         headers: &HeaderMap,
-        body: &Bytes,
+        body: Option<&[u8]>,
         admission: &Admission,
     ) -> RateLimitInfo {
-        let head = ResponseHead { status, headers, body: Some(body.as_ref()) };
+        let head = ResponseHead { status, headers, body };
         let info = head.interpret(attempt, service_time, self.listening, &|kind| self.emit(kind));
         if let (true, Some(limiter)) = (self.adaptive, &self.limiter) {
             let ticket = admission.permit.as_ref().and_then(Permit::ticket);
@@ -255,8 +329,8 @@ impl<'c> Request<'c> {
 
     /// Settles the attempt's reservation (in the shared store too, one round trip bounded by
     /// its command timeout); appends the attempt to `log`; after a throttling answer pauses the
-    /// whole key; then releases the attempt's slot (after the pause, so a waiter it lets in
-    /// already sees it; before any retry wait, which holds no slot).
+    /// whole key. Returns the attempt's permit: dropping it releases the slot (after the pause,
+    /// so a waiter it lets in already sees it; before any retry wait, which holds no slot).
     pub(super) async fn record(
         &self,
         attempt: u32,
@@ -264,9 +338,11 @@ impl<'c> Request<'c> {
         sent: &Sent,
         decision: &Decision,
         log: &mut Vec<AttemptRecord>,
-    ) {
+    ) -> Option<Permit> {
         let settlement = match (admission.permit.as_mut(), &sent.answer) {
             (Some(permit), Answer::Response { status, headers, body, .. }) if !self.spec.cost_rules.is_empty() => {
+                let body = body.clone().unwrap_or_default();
+                let body = &body;
                 let memory = &self.client.inner.remaining_seen;
                 let answer = cost::Answer { status: status.as_u16(), headers, body, key: permit.key(), memory };
                 let actual = cost::settled(&self.estimate, &self.spec.cost_rules, &answer);
@@ -300,7 +376,7 @@ impl<'c> Request<'c> {
         {
             self.emit(EventKind::KeyPaused { pause, reason });
         }
-        drop(admission);
+        admission.permit
     }
 
     /// Corrects the shared store's reservation to `actual`. A store that is away loses the
@@ -331,7 +407,7 @@ impl<'c> Request<'c> {
             // The policy only finishes on a response; anything else is a give-up.
             return Err(self.give_up(attempt, sent, GiveUpReason::NotRetryable));
         };
-        let fresh = CachedResponse { status, headers, body };
+        let fresh = CachedResponse { status, headers, body: body.unwrap_or_default() };
         let stored = match (&self.client.inner.cache, &self.uri) {
             (Some(cache), Some(uri)) => cache.store(&self.spec.method, uri, &self.headers, &fresh, SystemTime::now()),
             _ => None,
@@ -389,7 +465,7 @@ mod tests {
             map.insert(http::HeaderName::from_bytes(name.as_bytes()).unwrap(), value.parse().unwrap());
         }
         let info = RateLimitInfo::parse(Some(status), &map, None, SystemTime::UNIX_EPOCH);
-        Answer::Response { status: StatusCode::from_u16(status).unwrap(), headers: map, body: Bytes::new(), info }
+        Answer::Response { status: StatusCode::from_u16(status).unwrap(), headers: map, body: None, info }
     }
 
     #[test]

@@ -31,7 +31,12 @@ pub(super) fn proxy_configured() -> bool {
 
 /// What one attempt on the wire produced.
 pub(super) enum Attempt {
-    Response { status: StatusCode, headers: HeaderMap, body: Bytes },
+    /// `body` is `None` when it was left unread (streamed on to the caller).
+    Response {
+        status: StatusCode,
+        headers: HeaderMap,
+        body: Option<Bytes>,
+    },
     ConnectionError(String),
     Timeout,
 }
@@ -78,7 +83,7 @@ fn attempt_of(exchanged: Exchanged) -> Attempt {
     match exchanged {
         Ok(response) => {
             let (parts, body) = response.into_parts();
-            Attempt::Response { status: parts.status, headers: parts.headers, body }
+            Attempt::Response { status: parts.status, headers: parts.headers, body: Some(body) }
         }
         Err(TransportError::TimedOut) => Attempt::Timeout,
         Err(TransportError::Failed(message)) => Attempt::ConnectionError(message),
@@ -87,7 +92,7 @@ fn attempt_of(exchanged: Exchanged) -> Attempt {
 
 /// A connection that could not be made (a connect timeout included) is a connection error; a
 /// timeout after that is a missing response.
-fn classify(err: &reqwest::Error) -> Attempt {
+pub(super) fn classify(err: &reqwest::Error) -> Attempt {
     if err.is_timeout() && !err.is_connect() {
         return Attempt::Timeout;
     }
@@ -170,7 +175,7 @@ impl LimitedClient {
         let mut response = response;
         let headers = std::mem::take(response.headers_mut());
         match response.bytes().await {
-            Ok(body) => Attempt::Response { status, headers, body },
+            Ok(body) => Attempt::Response { status, headers, body: Some(body) },
             Err(err) => classify(&err),
         }
     }

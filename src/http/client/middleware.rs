@@ -1,0 +1,416 @@
+//! [`RateLimitMiddleware`]: a [`LimitedClient`]'s whole request life as a
+//! `reqwest_middleware::Middleware`, so a profile tuned in the app drops into an existing
+//! `reqwest_middleware::ClientWithMiddleware` chain.
+//!
+//! Each request runs the client's own steps (the same code as [`LimitedClient::send`]): the
+//! cache, coalescing, the key's limiter and shared budget, then the rest of the chain as the
+//! wire, its rate-limit headers read (adaptive keys learn from them), the key paused on a
+//! 429/503, and retries that wait what `Retry-After` says. What differs is the wire and the
+//! answer: the chain's next middleware (and finally reqwest) sends each attempt, and the
+//! caller gets reqwest's own `Response`.
+//!
+//! Bodies stream through untouched unless the client needs them: a response cache, coalescing
+//! (both share one body among callers) or cost rules (which read the answer) make the
+//! middleware read the body and hand the caller a response rebuilt around it. A streamed
+//! response keeps its concurrency slot until the caller has read the body to its end (or
+//! dropped it), like the proxy. A request whose body is a stream cannot be sent twice: it is
+//! never retried (its 429 goes back to the caller as it came).
+//!
+//! When the retry policy gives up on a response (a 429 after the last retry, a status it does
+//! not retry), the caller gets that response, as reqwest alone would give it; a request that
+//! got no response at all fails with the chain's own error; the limiter's or the shared
+//! budget's refusal is a `reqwest_middleware::Error::Middleware` holding a [`ClientError`].
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Extensions, HeaderMap, StatusCode, Version};
+use reqwest::ResponseBuilderExt;
+use reqwest_middleware::{Error, Next};
+use url::Url;
+
+use super::request::{Answer, Request, Sent};
+use super::wire::{Attempt, classify};
+use super::{ClientError, LimitedClient, LimitedResponse, RequestSpec};
+use crate::engine::Permit;
+use crate::http::coalesce::Role;
+use crate::http::extensions::limits_of;
+use crate::http::retry::{Decision, GiveUpReason};
+
+/// A [`LimitedClient`]'s limits, retries, adaptive learning, cache, coalescing and events, as a
+/// middleware. Build the client as usual (from a profile with `Profile::client_builder`, or
+/// [`LimitedClient::builder`]), then add `RateLimitMiddleware::new(client)` to a
+/// `reqwest_middleware::ClientBuilder`. The client's own reqwest settings (timeouts,
+/// redirects) do not apply here: the chain's reqwest client sends.
+///
+/// Per request, `http::Extensions` may carry an `engine::Priority`, a
+/// [`RequestCost`](crate::http::RequestCost) and [`CostRules`](crate::http::CostRules).
+#[derive(Debug, Clone)]
+pub struct RateLimitMiddleware {
+    client: LimitedClient,
+}
+
+impl RateLimitMiddleware {
+    /// The middleware of `client`: its registry, retry policy, cache and events.
+    pub fn new(client: LimitedClient) -> Self {
+        Self { client }
+    }
+
+    /// The client whose limits this middleware applies (its registry changes apply at once).
+    pub fn client(&self) -> &LimitedClient {
+        &self.client
+    }
+}
+
+impl From<LimitedClient> for RateLimitMiddleware {
+    fn from(client: LimitedClient) -> Self {
+        Self::new(client)
+    }
+}
+
+#[async_trait::async_trait]
+impl reqwest_middleware::Middleware for RateLimitMiddleware {
+    async fn handle(
+        &self,
+        request: reqwest::Request,
+        extensions: &mut Extensions,
+        next: Next<'_>,
+    ) -> reqwest_middleware::Result<reqwest::Response> {
+        let outgoing = Outgoing::new(request, extensions);
+        let mut life = Request::prepare(&self.client, outgoing.spec.clone()).map_err(Error::middleware)?;
+        if let Some(cached) = life.cached() {
+            return rebuilt(cached, &outgoing.spec.url, Version::HTTP_11, Extensions::new());
+        }
+        let coalescing = self.client.inner.coalescer.as_ref().zip(life.flight_key());
+        let Some((coalescer, key)) = coalescing else {
+            let buffered = self.client.inner.cache.is_some() || !outgoing.spec.cost_rules.is_empty();
+            return outgoing.attempts(life, extensions, next, buffered).await?.into_reqwest();
+        };
+        let url = outgoing.spec.url.clone();
+        let mut role = coalescer.join(key);
+        loop {
+            match role {
+                Role::Leader(leader) => {
+                    let finished = outgoing.attempts(life, extensions, next, true).await;
+                    leader.land(&landed(&finished, &url));
+                    return finished?.into_reqwest();
+                }
+                Role::Follower(follower) => match follower.outcome().await {
+                    Ok(outcome) => {
+                        let response = life.followed(outcome).map_err(Error::middleware)?;
+                        return rebuilt(response, &url, Version::HTTP_11, Extensions::new());
+                    }
+                    Err(next_role) => role = next_role,
+                },
+            }
+        }
+    }
+}
+
+/// How a request that went down the chain ended, before it becomes reqwest's response.
+enum Finished {
+    /// Streamed: reqwest's own response (its body holding the slot).
+    Streamed(reqwest::Response),
+    /// Read: the response the client's steps made, and what reqwest's response carried.
+    Read(Box<ReadResponse>),
+}
+
+/// A response whose body was read: what the client's steps made of it, and what reqwest's
+/// response carried besides.
+struct ReadResponse {
+    response: LimitedResponse,
+    url: Url,
+    version: Version,
+    extensions: Extensions,
+}
+
+impl Finished {
+    fn into_reqwest(self) -> reqwest_middleware::Result<reqwest::Response> {
+        match self {
+            Self::Streamed(response) => Ok(response),
+            Self::Read(read) => rebuilt(read.response, &read.url, read.version, read.extensions),
+        }
+    }
+}
+
+/// What a coalescing leader hands its followers: a copy of its read response, or its error
+/// as the client would name it.
+fn landed(finished: &reqwest_middleware::Result<Finished>, url: &Url) -> Result<LimitedResponse, ClientError> {
+    match finished {
+        Ok(Finished::Read(read)) => Ok(read.response.clone()),
+        // A leader always reads; a streamed answer can only be a caller's stream body.
+        Ok(Finished::Streamed(response)) => Err(ClientError::GaveUp {
+            reason: GiveUpReason::NotRetryable,
+            last_status: Some(response.status().as_u16()),
+            attempts: 1,
+        }),
+        Err(Error::Middleware(err)) => match err.downcast_ref::<ClientError>() {
+            Some(err) => Err(err.clone()),
+            None => Err(ClientError::Build(err.to_string())),
+        },
+        Err(err) => Err(ClientError::Transport {
+            host: url.host_str().unwrap_or_default().to_owned(),
+            message: err.to_string(),
+            attempts: 1,
+        }),
+    }
+}
+
+/// The request as it came down the chain: what the client's steps need (a [`RequestSpec`]),
+/// and the request itself, to send (a copy of it per attempt when its body can be copied).
+struct Outgoing {
+    spec: RequestSpec,
+    request: Option<reqwest::Request>,
+    replayable: bool,
+}
+
+/// What an attempt leaves the caller besides what the client's steps read.
+enum Kept {
+    /// The response whose body was not read: it streams on to the caller.
+    Streaming(reqwest::Response),
+    /// The body was read into the answer; the response's URL, version and extensions.
+    Read { url: Url, version: Version, extensions: Extensions },
+    /// No response: the chain's error.
+    Failed(Error),
+}
+
+impl Outgoing {
+    fn new(request: reqwest::Request, extensions: &Extensions) -> Self {
+        let (priority, cost, cost_rules) = limits_of(extensions);
+        let body = request.body().and_then(reqwest::Body::as_bytes).map(Bytes::copy_from_slice);
+        let replayable = request.try_clone().is_some();
+        let spec = RequestSpec {
+            method: request.method().clone(),
+            url: request.url().clone(),
+            headers: request.headers().clone(),
+            body,
+            priority,
+            cost,
+            cost_rules,
+        };
+        Self { spec, request: Some(request), replayable }
+    }
+
+    /// The request for the next attempt: a copy while copies can be made, else the request
+    /// itself, once.
+    fn next_try(&mut self) -> Option<reqwest::Request> {
+        match &self.request {
+            Some(request) if self.replayable => request.try_clone(),
+            _ => self.request.take(),
+        }
+    }
+
+    /// Every attempt of a request that goes down the chain itself, to the response or error
+    /// the caller gets.
+    async fn attempts(
+        mut self,
+        mut life: Request<'_>,
+        extensions: &mut Extensions,
+        next: Next<'_>,
+        buffered: bool,
+    ) -> reqwest_middleware::Result<Finished> {
+        let mut log = Vec::new();
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let admission = life.admit(attempt).await.map_err(Error::middleware)?;
+            let Some(mut outgoing) = self.next_try() else {
+                return Err(Error::middleware(ClientError::Build("the request body was already sent".into())));
+            };
+            // The client's headers for the host (defaults, secrets) join the caller's.
+            *outgoing.headers_mut() = life.headers().clone();
+            let send = exchange(next.clone(), outgoing, extensions, buffered);
+            let (sent, kept) = life.exchange_via(attempt, &admission, send).await;
+            let mut decision = life.decide(attempt, &sent);
+            if !self.replayable && matches!(decision, Decision::Retry { .. }) {
+                decision = Decision::GiveUp(GiveUpReason::NotRetryable);
+            }
+            let permit = life.record(attempt, admission, &sent, &decision, &mut log).await;
+            match decision {
+                Decision::Retry { delay, reason } => {
+                    drop((permit, kept));
+                    life.wait_to_retry(attempt, &sent, delay, reason).await;
+                }
+                Decision::Done => return delivered(life, attempt, sent, kept, permit),
+                Decision::GiveUp(reason) => return given_up(life, attempt, sent, kept, permit, reason),
+            }
+        }
+    }
+}
+
+/// One attempt down the rest of the chain; the body read when `buffered` or when the answer is
+/// an error status (small, and it may carry retry hints).
+async fn exchange(
+    next: Next<'_>,
+    request: reqwest::Request,
+    extensions: &mut Extensions,
+    buffered: bool,
+) -> (Attempt, Kept) {
+    let response = match next.run(request, extensions).await {
+        Ok(response) => response,
+        Err(Error::Reqwest(err)) => return (classify(&err), Kept::Failed(Error::Reqwest(err))),
+        Err(err) => return (Attempt::ConnectionError(err.to_string()), Kept::Failed(err)),
+    };
+    let status = response.status();
+    if !buffered && status.as_u16() < 400 {
+        let headers = response.headers().clone();
+        return (Attempt::Response { status, headers, body: None }, Kept::Streaming(response));
+    }
+    let (url, version) = (response.url().clone(), response.version());
+    let mut response = response;
+    let extensions = std::mem::take(response.extensions_mut());
+    let headers = std::mem::take(response.headers_mut());
+    match response.bytes().await {
+        Ok(body) => (Attempt::Response { status, headers, body: Some(body) }, Kept::Read { url, version, extensions }),
+        Err(err) => (classify(&err), Kept::Failed(Error::Reqwest(err))),
+    }
+}
+
+/// The response of an attempt the policy is done with: the streamed one with its slot riding
+/// on the body, or the one the client's last step made (from the cache after a 304, stored in
+/// it otherwise).
+fn delivered(
+    life: Request<'_>,
+    attempt: u32,
+    sent: Sent,
+    kept: Kept,
+    permit: Option<Permit>,
+) -> reqwest_middleware::Result<Finished> {
+    match kept {
+        Kept::Streaming(response) => {
+            // The client's step still reports the request as finished.
+            drop(life.finish(attempt, sent));
+            holding(response, permit).map(Finished::Streamed)
+        }
+        Kept::Read { url, version, extensions } => {
+            let response = life.finish(attempt, sent).map_err(Error::middleware)?;
+            Ok(Finished::Read(Box::new(ReadResponse { response, url, version, extensions })))
+        }
+        Kept::Failed(err) => Err(err),
+    }
+}
+
+/// The policy gave up: a response goes back to the caller as it came (a 429 after the last
+/// retry is still an answer), no response fails with the chain's error.
+fn given_up(
+    life: Request<'_>,
+    attempt: u32,
+    sent: Sent,
+    kept: Kept,
+    permit: Option<Permit>,
+    reason: GiveUpReason,
+) -> reqwest_middleware::Result<Finished> {
+    let answer = match &sent.answer {
+        Answer::Response { status, headers, body, info } => {
+            Some((*status, headers.clone(), body.clone(), info.clone()))
+        }
+        _ => None,
+    };
+    let service_time = sent.service_time();
+    // Reported as the request's failure, whatever the caller gets.
+    let err = life.give_up(attempt, sent, reason);
+    match (kept, answer) {
+        (Kept::Streaming(response), _) => holding(response, permit).map(Finished::Streamed),
+        (Kept::Read { url, version, extensions }, Some((status, headers, body, rate_limit))) => {
+            let response = LimitedResponse {
+                status,
+                headers,
+                body: body.unwrap_or_default(),
+                rate_limit,
+                attempts: attempt,
+                from_cache: false,
+                coalesced: false,
+                queue_wait: Duration::ZERO,
+                service_time,
+                total: service_time,
+            };
+            Ok(Finished::Read(Box::new(ReadResponse { response, url, version, extensions })))
+        }
+        (Kept::Failed(err), _) => Err(err),
+        (Kept::Read { .. }, None) => Err(Error::middleware(err)),
+    }
+}
+
+/// `response` with `permit` released when its body ends or is dropped.
+fn holding(response: reqwest::Response, permit: Option<Permit>) -> reqwest_middleware::Result<reqwest::Response> {
+    let Some(permit) = permit else { return Ok(response) };
+    let url = response.url().clone();
+    let response: http::Response<reqwest::Body> = response.into();
+    let (parts, body) = response.into_parts();
+    let head = Head {
+        status: parts.status,
+        headers: parts.headers,
+        url,
+        version: parts.version,
+        extensions: parts.extensions,
+    };
+    head.with_body(reqwest::Body::wrap(SlotBody { body, permit: Some(permit) }))
+}
+
+/// A [`LimitedResponse`] (cached, coalesced or read) as reqwest's response.
+fn rebuilt(
+    response: LimitedResponse,
+    url: &Url,
+    version: Version,
+    extensions: Extensions,
+) -> reqwest_middleware::Result<reqwest::Response> {
+    let head = Head { status: response.status, headers: response.headers, url: url.clone(), version, extensions };
+    head.with_body(response.body)
+}
+
+/// Everything of a reqwest response but its body.
+struct Head {
+    status: StatusCode,
+    headers: HeaderMap,
+    url: Url,
+    version: Version,
+    extensions: Extensions,
+}
+
+impl Head {
+    fn with_body(self, body: impl Into<reqwest::Body>) -> reqwest_middleware::Result<reqwest::Response> {
+        let mut builder = http::Response::builder().status(self.status).version(self.version).url(self.url);
+        if let Some(headers) = builder.headers_mut() {
+            *headers = self.headers;
+        }
+        if let Some(extensions) = builder.extensions_mut() {
+            extensions.extend(self.extensions);
+        }
+        let response =
+            builder.body(body.into()).map_err(|err| Error::middleware(ClientError::Build(err.to_string())))?;
+        Ok(response.into())
+    }
+}
+
+/// A response body that holds its request's limiter permit (its concurrency slot) until the
+/// body has been read to the end, failed, or been dropped.
+struct SlotBody {
+    body: reqwest::Body,
+    permit: Option<Permit>,
+}
+
+impl http_body::Body for SlotBody {
+    type Data = Bytes;
+    type Error = reqwest::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, reqwest::Error>>> {
+        let polled = Pin::new(&mut self.body).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None | Some(Err(_)))) {
+            self.permit = None;
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
