@@ -54,6 +54,12 @@ fn counts_ui(ui: &mut Ui, summary: &Summary) {
             ui.label(format!("{} by coalescing", summary.coalesced));
         });
     }
+    if summary.batched_items > 0 {
+        figure_row_ui(ui, "saved by batching", |ui| {
+            ui.label(RichText::new(summary.saved_by_batching.to_string()).strong());
+            ui.label(format!("{} items in {} upstream requests", summary.batched_items, summary.batches));
+        });
+    }
     figure_row_ui(ui, "statuses", |ui| {
         if summary.status_counts.is_empty() {
             ui.label("-");
@@ -196,6 +202,9 @@ mod tests {
             retries: 7,
             cache_hits: 1,
             coalesced: 0,
+            batched_items: 0,
+            batches: 0,
+            saved_by_batching: 0,
             elapsed_s: 12.5,
             achieved_rps: 3.84,
             service_ms: percentiles(10.0),
