@@ -595,6 +595,8 @@ mod tests {
         assert!(batch.on, "a template is on as the profile says");
         let plan = harness.state().fire_request(&fired).unwrap().spec.endpoints[0].batch.clone().unwrap();
         assert_eq!((plan.query.param.as_str(), plan.settings.max_size), ("ids", 50));
+        harness.get_by_label("batch max wait").click();
+        harness.run();
         harness.get_by_label("batch max wait").type_text("x");
         harness.run();
         assert!(harness.state().fire_request(&fired).unwrap_err().contains("batch"), "20msx is not a duration");

@@ -10,7 +10,7 @@ use url::Url;
 
 use super::convert::{looks_secret, looks_secret_parameter};
 use super::error::{FieldPath, InvalidSetting, ProfileError};
-use super::model::{BatchEntry, EndpointEntry, HostProfile};
+use super::model::{EndpointEntry, HostProfile};
 use crate::engine::parse_duration;
 use crate::files;
 use crate::http::{BatchPlan, CostRule};
@@ -219,6 +219,7 @@ pub(crate) fn checked_headers(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::profile::BatchEntry;
 
     fn host(endpoints: Vec<EndpointEntry>) -> HostProfile {
         let mut host = HostProfile::new("api", "https://api.example.com/v1");

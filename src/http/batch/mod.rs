@@ -252,7 +252,7 @@ async fn collect<I: Send + 'static, O: Send + 'static>(
 }
 
 /// Flushes one batch and answers each of its callers.
-async fn send<I, O>(flush: Arc<dyn Flush<I, O>>, batch: Vec<Pending<I, O>>) {
+async fn send<I: Send + 'static, O: Send + 'static>(flush: Arc<dyn Flush<I, O>>, batch: Vec<Pending<I, O>>) {
     let items = batch.len();
     let (values, replies): (Vec<I>, Vec<_>) = batch.into_iter().map(|pending| (pending.item, pending.reply)).unzip();
     match flush.flush(values).await {
