@@ -79,7 +79,7 @@ pub struct HostProfile {
 }
 
 /// One request a host serves: `[[hosts.endpoints]]` with `name`, `method`, `path`, `query`,
-/// `headers`, `body` or `body_file`, and `weight`.
+/// `headers`, `body` or `body_file`, `weight`, `costs` and `batch`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EndpointEntry {
