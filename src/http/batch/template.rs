@@ -182,10 +182,10 @@ impl BatchTemplate {
             }
             (BatchFormat::ArrayById { field, .. }, Value::Array(elements)) => {
                 for element in elements {
-                    if let Some(id) = element.get(field.as_str()).and_then(id_text) {
-                        if let Some(wanted) = sent.iter().find(|wanted| **wanted == id) {
-                            parts.insert(wanted.as_str(), element);
-                        }
+                    if let Some(id) = element.get(field.as_str()).and_then(id_text)
+                        && let Some(wanted) = sent.iter().find(|wanted| **wanted == id)
+                    {
+                        parts.insert(wanted.as_str(), element);
                     }
                 }
             }
