@@ -33,10 +33,13 @@ async fn main() -> anyhow::Result<()> {
     let batcher = template.batcher(client, BatchSettings::new(10, Duration::from_millis(20))?)?;
 
     let started = Instant::now();
-    let callers = (1..=40).map(|id| {
-        let batcher = batcher.clone();
-        tokio::spawn(async move { (id, batcher.submit(id.to_string()).await, started.elapsed()) })
-    });
+    // Every caller starts now (collected, so none waits for the one before it).
+    let callers: Vec<_> = (1..=40)
+        .map(|id| {
+            let batcher = batcher.clone();
+            tokio::spawn(async move { (id, batcher.submit(id.to_string()).await, started.elapsed()) })
+        })
+        .collect();
     for caller in callers {
         let (id, answer, at) = caller.await.context("a caller panicked")?;
         let item = answer?;
