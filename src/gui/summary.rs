@@ -220,6 +220,29 @@ mod tests {
     }
 
     #[test]
+    fn requests_saved_by_batching_get_their_row() {
+        let batched = Summary { batched_items: 40, batches: 4, saved_by_batching: 36, ..summary() };
+        let mut harness = Harness::builder().with_size(egui::vec2(1000.0, 700.0)).build_ui_state(
+            |ui, summary: &mut Summary| {
+                summary_ui(ui, summary);
+            },
+            batched,
+        );
+        harness.run();
+        for text in ["saved by batching", "36", "40 items in 4 upstream requests"] {
+            assert!(harness.query_by_label(text).is_some(), "{text:?} is not shown");
+        }
+        let mut harness = Harness::builder().with_size(egui::vec2(1000.0, 700.0)).build_ui_state(
+            |ui, summary: &mut Summary| {
+                summary_ui(ui, summary);
+            },
+            summary(),
+        );
+        harness.run();
+        assert!(harness.query_by_label("saved by batching").is_none(), "no row without batching");
+    }
+
+    #[test]
     fn the_figures_show_and_csv_export_is_requested() {
         let mut harness = Harness::builder().with_size(egui::vec2(1000.0, 700.0)).build_ui_state(
             |ui, (summary, action): &mut (Summary, SummaryAction)| {
