@@ -203,3 +203,35 @@ async fn a_burst_with_batch_sends_a_request_per_batch_and_says_what_it_saved() {
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("at least one item"), "{stderr}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_profile_endpoints_batch_template_batches_its_burst() {
+    let server = demo().await;
+    let dir = tempfile::tempdir().unwrap();
+    let profile = format!(
+        r#"name = "shop"
+[[hosts]]
+name = "demo"
+base_url = "{}"
+budgets = [{{ name = "rate", kind = "token_bucket", capacity = 4, rate = "8/1s" }}]
+
+[[hosts.endpoints]]
+name = "items"
+path = "/items"
+batch = {{ param = "ids", max_size = 10, max_wait = "300ms" }}
+"#,
+        server.url().as_str().trim_end_matches('/')
+    );
+    let path = dir.path().join("shop.toml");
+    std::fs::write(&path, profile).unwrap();
+    let path = path.to_str().unwrap();
+    let (code, stdout, stderr) =
+        ratescope(dir.path(), &["burst", "--profile", path, "--endpoint", "items", "-n", "25", "--json"]).await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let summary: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!((summary["succeeded"].as_u64(), summary["batches"].as_u64()), (Some(25), Some(3)), "{summary}");
+    assert_eq!(summary["saved_by_batching"], 22);
+    let arrivals = server.arrivals();
+    assert_eq!(arrivals.len(), 3, "three GETs of /items?ids=... for 25 items");
+    assert!(arrivals.iter().all(|arrival| arrival.outcome == Outcome::Served(200)));
+}
