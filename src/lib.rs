@@ -10,6 +10,8 @@ pub mod files;
 #[cfg(feature = "gui")]
 pub mod gui;
 pub mod http;
+#[cfg(feature = "tower")]
+pub mod layer;
 pub mod mock;
 pub mod probe;
 pub mod profile;

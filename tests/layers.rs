@@ -12,7 +12,7 @@ const LAYERS: &[&[&str]] = &[
     &["http"],
     &["mock", "telemetry"],
     &["profile"],
-    &["run"],
+    &["run", "layer"],
     &["probe", "sim", "proxy"],
     &["gui"],
     &["cli"],

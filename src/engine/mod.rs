@@ -12,6 +12,7 @@ mod limiter;
 mod priority;
 mod rate;
 mod registry;
+mod shed;
 mod snapshot;
 mod unit;
 
@@ -24,5 +25,6 @@ pub use limiter::{Acquire, Limiter, Permit};
 pub use priority::Priority;
 pub use rate::{Rate, format_period, format_wait, parse_duration};
 pub use registry::{LimitKey, Registry};
+pub use shed::{Overload, QueueCounts, QueuePlace, Shedding, estimated_wait};
 pub use snapshot::{Blocked, BudgetSnapshot, HeadSnapshot, PauseSnapshot, Snapshot};
 pub use unit::{Cost, Unit};

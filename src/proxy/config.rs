@@ -117,21 +117,8 @@ impl FromStr for Route {
     }
 }
 
-/// When callers are turned away with a 429 instead of queued.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Shedding {
-    /// A request expected to wait longer than this in its key's limiter is refused at once;
-    /// one that has waited this long is refused then.
-    pub max_queue_wait: Duration,
-    /// Most requests waiting in one key's limiter; the next one is refused.
-    pub max_queue_len: usize,
-}
-
-impl Default for Shedding {
-    fn default() -> Self {
-        Self { max_queue_wait: Duration::from_secs(30), max_queue_len: 1000 }
-    }
-}
+/// When callers are turned away with a 429 instead of queued (the engine's shedding decision).
+pub use crate::engine::Shedding;
 
 /// Everything a proxy needs.
 #[derive(Debug, Clone)]

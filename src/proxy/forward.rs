@@ -34,8 +34,8 @@ use url::Url;
 use super::config::ProxyConfig;
 use super::error::ProxyError;
 use super::hop::{caller_response_headers, upstream_request_headers};
-use super::shed::{QueueCounts, Shed, estimated_wait, shed};
-use crate::engine::{Limiter, Permit, Priority, TryAcquireError, format_wait};
+use super::shed::{Shed, shed};
+use crate::engine::{Cost, Limiter, Overload, Permit, Priority, QueueCounts, format_wait};
 use crate::http::adaptive;
 use crate::http::cache::{CachedResponse, Lookup, ResponseCache};
 use crate::http::client::{ResponseHead, error_chain, pause_on_throttle, status_text};
@@ -308,37 +308,23 @@ impl Proxy {
     pub(crate) async fn admit(&self, limiter: Option<&Limiter>, priority: Priority) -> Result<Admission, Shed> {
         let Some(limiter) = limiter else { return Ok(Admission { permit: None, queue_wait: Duration::ZERO }) };
         let queued_at = Instant::now();
-        let permit = match limiter.try_acquire(1) {
-            Ok(permit) => permit,
-            Err(TryAcquireError::Invalid(err)) => return Err(shed(limiter, 0, err.to_string())),
-            Err(TryAcquireError::WouldWait(_)) => {
-                let shedding = self.config.shedding;
-                let key = limiter.key();
-                let _place = self
-                    .queues
-                    .enter(key, shedding.max_queue_len)
-                    .map_err(|ahead| shed(limiter, ahead, format!("{ahead} requests already wait for {key}")))?;
-                let snapshot = limiter.snapshot();
-                let ahead = snapshot.queued_total();
-                let expected = estimated_wait(&snapshot, &limiter.config(), ahead);
-                if expected > shedding.max_queue_wait {
-                    let reason = format!(
-                        "{key} is expected to take {} to reach this request, longer than the {} this proxy queues",
-                        format_wait(expected),
-                        format_wait(shedding.max_queue_wait)
-                    );
-                    return Err(shed(limiter, ahead, reason));
-                }
-                let deadline = queued_at + shedding.max_queue_wait;
-                match limiter.acquire_until(priority, 1, deadline).await {
-                    Ok(permit) => permit,
-                    Err(err) => {
-                        let ahead = limiter.snapshot().queued_total();
-                        return Err(shed(limiter, ahead, format!("{key}: {err}")));
-                    }
-                }
-            }
-        };
+        let shedding = self.config.shedding;
+        let admitted = self.queues.admit(limiter, priority, Cost::requests(1), &shedding).await;
+        let permit = admitted.map_err(|overload| {
+            let key = limiter.key();
+            let ahead = overload.ahead();
+            let reason = match overload {
+                Overload::Invalid(err) => err.to_string(),
+                Overload::QueueFull { waiting } => format!("{waiting} requests already wait for {key}"),
+                Overload::TooLong { expected, .. } => format!(
+                    "{key} is expected to take {} to reach this request, longer than the {} this proxy queues",
+                    format_wait(expected),
+                    format_wait(shedding.max_queue_wait)
+                ),
+                Overload::Waited { err, .. } => format!("{key}: {err}"),
+            };
+            shed(limiter, ahead, reason)
+        })?;
         if let Some(gate) = self.gates.get(limiter.key()) {
             // The shared budget, within what is left of the queueing allowance (holding the permit).
             let deadline = queued_at + self.config.shedding.max_queue_wait;

@@ -1,18 +1,14 @@
-//! Load shedding: per-key queue lengths, an honest estimate of the wait ahead, and the 429 the
-//! proxy answers with (`Retry-After` plus its own IETF draft `RateLimit`/`RateLimit-Policy`).
+//! The proxy's side of load shedding (the decision is the engine's `QueueCounts::admit`): the 429
+//! it answers with (`Retry-After` plus its own IETF draft `RateLimit`/`RateLimit-Policy`).
 
-use std::collections::HashMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::response::Response;
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderValue, StatusCode};
-use parking_lot::Mutex;
 
-use crate::engine::{BudgetKind, Limiter, LimiterConfig, Snapshot};
+use crate::engine::{BudgetKind, Limiter, LimiterConfig, Snapshot, estimated_wait};
 use crate::http::headers::{PublishedPolicy, write_ietf};
 
 /// Why a request was turned away, and when to come back.
@@ -22,62 +18,6 @@ pub struct Shed {
     pub retry_after: Duration,
     /// The key's budgets as the draft headers describe them.
     pub policies: Vec<PublishedPolicy>,
-}
-
-/// Requests waiting per limiter key.
-#[derive(Debug, Default)]
-pub(crate) struct QueueCounts {
-    keys: Mutex<HashMap<String, Arc<AtomicUsize>>>,
-}
-
-/// One place in a key's queue; leaving (however the request ends) frees it.
-#[derive(Debug)]
-pub(crate) struct QueuePlace {
-    count: Arc<AtomicUsize>,
-}
-
-impl Drop for QueuePlace {
-    fn drop(&mut self) {
-        self.count.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-impl QueueCounts {
-    /// Takes a place in `key`'s queue, or returns how many wait when `max` already do.
-    pub(crate) fn enter(&self, key: &str, max: usize) -> Result<QueuePlace, usize> {
-        let count = Arc::clone(self.keys.lock().entry(key.to_owned()).or_default());
-        let before = count.fetch_add(1, Ordering::AcqRel);
-        let place = QueuePlace { count };
-        if before >= max {
-            return Err(before);
-        }
-        Ok(place)
-    }
-}
-
-/// How long a request joining behind `ahead` waiting ones will probably wait: the slowest of
-/// its budgets to have room for all of them, or the key's pause. Concurrency waits are unknown
-/// (they end when a response does) and count as zero.
-pub(crate) fn estimated_wait(snapshot: &Snapshot, config: &LimiterConfig, ahead: usize) -> Duration {
-    let mut wait = snapshot.paused.as_ref().map_or(Duration::ZERO, |pause| pause.remaining);
-    for spec in &config.budgets {
-        let Some(state) = snapshot.budgets.iter().find(|budget| budget.name == spec.name) else { continue };
-        let need = (ahead as f64 + 1.0) * spec.cost as f64;
-        let budget_wait = match &spec.kind {
-            BudgetKind::TokenBucket { refill, .. } => {
-                let deficit = need - state.available;
-                if deficit <= 0.0 { 0.0 } else { deficit / refill.per_second() }
-            }
-            BudgetKind::SlidingWindow { limit, window } => {
-                let over = state.window_used.unwrap_or(0) as f64 + need - *limit as f64;
-                if over <= 0.0 { 0.0 } else { (over / (*limit).max(1) as f64).ceil() * window.as_secs_f64() }
-            }
-        };
-        if budget_wait.is_finite() {
-            wait = wait.max(Duration::from_secs_f64(budget_wait.min(86_400.0)));
-        }
-    }
-    wait
 }
 
 /// The key's budgets as draft `RateLimit-Policy` items: quota, window, what is left and when full.
@@ -136,28 +76,17 @@ mod tests {
     use crate::engine::{BudgetSpec, Priority};
 
     #[tokio::test(start_paused = true)]
-    async fn the_estimate_counts_the_queue_ahead() {
+    async fn a_shed_request_gets_a_429_saying_when_to_come_back() {
         let config =
             LimiterConfig::new().with_budget(BudgetSpec::token_bucket("rate", 2, "2/1s".parse().unwrap()).unwrap());
         let limiter = Limiter::new("k", config.clone()).unwrap();
         let _a = limiter.acquire(Priority::Normal, 1).await.unwrap();
         let _b = limiter.acquire(Priority::Normal, 1).await.unwrap();
-        // Empty bucket at 2/s: the 1st waiter needs 0.5 s, one behind 4 others 2.5 s.
-        assert_eq!(estimated_wait(&limiter.snapshot(), &config, 0), Duration::from_millis(500));
-        assert_eq!(estimated_wait(&limiter.snapshot(), &config, 4), Duration::from_millis(2500));
+        // Empty bucket at 2/s: one behind 4 others waits 2.5 s, said as 3 s.
         let response = shed(&limiter, 4, "queue full".into()).into_response();
         assert_eq!(response.status(), 429);
         assert_eq!(response.headers()["retry-after"], "3");
         assert_eq!(response.headers()["ratelimit-policy"], "\"rate\";q=2;w=1");
         assert_eq!(response.headers()["ratelimit"], "\"rate\";r=0;t=1");
-    }
-
-    #[test]
-    fn a_full_queue_refuses_and_leaving_frees_a_place() {
-        let counts = QueueCounts::default();
-        let first = counts.enter("k", 1).unwrap();
-        assert_eq!(counts.enter("k", 1).err(), Some(1));
-        drop(first);
-        assert!(counts.enter("k", 1).is_ok());
     }
 }

@@ -1,0 +1,218 @@
+//! One call through the layer as named steps, top to bottom: `prepare` (the key's limiter,
+//! lane and cost from the request), `admit` (the limiter, or shedding), `sent`, then
+//! `answered` (the rate-limit headers read, adaptive learning, a pause on 429/503) or `failed`.
+
+use std::convert::Infallible;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use http::{HeaderMap, Method, StatusCode};
+use tokio::time::Instant;
+use url::Url;
+
+use super::builder::Shared;
+use super::error::RateLimitError;
+use crate::engine::{Cost, Limiter, Overload, Permit, Priority, estimated_wait};
+use crate::http::adaptive;
+use crate::http::client::{ResponseHead, pause_on_throttle};
+use crate::http::cost;
+use crate::http::events::{Event, EventKind};
+use crate::http::extensions::limits_of;
+use crate::http::retry::{Decision, GiveUpReason, RetryPolicy};
+
+/// A call on its way: what was decided about it before admission.
+pub(super) struct Attempt<'a> {
+    shared: &'a Shared,
+    limiter: Option<Limiter>,
+    adaptive: bool,
+    retry: &'a RetryPolicy,
+    priority: Priority,
+    estimate: Cost,
+    method: Method,
+    path: String,
+    listening: bool,
+    id: u64,
+    started: Instant,
+    sent_at: Instant,
+}
+
+impl<'a> Attempt<'a> {
+    /// The request's key (its URI's host, port and path; a URI without a host has none), lane
+    /// and cost. An adaptive key gets its mirror before its first admission.
+    pub(super) fn prepare<B>(shared: &'a Shared, request: &http::Request<B>) -> Self {
+        let limiter = limiter_of(shared, request.uri());
+        let adaptive = limiter.as_ref().is_some_and(|limiter| shared.adaptive.covers(limiter.key()));
+        if let (true, Some(limiter)) = (adaptive, &limiter) {
+            adaptive::watch(limiter);
+        }
+        let retry = limiter.as_ref().and_then(|limiter| shared.key_retry.get(limiter.key())).unwrap_or(&shared.retry);
+        let (priority, requests, rules) = limits_of(request.extensions());
+        // The body is the caller's stream: estimates that read it see none.
+        let estimate = cost::estimate(requests, &rules, None);
+        let listening = shared.events.is_enabled();
+        let id = if listening { shared.next_id.fetch_add(1, Ordering::Relaxed) } else { 0 };
+        let now = Instant::now();
+        Self {
+            shared,
+            limiter,
+            adaptive,
+            retry,
+            priority,
+            estimate,
+            method: request.method().clone(),
+            path: request.uri().path().to_owned(),
+            listening,
+            id,
+            started: now,
+            sent_at: now,
+        }
+    }
+
+    fn emit(&self, kind: EventKind) {
+        if self.listening {
+            let key = self.limiter.as_ref().map(|limiter| limiter.key().to_owned());
+            self.shared.events.emit(Event { request_id: self.id, key, at: Instant::now(), kind });
+        }
+    }
+
+    /// Waits for the key's limiter (lane, budgets, concurrency slot), or is refused by
+    /// shedding. A request without a limiter goes straight on, with no permit.
+    pub(super) async fn admit(&self) -> Result<Option<Permit>, RateLimitError<Infallible>> {
+        let Some(limiter) = &self.limiter else { return Ok(None) };
+        self.emit(EventKind::Queued { attempt: 1, priority: self.priority });
+        let queued_at = Instant::now();
+        let admitted = match &self.shared.shedding {
+            Some(shedding) => {
+                let queues = &self.shared.queues;
+                queues.admit(limiter, self.priority, self.estimate.clone(), shedding).await.map_err(|overload| {
+                    let key = limiter.key().to_owned();
+                    let ahead = overload.ahead();
+                    let expected = || estimated_wait(&limiter.snapshot(), &limiter.config(), ahead);
+                    match overload {
+                        Overload::Invalid(source) => RateLimitError::Acquire { key, source },
+                        Overload::QueueFull { waiting } => RateLimitError::Shed {
+                            key,
+                            wait: expected(),
+                            reason: format!("{waiting} requests already wait"),
+                        },
+                        Overload::TooLong { expected, .. } => RateLimitError::Shed {
+                            key,
+                            wait: expected,
+                            reason: format!("the wait ahead is longer than {}", wait_text(shedding.max_queue_wait)),
+                        },
+                        Overload::Waited { err, .. } => {
+                            RateLimitError::Shed { key, wait: expected(), reason: err.to_string() }
+                        }
+                    }
+                })
+            }
+            None => limiter
+                .acquire_cost(self.priority, self.estimate.clone())
+                .await
+                .map_err(|source| RateLimitError::Acquire { key: limiter.key().to_owned(), source }),
+        };
+        match admitted {
+            Ok(permit) => {
+                self.emit(EventKind::Admitted { attempt: 1, queue_wait: queued_at.elapsed() });
+                Ok(Some(permit))
+            }
+            Err(err) => {
+                self.emit(EventKind::Failed { error: err.to_string(), attempts: 0 });
+                Err(err)
+            }
+        }
+    }
+
+    /// The request goes to the inner service now.
+    pub(super) fn sent(&mut self) {
+        self.sent_at = Instant::now();
+        self.emit(EventKind::Sent { attempt: 1, method: self.method.to_string(), path: self.path.clone() });
+    }
+
+    /// Reads the answer's head as the client does: its rate-limit headers (any dialect), what
+    /// an adaptive key learns from them, and after a 429/503 (or headers saying the budget is
+    /// spent) the whole key paused for `Retry-After` (else the backoff), capped by the retry
+    /// policy's `max_retry_after`. A `Retry-After` beyond that cap pauses nothing: the caller
+    /// is expected to give up rather than hold every request of the key that long.
+    pub(super) fn answered(&self, status: StatusCode, headers: &HeaderMap, permit: Option<&Permit>) {
+        let service_time = self.sent_at.elapsed();
+        let head = ResponseHead { status, headers, body: None };
+        let info = head.interpret(1, service_time, self.listening, &|kind| self.emit(kind));
+        let Some(limiter) = &self.limiter else {
+            self.finished(status);
+            return;
+        };
+        if self.adaptive {
+            let ticket = permit.and_then(Permit::ticket);
+            for note in adaptive::observe(limiter, ticket, status.as_u16(), &info, Instant::now()) {
+                self.emit(EventKind::Adaptive { note });
+            }
+        }
+        let decision = match info.retry_after {
+            Some(requested) if requested > self.retry.max_retry_after => {
+                Decision::GiveUp(GiveUpReason::RetryAfterTooLong { requested, max: self.retry.max_retry_after })
+            }
+            _ => Decision::Done,
+        };
+        if let Some((pause, reason)) = pause_on_throttle(limiter, status, &info, &decision, self.retry, 1) {
+            self.emit(EventKind::KeyPaused { pause, reason });
+        }
+        self.finished(status);
+    }
+
+    fn finished(&self, status: StatusCode) {
+        self.emit(EventKind::Finished { status: status.as_u16(), attempts: 1, total: self.started.elapsed() });
+    }
+
+    /// The inner service failed: reported as the request's failure.
+    pub(super) fn failed(&self, error: &dyn std::fmt::Display) {
+        self.emit(EventKind::Failed { error: error.to_string(), attempts: 1 });
+    }
+}
+
+/// The limiter of a request to `uri`: by host (lower case), port (the scheme's default when
+/// none is given) and path; in adaptive mode for every host, one made for a host without limits.
+fn limiter_of(shared: &Shared, uri: &http::Uri) -> Option<Limiter> {
+    let host = uri.host()?.to_ascii_lowercase();
+    if !matches!(shared.adaptive, crate::http::Adaptive::All) {
+        let port = uri.port_u16().or_else(|| match uri.scheme_str() {
+            Some("https") => Some(443),
+            Some("http") => Some(80),
+            _ => None,
+        });
+        return shared.registry.limiter_for(&host, port, uri.path());
+    }
+    let url = Url::parse(&uri.to_string()).ok()?;
+    adaptive::limiter_for(&shared.registry, &shared.adaptive, &host, &url)
+}
+
+fn wait_text(wait: Duration) -> String {
+    crate::engine::format_wait(wait)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{LimitKey, LimiterConfig, Registry};
+    use crate::layer::RateLimitLayer;
+    use std::sync::Arc;
+
+    fn layer(keys: &[&str]) -> RateLimitLayer {
+        let table = keys.iter().map(|key| (key.parse::<LimitKey>().unwrap(), LimiterConfig::new().with_concurrency(1)));
+        RateLimitLayer::new(Arc::new(Registry::from_table(table).unwrap()))
+    }
+
+    #[test]
+    fn the_key_comes_from_the_uris_host_port_and_path() {
+        let layer = layer(&["api.example.com", "api.example.com/search", "127.0.0.1:8080"]);
+        let key = |uri: &str| {
+            let uri: http::Uri = uri.parse().unwrap();
+            limiter_of(&layer.shared, &uri).map(|limiter| limiter.key().to_owned())
+        };
+        assert_eq!(key("https://API.example.com/items").as_deref(), Some("api.example.com"));
+        assert_eq!(key("https://api.example.com/search?q=1").as_deref(), Some("api.example.com/search"));
+        assert_eq!(key("http://127.0.0.1:8080/x").as_deref(), Some("127.0.0.1:8080"));
+        assert_eq!(key("http://127.0.0.1:8081/x"), None, "another port is another host");
+        assert_eq!(key("/relative"), None, "no host, no limiter");
+    }
+}
