@@ -57,8 +57,8 @@ fn get(url: url::Url) -> http::Request<Empty<Bytes>> {
 }
 
 /// One GET through a clone of `service`.
-async fn send(service: &Limited, url: url::Url) -> Answer {
-    service.clone().oneshot(get(url)).await
+fn send(service: &Limited, url: url::Url) -> impl Future<Output = Answer> + Send + 'static {
+    service.clone().oneshot(get(url))
 }
 
 async fn text(response: http::Response<LimitedBody<Incoming>>) -> String {
