@@ -178,7 +178,8 @@ mod tests {
             http::Request::post("http://h/x").header("x-a", "1").body(Full::new(Bytes::from("b"))).unwrap();
         request.extensions_mut().insert(crate::engine::Priority::High);
         let copy = Policy::<_, http::Response<()>, ()>::clone_request(&mut policy, &request).unwrap();
-        assert_eq!((copy.method(), copy.uri(), &copy.headers()["x-a"]), (&http::Method::POST, request.uri(), "1"));
+        assert_eq!((copy.method(), copy.uri()), (&http::Method::POST, request.uri()));
+        assert_eq!(copy.headers()["x-a"], "1");
         assert_eq!(copy.extensions().get(), Some(&crate::engine::Priority::High));
         use http_body_util::BodyExt;
         let streamed = http::Request::new(http_body_util::combinators::BoxBody::new(
