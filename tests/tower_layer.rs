@@ -325,6 +325,9 @@ async fn an_adaptive_key_learns_the_servers_budget_from_its_headers() {
     assert!(arrivals[3].at >= Duration::from_secs(10), "the 4th waited for the reset: {:?}", arrivals[3].at);
 }
 
+/// One attempt as the wire saw it: sent at, status, Retry-After.
+type OnTheWire = (std::time::Instant, u16, Option<Duration>);
+
 /// Flask-Limiter counts on the real clock: a fixed window of 3 per 2 s. The fourth request's
 /// 429 says when the window resets; the retry and a request started meanwhile wait for it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -332,7 +335,7 @@ async fn flask_limiters_retry_after_is_honoured() {
     let Some(server) = ThirdParty::flask_limiter("3 per 2 second", "fixed-window") else { return };
     let key = format!("127.0.0.1:{}", server.port());
     let registry = registry(&key, "concurrency 8");
-    let wire: Arc<Mutex<Vec<(std::time::Instant, u16, Option<Duration>)>>> = Arc::default();
+    let wire: Arc<Mutex<Vec<OnTheWire>>> = Arc::default();
     let client = hyper();
     let recording = tower::service_fn({
         let wire = Arc::clone(&wire);
