@@ -384,3 +384,20 @@ async fn flask_limiters_retry_after_is_honoured() {
         );
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_profile_gives_the_layer_its_hosts_and_paths() {
+    let server = TestServer::start(100, Duration::from_secs(60), 0).await;
+    // The demo profile at the test server: the host a bucket of 5 at 5/s, /search its own key.
+    let profile = ratescope::Profile::demo_at(&server.url("/")).unwrap();
+    let layer = RateLimitLayer::from_profile(&profile).unwrap().build();
+    let search = layer.registry().limiter_for("127.0.0.1", Some(server.addr.port()), "/search/x").unwrap();
+    assert_eq!(search.key(), format!("{}/search", server.key()));
+    let service = ServiceBuilder::new().layer(layer).service(hyper());
+    for _ in 0..7 {
+        assert_eq!(send(&service, server.url("/ok")).await.unwrap().status(), 200);
+    }
+    let arrivals: Vec<Duration> = server.arrivals().iter().map(|arrival| arrival.at).collect();
+    assert!(arrivals[4] < Duration::from_millis(200), "a burst of 5: {arrivals:?}");
+    assert!(arrivals[5] >= Duration::from_millis(200) && arrivals[6] >= Duration::from_millis(400), "{arrivals:?}");
+}
