@@ -4,7 +4,6 @@
 
 use std::convert::Infallible;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use http::{HeaderMap, Method, StatusCode};
 use tokio::time::Instant;
@@ -12,13 +11,13 @@ use url::Url;
 
 use super::builder::Shared;
 use super::error::RateLimitError;
-use crate::engine::{Cost, Limiter, Overload, Permit, Priority, estimated_wait};
-use crate::http::adaptive;
+use crate::engine::{Cost, Limiter, Overload, Permit, Priority, estimated_wait, format_wait};
 use crate::http::client::{ResponseHead, pause_on_throttle};
 use crate::http::cost;
 use crate::http::events::{Event, EventKind};
 use crate::http::extensions::limits_of;
 use crate::http::retry::{Decision, GiveUpReason, RetryPolicy};
+use crate::http::{Adaptive, adaptive};
 
 /// A call on its way: what was decided about it before admission.
 pub(super) struct Attempt<'a> {
@@ -98,7 +97,7 @@ impl<'a> Attempt<'a> {
                         Overload::TooLong { expected, .. } => RateLimitError::Shed {
                             key,
                             wait: expected,
-                            reason: format!("the wait ahead is longer than {}", wait_text(shedding.max_queue_wait)),
+                            reason: format!("the wait ahead is longer than {}", format_wait(shedding.max_queue_wait)),
                         },
                         Overload::Waited { err, .. } => {
                             RateLimitError::Shed { key, wait: expected(), reason: err.to_string() }
@@ -174,7 +173,7 @@ impl<'a> Attempt<'a> {
 /// none is given) and path; in adaptive mode for every host, one made for a host without limits.
 fn limiter_of(shared: &Shared, uri: &http::Uri) -> Option<Limiter> {
     let host = uri.host()?.to_ascii_lowercase();
-    if !matches!(shared.adaptive, crate::http::Adaptive::All) {
+    if !matches!(shared.adaptive, Adaptive::All) {
         let port = uri.port_u16().or_else(|| match uri.scheme_str() {
             Some("https") => Some(443),
             Some("http") => Some(80),
@@ -184,10 +183,6 @@ fn limiter_of(shared: &Shared, uri: &http::Uri) -> Option<Limiter> {
     }
     let url = Url::parse(&uri.to_string()).ok()?;
     adaptive::limiter_for(&shared.registry, &shared.adaptive, &host, &url)
-}
-
-fn wait_text(wait: Duration) -> String {
-    crate::engine::format_wait(wait)
 }
 
 #[cfg(test)]
