@@ -79,7 +79,7 @@ pub(super) enum Answer {
 
 impl Sent {
     /// Send to response (or to the error).
-    #[cfg_attr(not(feature = "middleware"), allow(dead_code))]
+    #[cfg(feature = "middleware")]
     pub(super) fn service_time(&self) -> Duration {
         self.service_time
     }
@@ -190,18 +190,20 @@ impl<'c> Request<'c> {
     }
 
     /// The request as the caller described it.
+    #[cfg(feature = "middleware")]
     pub(super) fn spec(&self) -> &RequestSpec {
         &self.spec
     }
 
     /// Whether [`headers`](Self::headers) may differ from the caller's: the client adds its
     /// own (defaults, the host's), or its cache may add validators.
+    #[cfg(feature = "middleware")]
     pub(super) fn adds_headers(&self) -> bool {
         self.uri.is_some() || self.client.adds_headers_for(&self.spec.url)
     }
 
     /// The headers the request goes out with: the client's for its host, then the caller's.
-    #[cfg_attr(not(feature = "middleware"), allow(dead_code))]
+    #[cfg(feature = "middleware")]
     pub(super) fn headers(&self) -> &HeaderMap {
         &self.headers
     }
