@@ -4,6 +4,8 @@
 //! rate, exact sliding windows for hour and day budgets, a concurrency cap, priority
 //! lanes, and one limiter per host or host and path prefix.
 
+#![warn(missing_docs)]
+
 pub mod cli;
 pub mod engine;
 pub mod files;
