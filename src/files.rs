@@ -23,7 +23,7 @@ pub enum FileError {
     /// Reading, writing or renaming failed.
     #[error("cannot {action} {}: {source}", path.display())]
     Io {
-        /// What was being done (`write`, `read`, ...).
+        /// What was being done (`write`, `read`, `follow the links of`, ...).
         action: &'static str,
         /// The file it was done to.
         path: PathBuf,
