@@ -47,6 +47,7 @@ pub use limits::LimitArgs;
 #[derive(Debug, Parser)]
 #[command(name = "ratescope", version, about, long_about = None)]
 pub struct Cli {
+    /// The subcommand; none opens the app.
     #[command(subcommand)]
     pub command: Option<Command>,
     /// Open the app, fire the demo burst, save a PNG of the window to FILE and exit.
@@ -57,6 +58,7 @@ pub struct Cli {
     pub after: f64,
 }
 
+/// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Send N simulated requests through the limiter (no network) and show when each is admitted.
