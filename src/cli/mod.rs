@@ -105,7 +105,7 @@ pub fn main(cli: Cli) -> ExitCode {
     }
 }
 
-/// A command line that asks for something impossible (see [`usage!`]).
+/// A command line that asks for something impossible (made by the `usage!` macro; the command exits with status 2).
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct UsageError(pub String);

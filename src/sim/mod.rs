@@ -12,7 +12,7 @@
 //! [`SimOptions::seed`] when it has none), the client's jitter uses [`SimOptions::seed`].
 //! A simulation is a pure function of the config, the spec and the options.
 //!
-//! The burst-spec file format is documented in [`file`].
+//! The burst-spec file format is documented in [`mod@file`].
 
 pub mod file;
 
