@@ -20,6 +20,7 @@ pub struct RequestCost(pub u64);
 pub struct CostRules(pub Vec<CostRule>);
 
 /// The limiter's view of a request's extensions: lane, cost in requests, cost rules.
+#[cfg_attr(not(feature = "middleware"), allow(dead_code))] // used by the middleware only
 pub(crate) fn limits_of(extensions: &http::Extensions) -> (Priority, u64, Vec<CostRule>) {
     let priority = extensions.get::<Priority>().copied().unwrap_or(Priority::Normal);
     let cost = extensions.get::<RequestCost>().map_or(1, |cost| cost.0);

@@ -79,6 +79,7 @@ pub(super) enum Answer {
 
 impl Sent {
     /// Send to response (or to the error).
+    #[cfg_attr(not(feature = "middleware"), allow(dead_code))] // used by the middleware only
     pub(super) fn service_time(&self) -> Duration {
         self.service_time
     }
@@ -189,6 +190,7 @@ impl<'c> Request<'c> {
     }
 
     /// The headers the request goes out with: the client's for its host, then the caller's.
+    #[cfg_attr(not(feature = "middleware"), allow(dead_code))] // used by the middleware only
     pub(super) fn headers(&self) -> &HeaderMap {
         &self.headers
     }
