@@ -16,7 +16,8 @@ use parking_lot::Mutex;
 pub struct CacheConfig {
     /// The most responses kept; the least recently used goes first.
     pub max_entries: usize,
-    /// The most body bytes kept in all; a larger response is not stored.
+    /// The most body bytes kept in all: a larger response is not stored, and the least recently used
+    /// go first to make room.
     pub max_bytes: usize,
 }
 

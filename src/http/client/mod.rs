@@ -190,7 +190,7 @@ pub enum ClientError {
         /// Attempts made.
         attempts: u32,
     },
-    /// The request could never be admitted (a cost no budget can hold).
+    /// The limiter refused the request (see [`AcquireError`]).
     #[error("the limiter refused the request: {0}")]
     Limiter(#[from] AcquireError),
     /// The client's settings were refused when it was built.
