@@ -3,8 +3,12 @@
 //! exchange.
 //!
 //! Run: `cargo bench --bench middleware`. Each iteration sends 32 GETs at once and waits for
-//! all of them (bodies read); criterion reports elements (requests) per second. Three clients:
-//! plain reqwest; the middleware with no limit for the host (the request's life without a
+//! all of them (bodies read); criterion reports elements (requests) per second. After the
+//! criterion groups, an interleaved comparison runs the three clients in turns (rotating which
+//! goes first) and prints each one's median requests/s and its ratio to plain reqwest: on a
+//! shared machine whose load drifts, turns side by side are the fair comparison. Four clients:
+//! plain reqwest; the same reqwest in a `reqwest_middleware` chain with no middleware (what the
+//! chain itself costs); the middleware with no limit for the host (the request's life without a
 //! limiter: cache and coalescing off, headers read); the middleware with a limit that never
 //! binds (a bucket of a million per second and a cap of 64: admission and permit on every
 //! request).
@@ -12,7 +16,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{Criterion, Throughput, criterion_group};
 use futures_util::future::join_all;
 use ratescope::engine::{LimitKey, LimiterConfig, Registry};
 use ratescope::http::{LimitedClient, RateLimitMiddleware};
@@ -41,7 +45,18 @@ fn chain(reqwest: &reqwest::Client, limited: LimitedClient) -> ClientWithMiddlew
     reqwest_middleware::ClientBuilder::new(reqwest.clone()).with(RateLimitMiddleware::new(limited)).build()
 }
 
-fn middleware_overhead(c: &mut Criterion) {
+/// The demo API and the three clients under test, on one runtime.
+struct Bench {
+    runtime: tokio::runtime::Runtime,
+    url: url::Url,
+    reqwest: reqwest::Client,
+    empty_chain: ClientWithMiddleware,
+    without_limit: ClientWithMiddleware,
+    with_limit: ClientWithMiddleware,
+    _demo: MockServer,
+}
+
+fn setup() -> Bench {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a runtime");
     let demo = runtime
         .block_on(MockServer::start(
@@ -57,14 +72,60 @@ fn middleware_overhead(c: &mut Criterion) {
     let limited = LimitedClient::builder().registry(Arc::new(registry)).build().expect("a client");
     let reqwest = reqwest::Client::new();
     let (without_limit, with_limit) = (chain(&reqwest, unlimited), chain(&reqwest, limited));
+    let empty_chain = reqwest_middleware::ClientBuilder::new(reqwest.clone()).build();
+    Bench { runtime, url, reqwest, empty_chain, without_limit, with_limit, _demo: demo }
+}
 
+fn middleware_overhead(c: &mut Criterion) {
+    let Bench { runtime, url, reqwest, empty_chain, without_limit, with_limit, _demo } = setup();
     let mut group = c.benchmark_group("middleware_overhead");
     group.throughput(Throughput::Elements(AT_ONCE as u64));
     group.bench_function("plain_reqwest", |b| b.to_async(&runtime).iter(|| plain(&reqwest, &url)));
+    group.bench_function("chain_without_middleware", |b| b.to_async(&runtime).iter(|| chained(&empty_chain, &url)));
     group.bench_function("middleware_no_limit", |b| b.to_async(&runtime).iter(|| chained(&without_limit, &url)));
     group.bench_function("middleware_limit_never_binds", |b| b.to_async(&runtime).iter(|| chained(&with_limit, &url)));
     group.finish();
 }
 
+/// Rounds of `BATCHES` iterations per client, the clients taking turns; prints medians.
+fn interleaved() {
+    const ROUNDS: usize = 31;
+    const BATCHES: usize = 30;
+    let bench = setup();
+    let names = ["plain_reqwest", "chain_without_middleware", "middleware_no_limit", "middleware_limit_never_binds"];
+    let mut rates: [Vec<f64>; 4] = Default::default();
+    for round in 0..ROUNDS {
+        for turn in 0..names.len() {
+            let which = (round + turn) % names.len();
+            let started = std::time::Instant::now();
+            bench.runtime.block_on(async {
+                for _ in 0..BATCHES {
+                    match which {
+                        0 => plain(&bench.reqwest, &bench.url).await,
+                        1 => chained(&bench.empty_chain, &bench.url).await,
+                        2 => chained(&bench.without_limit, &bench.url).await,
+                        _ => chained(&bench.with_limit, &bench.url).await,
+                    }
+                }
+            });
+            rates[which].push((BATCHES * AT_ONCE) as f64 / started.elapsed().as_secs_f64());
+        }
+    }
+    let median = |rates: &mut Vec<f64>| {
+        rates.sort_by(f64::total_cmp);
+        rates[rates.len() / 2]
+    };
+    let medians: Vec<f64> = rates.iter_mut().map(median).collect();
+    println!("interleaved, {ROUNDS} rounds of {BATCHES}×{AT_ONCE} requests per client:");
+    for (name, rate) in names.iter().zip(&medians) {
+        println!("  {name:<30} {rate:>9.0} requests/s (median)  {:.3}× plain", rate / medians[0]);
+    }
+}
+
 criterion_group!(benches, middleware_overhead);
-criterion_main!(benches);
+
+fn main() {
+    benches();
+    interleaved();
+    Criterion::default().configure_from_args().final_summary();
+}

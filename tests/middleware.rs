@@ -272,3 +272,29 @@ async fn adaptive_chain_keeps_express_draft8_without_a_refusal() {
     // 30 requests at 10 per 2 s: two full windows after the first.
     assert!((4.0..=4.4).contains(&elapsed), "took {elapsed:.3}s against a schedule of 4 s");
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_clients_headers_for_the_host_join_the_callers_on_every_attempt() {
+    let server = TestServer::start(100, Duration::from_secs(60), 1).await;
+    let mut defaults = http::HeaderMap::new();
+    defaults.insert("user-agent", "ratescope-test".parse().unwrap());
+    let mut secret = http::HeaderMap::new();
+    secret.insert("authorization", "Bearer for-this-host-only".parse().unwrap());
+    let client = LimitedClient::builder()
+        .registry(Arc::new(Registry::new()))
+        .default_headers(defaults)
+        .host_headers(&server.key(), secret)
+        .without_timers()
+        .build()
+        .unwrap();
+    let http = chain(RateLimitMiddleware::new(client));
+    let response = http.get(server.url("/throttle-once")).header("x-caller", "kept").send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let arrivals = server.arrivals();
+    assert_eq!(arrivals.len(), 2, "the 429 and its retry");
+    for arrival in &arrivals {
+        assert_eq!(arrival.headers["authorization"], "Bearer for-this-host-only");
+        assert_eq!(arrival.headers["user-agent"], "ratescope-test");
+        assert_eq!(arrival.headers["x-caller"], "kept");
+    }
+}

@@ -14,7 +14,7 @@ use super::LimitArgs;
 use super::shared::SharedArgs;
 use crate::engine::{Rate, parse_duration};
 use crate::files::{self, WriteOptions};
-use crate::http::{CostRule, LimitedClient, RetryPolicy};
+use crate::http::{BatchPlan, CostRule, LimitedClient, RetryPolicy};
 use crate::profile::{MAX_BODY_BYTES, Profile, ProfileStore, SecretStore};
 use crate::run::{ArrivalPattern, Burst, BurstSpec, Endpoint, PriorityMix, content_type_of, write_csv};
 
@@ -50,6 +50,12 @@ pub struct BurstArgs {
     /// Identical GETs in flight at the same time share one request (the others get a copy).
     #[arg(long)]
     pub coalesce: bool,
+    /// Batch item requests, PARAM:SIZE:WAIT, e.g. ids:50:20ms: request i asks for item i+1,
+    /// and up to SIZE items (or what WAIT after the first brings) go in one GET with
+    /// ?PARAM=1,2,3, split back per item. Applies to every URL and endpoint (a profile
+    /// endpoint's own batch template otherwise).
+    #[arg(long, value_name = "PARAM:SIZE:WAIT")]
+    pub batch: Option<BatchPlan>,
     /// HTTP method (default GET, or POST with --data, as curl does).
     #[arg(short = 'm', short_alias = 'X', long, alias = "request")]
     pub method: Option<Method>,
@@ -132,6 +138,9 @@ impl BurstArgs {
         }
         for endpoint in &mut endpoints {
             endpoint.cost_rules.extend(self.costs.iter().cloned());
+            if let Some(batch) = &self.batch {
+                endpoint.batch = Some(batch.clone());
+            }
         }
         let method = match (&self.method, &self.data) {
             (Some(method), _) => {
@@ -218,6 +227,7 @@ fn profile_endpoint(profile: &Profile, name: &str) -> anyhow::Result<Endpoint> {
     endpoint.method = Some(resolved.method);
     endpoint.headers = resolved.headers;
     endpoint.cost_rules = resolved.cost_rules;
+    endpoint.batch = resolved.batch;
     if let Some(body) = resolved.body {
         endpoint = endpoint.with_body(body);
     }

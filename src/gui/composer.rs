@@ -5,6 +5,7 @@ use http::{HeaderMap, Method};
 use url::Url;
 
 use super::backend::FireRequest;
+use super::batching::{BatchDraft, batch_ui};
 use super::editor::Editor;
 use super::request::{CurlPanel, RequestDraft, request_ui};
 use super::shared::{SharedDraft, shared_ui};
@@ -38,17 +39,24 @@ pub struct EndpointDraft {
     pub request: RequestDraft,
     /// Its request editor is shown under the row.
     pub open: bool,
+    /// Its batching, when the profile gives it a batch template.
+    pub batch: Option<BatchDraft>,
 }
 
 impl EndpointDraft {
     /// A path with weight 1 and no headers or body.
     pub fn new(path: &str) -> Self {
-        Self { path: path.to_owned(), weight: 1, request: RequestDraft::default(), open: false }
+        Self { path: path.to_owned(), weight: 1, request: RequestDraft::default(), open: false, batch: None }
     }
 
     /// The endpoint a profile (or an imported curl command) describes.
     pub fn from_entry(entry: &EndpointEntry) -> Self {
-        Self { weight: entry.weight.unwrap_or(1), request: RequestDraft::from_entry(entry), ..Self::new(&entry.path) }
+        Self {
+            weight: entry.weight.unwrap_or(1),
+            request: RequestDraft::from_entry(entry),
+            batch: entry.batch.as_ref().map(BatchDraft::from_entry),
+            ..Self::new(&entry.path)
+        }
     }
 }
 
@@ -182,6 +190,9 @@ impl Composer {
                 target.headers = parts.headers;
                 target.body = parts.body;
                 target.cost_rules = parts.cost_rules;
+                if let Some(batch) = &endpoint.batch {
+                    target.batch = batch.plan().map_err(|err| format!("{}: {err}", endpoint.path))?;
+                }
                 Ok(target)
             })
             .collect::<Result<Vec<_>, String>>()?;
@@ -336,6 +347,7 @@ impl Composer {
                     body: (!draft.body.is_empty()).then(|| draft.body.clone()),
                     weight: (endpoint.weight != 1).then_some(endpoint.weight),
                     costs: draft.cost_lines(),
+                    batch: endpoint.batch.as_ref().map(BatchDraft::entry),
                     ..EndpointEntry::get(endpoint.path.trim())
                 })
             })
@@ -375,6 +387,11 @@ impl Composer {
                     ui.selectable_label(endpoint.open, "…").on_hover_text(format!("headers and body ({summary})"));
                 if toggle.accessible_name(format!("request of {}", endpoint.path)).clicked() {
                     endpoint.open = !endpoint.open;
+                }
+                if let Some(batch) = &mut endpoint.batch
+                    && let Some(action) = batch_ui(ui, batch)
+                {
+                    batch.apply(action);
                 }
                 if many {
                     ui.add(egui::DragValue::new(&mut endpoint.weight).range(0..=100).prefix("×"))
@@ -553,7 +570,7 @@ mod tests {
         assert!(message.contains("PUT /items/7"), "{message}");
         assert_eq!(
             other.selected_host().unwrap().endpoint_names(),
-            "chat, products, PUT /items/7",
+            "items, chat, products, PUT /items/7",
             "kept beside the demo's own"
         );
         other.profile().unwrap().validate().unwrap();
@@ -568,12 +585,43 @@ mod tests {
         let message = editor.import_curl(&import).unwrap();
         assert!(message.contains("'POST /items'") && message.contains("authorization"), "{message}");
         let host = editor.selected_host().unwrap();
-        assert_eq!(host.endpoint_names(), "chat, products, POST /items", "joins the demo's own endpoints");
+        assert_eq!(host.endpoint_names(), "items, chat, products, POST /items", "joins the demo's own endpoints");
         assert!(host.secret_headers.contains(&"authorization".to_owned()));
         let profile = editor.profile().unwrap().name.clone();
         assert_eq!(editor.secrets.status(&profile, &host.name, "authorization"), crate::profile::SecretStatus::Stored);
         let draft = EndpointDraft::from_entry(&import.endpoint);
         assert_eq!(draft.path, "/items");
         assert_eq!(draft.request.body, "{\"a\": 1}");
+    }
+
+    #[test]
+    fn an_endpoint_with_a_batch_template_gets_a_batching_control() {
+        use egui_kittest::Harness;
+        use egui_kittest::kittest::Queryable;
+
+        let (editor, fired) = (demo_editor(), demo_editor());
+        let mut harness = Harness::builder().with_size(egui::vec2(1400.0, 600.0)).build_ui_state(
+            move |ui, composer: &mut Composer| {
+                composer.composer_ui(ui, &editor, false, None);
+            },
+            Composer::default(),
+        );
+        harness.get_by_label("profile endpoints").click();
+        harness.run();
+        harness.get_by_label("items").click();
+        harness.run();
+        let batch = harness.state().endpoints[0].batch.clone().unwrap();
+        assert!(batch.on, "a template is on as the profile says");
+        let plan = harness.state().fire_request(&fired).unwrap().spec.endpoints[0].batch.clone().unwrap();
+        assert_eq!((plan.query.param.as_str(), plan.settings.max_size), ("ids", 50));
+        harness.get_by_label("batch max wait").click();
+        harness.run();
+        harness.get_by_label("batch max wait").type_text("x");
+        harness.run();
+        assert!(harness.state().fire_request(&fired).unwrap_err().contains("batch"), "20msx is not a duration");
+        harness.get_by_label("batch ?ids=").click();
+        harness.run();
+        assert_eq!(harness.state().fire_request(&fired).unwrap().spec.endpoints[0].batch, None, "switched off");
+        assert!(harness.query_by_label("batch max size").is_none(), "size and wait hide while off");
     }
 }

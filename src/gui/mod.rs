@@ -6,6 +6,7 @@
 
 mod app;
 mod backend;
+mod batching;
 mod catalog;
 pub mod charts;
 mod composer;

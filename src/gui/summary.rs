@@ -57,6 +57,12 @@ fn counts_ui(ui: &mut Ui, summary: &Summary) {
             ui.label(format!("{} by coalescing", summary.coalesced));
         });
     }
+    if summary.batched_items > 0 {
+        figure_row_ui(ui, "saved by batching", |ui| {
+            ui.label(RichText::new(summary.saved_by_batching.to_string()).strong());
+            ui.label(format!("{} items in {} upstream requests", summary.batched_items, summary.batches));
+        });
+    }
     figure_row_ui(ui, "statuses", |ui| {
         if summary.status_counts.is_empty() {
             ui.label("-");
@@ -199,6 +205,9 @@ mod tests {
             retries: 7,
             cache_hits: 1,
             coalesced: 0,
+            batched_items: 0,
+            batches: 0,
+            saved_by_batching: 0,
             elapsed_s: 12.5,
             achieved_rps: 3.84,
             service_ms: percentiles(10.0),
@@ -211,6 +220,29 @@ mod tests {
             shared: None,
             units: BTreeMap::new(),
         }
+    }
+
+    #[test]
+    fn requests_saved_by_batching_get_their_row() {
+        let batched = Summary { batched_items: 40, batches: 4, saved_by_batching: 36, ..summary() };
+        let mut harness = Harness::builder().with_size(egui::vec2(1000.0, 700.0)).build_ui_state(
+            |ui, summary: &mut Summary| {
+                summary_ui(ui, summary);
+            },
+            batched,
+        );
+        harness.run();
+        for text in ["saved by batching", "36", "40 items in 4 upstream requests"] {
+            assert!(harness.query_by_label(text).is_some(), "{text:?} is not shown");
+        }
+        let mut harness = Harness::builder().with_size(egui::vec2(1000.0, 700.0)).build_ui_state(
+            |ui, summary: &mut Summary| {
+                summary_ui(ui, summary);
+            },
+            summary(),
+        );
+        harness.run();
+        assert!(harness.query_by_label("saved by batching").is_none(), "no row without batching");
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The client side of HTTP: header dialects, retries, the limited client.
 pub mod adaptive;
+pub mod batch;
 pub mod cache;
 pub mod client;
 pub mod coalesce;
@@ -14,6 +15,7 @@ pub mod retry;
 pub mod transport;
 pub mod unit_mirror;
 
+pub use batch::{BatchError, BatchFormat, BatchPlan, BatchSettings, BatchTemplate, Batcher, IdsQuery};
 #[cfg(feature = "middleware")]
 pub use client::middleware::RateLimitMiddleware;
 pub use client::{

@@ -145,3 +145,52 @@ pub fn bad_request(api: Api, message: String) -> Value {
         _ => serde_json::json!({"error": message}),
     }
 }
+
+/// The highest item id the demo API knows (`/items?ids=1,2,3` answers ids 1 to this).
+pub const MAX_ITEM_ID: u64 = 100_000;
+/// The most ids one `?ids=` request may ask for.
+pub const MAX_IDS: usize = 1_000;
+
+/// A JSON route's answer to `?ids=1,2,3`: one entry per id, in the order asked
+/// (`{"items": [{"id": 1, "name": "item 1"}, ...]}`); `None` without an `ids` parameter. An
+/// empty, malformed or unknown id, or more than [`MAX_IDS`], is the 400's message. However
+/// many ids it names, such a request is one request to the route's limits.
+pub fn items_answer(query: Option<&str>) -> Result<Option<Value>, String> {
+    let Some(query) = query else { return Ok(None) };
+    let Some((_, list)) = url::form_urlencoded::parse(query.as_bytes()).find(|(name, _)| name == "ids") else {
+        return Ok(None);
+    };
+    let ids: Vec<&str> = list.split(',').map(str::trim).collect();
+    if ids.len() > MAX_IDS {
+        return Err(format!("{} ids asked at once; at most {MAX_IDS} per request", ids.len()));
+    }
+    let items = ids
+        .iter()
+        .map(|text| {
+            let id: u64 = text
+                .parse()
+                .map_err(|_| format!("ids: {text:?} is not an item id (ids are whole numbers, like ids=1,2,3)"))?;
+            if id == 0 || id > MAX_ITEM_ID {
+                return Err(format!("ids: unknown item {id} (items are numbered 1 to {MAX_ITEM_ID})"));
+            }
+            Ok(serde_json::json!({"id": id, "name": format!("item {id}")}))
+        })
+        .collect::<Result<Vec<Value>, String>>()?;
+    Ok(Some(serde_json::json!({ "items": items })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_answer_one_entry_each_or_a_clear_refusal() {
+        let answer = items_answer(Some("x=1&ids=3,1")).unwrap().unwrap();
+        assert_eq!(answer["items"][0]["id"], 3);
+        assert_eq!(answer["items"][1]["name"], "item 1");
+        assert_eq!(items_answer(Some("x=1")), Ok(None));
+        assert!(items_answer(Some("ids=1,x")).unwrap_err().contains("\"x\" is not an item id"));
+        assert!(items_answer(Some("ids=0")).unwrap_err().contains("unknown item 0"));
+        assert!(items_answer(Some("ids=")).is_err());
+    }
+}

@@ -35,7 +35,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use url::Url;
 
-use super::api::{Api, Work, bad_request};
+use super::api::{Api, Work, bad_request, items_answer};
 use super::config::{CountBy, MockConfig, RouteConfig};
 use super::error::MockError;
 use super::headers::write_headers;
@@ -342,6 +342,18 @@ async fn handle(
             return json_response(status, headers, bad_request(route.api, message));
         }
     };
+    // `?ids=1,2,3` on a JSON route: one entry per id, and still one request to the limits.
+    let items = match route.api {
+        Api::Json => items_answer(uri.query()),
+        _ => Ok(None),
+    };
+    let items = match items {
+        Ok(items) => items,
+        Err(message) => {
+            record(&route.prefix, Outcome::Served(400));
+            return json_response(StatusCode::BAD_REQUEST, HeaderMap::new(), bad_request(route.api, message));
+        }
+    };
     let decision = policies.lock().check_charges(count_key, duration_nanos(at), &work.charges());
 
     if !decision.admitted {
@@ -367,7 +379,15 @@ async fn handle(
     }
 
     let plan = Plan::draw(route, &mut shared.rng.lock());
-    let content = Content::new(route, &path, &request, work.answer(route, &decision));
+    let answer = work.answer(route, &decision).or_else(|| {
+        items.map(|mut items| {
+            items["route"] = json!(route.prefix);
+            items["path"] = json!(path);
+            items["ok"] = json!(true);
+            items
+        })
+    });
+    let content = Content::new(route, &path, &request, answer);
     let outcome = match plan.fault {
         Some(fault) => Outcome::Fault(fault),
         None => Outcome::Served(content.status.as_u16()),
@@ -416,7 +436,7 @@ impl Content {
     /// `answer` is the API's own body (a chat completion, a query's data and cost), if any.
     fn new(route: &RouteConfig, path: &str, request: &HeaderMap, answer: Option<serde_json::Value>) -> Self {
         let mut value = answer.unwrap_or_else(|| json!({"route": route.prefix, "path": path, "ok": true}));
-        if route.cache.is_some() {
+        if route.cache.is_some() && value.get("items").is_none() {
             // Deterministic content, so its ETag is stable across requests and restarts.
             value["items"] = json!([{"id": 1, "name": "anvil"}, {"id": 2, "name": "rope"}, {"id": 3, "name": "lamp"}]);
         }

@@ -268,6 +268,7 @@ impl Request {
             body_file: self.data_file,
             weight: None,
             costs: Vec::new(),
+            batch: None,
         };
         Ok(CurlImport { host, endpoint, secrets, ignored: self.ignored })
     }

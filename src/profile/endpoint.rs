@@ -11,8 +11,9 @@ use url::Url;
 use super::convert::{looks_secret, looks_secret_parameter};
 use super::error::{FieldPath, InvalidSetting, ProfileError};
 use super::model::{EndpointEntry, HostProfile};
+use crate::engine::parse_duration;
 use crate::files;
-use crate::http::CostRule;
+use crate::http::{BatchPlan, CostRule};
 
 /// The largest body an endpoint sends (a file beyond it is refused, naming the cap).
 pub const MAX_BODY_BYTES: u64 = 16 * 1024 * 1024;
@@ -34,6 +35,8 @@ pub struct ResolvedEndpoint {
     pub weight: u32,
     /// What a request reserves of other units, settled from its answer.
     pub cost_rules: Vec<CostRule>,
+    /// Item requests sent in batches (ids into one query parameter), when the entry has a template.
+    pub batch: Option<BatchPlan>,
 }
 
 impl HostProfile {
@@ -100,6 +103,7 @@ impl EndpointEntry {
             body_file: None,
             weight: None,
             costs: Vec::new(),
+            batch: None,
         }
     }
 
@@ -163,7 +167,29 @@ impl EndpointEntry {
                     .map_err(|err| InvalidSetting::new(at.key("costs").index(index), format!("{label}: {err}")))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(ResolvedEndpoint { name: self.name.trim().to_owned(), url, method, headers, body, weight, cost_rules })
+        let batch = match &self.batch {
+            None => None,
+            Some(entry) => {
+                if method != Method::GET {
+                    return fail("batch", format!("a batch is sent as one GET; the endpoint's method is {method}"));
+                }
+                let wait = parse_duration(&entry.max_wait).map_err(|err| {
+                    InvalidSetting::new(at.key("batch").key("max_wait"), format!("{label}: batch: {err}"))
+                })?;
+                let plan = BatchPlan::new(&entry.param, entry.separator.as_deref(), entry.max_size, wait);
+                Some(plan.map_err(|err| InvalidSetting::new(at.key("batch"), format!("{label}: batch: {err}")))?)
+            }
+        };
+        Ok(ResolvedEndpoint {
+            name: self.name.trim().to_owned(),
+            url,
+            method,
+            headers,
+            body,
+            weight,
+            cost_rules,
+            batch,
+        })
     }
 }
 
@@ -198,6 +224,7 @@ pub(crate) fn checked_headers(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::profile::BatchEntry;
 
     fn host(endpoints: Vec<EndpointEntry>) -> HostProfile {
         let mut host = HostProfile::new("api", "https://api.example.com/v1");
@@ -293,5 +320,26 @@ mod tests {
         std::fs::remove_file(&file).unwrap();
         let err = host.endpoint("/a").unwrap_err().to_string();
         assert!(err.contains("payload.json"), "{err}");
+    }
+
+    #[test]
+    fn a_batch_template_is_checked_and_resolved() {
+        let batch = BatchEntry { param: "ids".into(), max_size: 50, max_wait: "20ms".into(), separator: None };
+        let entry = EndpointEntry { batch: Some(batch.clone()), ..EndpointEntry::get("/items") };
+        let resolved = host(vec![entry]).endpoint("/items").unwrap();
+        let plan = resolved.batch.unwrap();
+        assert_eq!((plan.query.param.as_str(), plan.settings.max_size), ("ids", 50));
+        assert_eq!(plan.settings.max_wait, std::time::Duration::from_millis(20));
+        for (bad, says) in [
+            (BatchEntry { max_size: 0, ..batch.clone() }, "at least one item"),
+            (BatchEntry { max_wait: "soon".into(), ..batch.clone() }, "not a duration"),
+            (BatchEntry { param: String::new(), ..batch.clone() }, "needs a name"),
+        ] {
+            let entry = EndpointEntry { batch: Some(bad), ..EndpointEntry::get("/items") };
+            let err = host(vec![entry]).endpoint("/items").unwrap_err().to_string();
+            assert!(err.contains(says), "{err}");
+        }
+        let post = EndpointEntry { method: Some("POST".into()), batch: Some(batch), ..EndpointEntry::get("/items") };
+        assert!(host(vec![post]).endpoint("/items").unwrap_err().to_string().contains("one GET"));
     }
 }

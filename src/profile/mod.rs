@@ -94,8 +94,8 @@ pub use demo::DEMO_TOML;
 pub use endpoint::{MAX_BODY_BYTES, ResolvedEndpoint};
 pub use error::{FieldPath, InvalidSetting, Position, ProfileError, Segment};
 pub use model::{
-    BudgetEntry, BudgetEntryKind, EndpointEntry, HostProfile, LEARNED_PREFIX, PathOverride, Profile, RetryEntry,
-    SharedEntry,
+    BatchEntry, BudgetEntry, BudgetEntryKind, EndpointEntry, HostProfile, LEARNED_PREFIX, PathOverride, Profile,
+    RetryEntry, SharedEntry,
 };
 pub use secrets::{SecretStatus, SecretStore};
 pub use store::{ProfileStore, ProfileSummary, slug};

@@ -82,7 +82,7 @@ pub struct HostProfile {
 }
 
 /// One request a host serves: `[[hosts.endpoints]]` with `name`, `method`, `path`, `query`,
-/// `headers`, `body` or `body_file`, and `weight`.
+/// `headers`, `body` or `body_file`, `weight`, `costs` and `batch`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EndpointEntry {
@@ -112,6 +112,25 @@ pub struct EndpointEntry {
     /// `"tokens=field:max_tokens+body/4->field:usage.total_tokens"` (see `http::cost`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub costs: Vec<String>,
+    /// Item requests to this endpoint sent in batches: `batch = { param = "ids", max_size = 50,
+    /// max_wait = "20ms" }` (see `http::batch`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<BatchEntry>,
+}
+
+/// An endpoint's batch template as written: ids joined into one query parameter.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchEntry {
+    /// The query parameter that takes the ids (`ids` in `?ids=1,2,3`).
+    pub param: String,
+    /// The most ids in one request.
+    pub max_size: usize,
+    /// How long a batch waits for more ids after its first, e.g. `"20ms"`.
+    pub max_wait: String,
+    /// Between two ids (a comma when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub separator: Option<String>,
 }
 
 /// The kind of a budget, as written in `kind = "..."`.

@@ -129,6 +129,17 @@ fn write_endpoint(out: &mut String, endpoint: &EndpointEntry) -> Result<(), Prof
     if !endpoint.costs.is_empty() {
         line(out, "costs", &endpoint.costs)?;
     }
+    if let Some(batch) = &endpoint.batch {
+        let mut pairs = vec![
+            ("param", encode(&batch.param)?),
+            ("max_size", encode(batch.max_size)?),
+            ("max_wait", encode(&batch.max_wait)?),
+        ];
+        if let Some(separator) = &batch.separator {
+            pairs.push(("separator", encode(separator)?));
+        }
+        out.push_str(&format!("batch = {}\n", inline_table(&pairs)));
+    }
     Ok(())
 }
 
@@ -311,6 +322,15 @@ mod tests {
             body_file: Some("payload.json".into()),
             costs: vec!["tokens=field:max_tokens+body/4->field:usage.total_tokens".into()],
             ..EndpointEntry::get("/upload")
+        });
+        host.endpoints.push(EndpointEntry {
+            batch: Some(crate::profile::BatchEntry {
+                param: "ids[]".into(),
+                max_size: 7,
+                max_wait: "1s".into(),
+                separator: Some("|".into()),
+            }),
+            ..EndpointEntry::get("/things")
         });
         let text = profile.to_toml().unwrap();
         assert!(text.contains("[[hosts.endpoints]]"), "{text}");

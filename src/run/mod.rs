@@ -1,7 +1,8 @@
 //! A burst: what to send (`BurstSpec`), when (`schedule`), running it through the limited
-//! client (`runner`; capped raw bursts as a load generator in `load`), and what happened
+//! client (`runner`; capped raw bursts as a load generator in `load`; batched items in `batched`), and what happened
 //! (`summary`, `export`).
 
+mod batched;
 mod export;
 mod load;
 mod runner;
@@ -9,6 +10,7 @@ mod schedule;
 mod spec;
 mod summary;
 
+pub use batched::{BatchRole, MISSING_ITEM};
 pub use export::{CSV_HEADER, write_csv};
 pub use runner::{Burst, BurstProgress, RequestOutcome, RequestResult};
 pub use schedule::arrival_offsets;

@@ -13,11 +13,12 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::batched::{self, BatchRole, Item};
 use super::schedule::arrival_offsets;
 use super::spec::{BurstSpec, SpecError};
 use super::summary::Summary;
 use crate::engine::{Priority, Registry};
-use crate::http::{AttemptRecord, ClientError, LimitedClient, RequestSpec};
+use crate::http::{AttemptRecord, BatchError, Batcher, ClientError, LimitedClient, RequestSpec};
 
 /// How one request ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -66,6 +67,8 @@ pub struct RequestResult {
     pub from_cache: bool,
     /// Answered with a copy of an identical request's response in flight (it sent nothing).
     pub coalesced: bool,
+    /// Its item went upstream in a batch (see [`BatchRole`]); `None` for a request of its own.
+    pub batch: Option<BatchRole>,
     /// How it ended.
     pub outcome: RequestOutcome,
 }
@@ -199,10 +202,12 @@ pub(super) struct Plan {
     endpoints: Vec<usize>,
     /// Each endpoint's path, for the records.
     paths: Vec<Arc<str>>,
+    /// Each endpoint's batcher, when its items are batched.
+    batchers: Vec<Option<Batcher<Item, batched::ItemPart>>>,
 }
 
 impl Plan {
-    fn new(spec: BurstSpec, start: Instant) -> Self {
+    fn new(spec: BurstSpec, start: Instant, client: &LimitedClient, cancel: &CancellationToken) -> Self {
         let offsets = arrival_offsets(spec.arrival, spec.planned_requests());
         let weights: Vec<u32> = spec.endpoints.iter().map(|endpoint| endpoint.weight).collect();
         let mut rng = StdRng::seed_from_u64(0x5eed);
@@ -211,7 +216,8 @@ impl Plan {
             Err(_) => vec![0; offsets.len()],
         };
         let paths = spec.endpoints.iter().map(|endpoint| Arc::from(endpoint.url.path())).collect();
-        Self { spec, start, offsets, endpoints, paths }
+        let batchers = batched::batchers(&spec, client, cancel);
+        Self { spec, start, offsets, endpoints, paths, batchers }
     }
 
     pub(super) fn len(&self) -> usize {
@@ -261,6 +267,9 @@ impl Plan {
         arrived: Instant,
         cancel: &CancellationToken,
     ) -> RequestResult {
+        if let Some(batcher) = self.batcher(index) {
+            return self.perform_batched(batcher, index, request, arrived, cancel).await;
+        }
         let mut attempts = Vec::new();
         let sent = tokio::select! {
             biased;
@@ -290,6 +299,43 @@ impl Plan {
         RequestResult { attempts, from_cache, coalesced, ..self.unfinished(index, arrived, outcome) }
     }
 
+    /// The batcher of request `index`'s endpoint, if it batches.
+    fn batcher(&self, index: usize) -> Option<&Batcher<Item, batched::ItemPart>> {
+        self.batchers.get(*self.endpoints.get(index)?)?.as_ref()
+    }
+
+    /// Sends request `index`'s item in a batch and records how it ended; a cancellation
+    /// leaves the batch (the others in it are answered as usual).
+    async fn perform_batched(
+        &self,
+        batcher: &Batcher<Item, batched::ItemPart>,
+        index: usize,
+        request: RequestSpec,
+        arrived: Instant,
+        cancel: &CancellationToken,
+    ) -> RequestResult {
+        let item = Item { index, headers: request.headers, priority: request.priority };
+        let part = tokio::select! {
+            biased;
+            () = cancel.cancelled() => None,
+            part = batcher.submit(item) => Some(part),
+        };
+        match part {
+            None => self.unfinished(index, arrived, RequestOutcome::Cancelled),
+            Some(Ok(part)) => RequestResult {
+                attempts: part.attempts,
+                from_cache: part.from_cache,
+                coalesced: part.coalesced,
+                batch: Some(part.role),
+                ..self.unfinished(index, arrived, part.outcome)
+            },
+            Some(Err(err)) => {
+                let outcome = batch_failure(&err);
+                RequestResult { batch: Some(BatchRole::Member), ..self.unfinished(index, arrived, outcome) }
+            }
+        }
+    }
+
     /// The record of request `index` that ended with `outcome` and no attempt on record
     /// (cancelled, or its task panicked).
     pub(super) fn unfinished(&self, index: usize, arrived: Instant, outcome: RequestOutcome) -> RequestResult {
@@ -305,6 +351,7 @@ impl Plan {
             attempts: Vec::new(),
             from_cache: false,
             coalesced: false,
+            batch: None,
             outcome,
         }
     }
@@ -333,7 +380,7 @@ async fn drive(
     counters: Arc<[Counters]>,
     cancel: CancellationToken,
 ) -> (Vec<RequestResult>, Instant, Instant) {
-    let plan = Arc::new(Plan::new(spec, Instant::now()));
+    let plan = Arc::new(Plan::new(spec, Instant::now(), &client, &cancel));
     let mut results = match (&plan.spec.limits, plan.spec.raw_concurrency) {
         (None, Some(cap)) => super::load::drive_workers(&plan, &client, &counters, &cancel, cap).await,
         _ => drive_tasks(&plan, &client, &counters[0], &cancel).await,
@@ -394,6 +441,11 @@ async fn drive_tasks(
     results
 }
 
-fn failure(err: &ClientError) -> RequestOutcome {
+pub(super) fn failure(err: &ClientError) -> RequestOutcome {
     RequestOutcome::Failed { status: err.last_status(), kind: err.kind(), error: err.to_string() }
+}
+
+/// A request whose batch ended without an answer for it (the batcher stopped).
+fn batch_failure(err: &BatchError) -> RequestOutcome {
+    RequestOutcome::Failed { status: None, kind: "batch failed", error: err.to_string() }
 }

@@ -12,7 +12,7 @@ use url::Url;
 
 use crate::engine::{ConfigError, LimitKey, LimiterConfig, Priority, Rate, Registry};
 use crate::http::cache::CacheConfig;
-use crate::http::{Adaptive, ClientBuilder, ClientError, CostRule, EventSink, LimitedClient, RetryPolicy};
+use crate::http::{Adaptive, BatchPlan, ClientBuilder, ClientError, CostRule, EventSink, LimitedClient, RetryPolicy};
 use crate::store::{SharedSettings, StoreError};
 
 /// The most requests one burst may plan.
@@ -33,12 +33,15 @@ pub struct Endpoint {
     pub body: Option<Bytes>,
     /// Units other than requests (tokens, points) each request reserves, settled from its answer.
     pub cost_rules: Vec<CostRule>,
+    /// Each request asks for one item (request `i` for id `i + 1`), and items are sent in
+    /// batches (`?ids=1,2,3`): N requests become ceil(N / max size) upstream GETs or more.
+    pub batch: Option<BatchPlan>,
 }
 
 impl Endpoint {
     /// `url` with `weight`, sending the burst's method and headers and no body.
     pub fn new(url: Url, weight: u32) -> Self {
-        Self { url, weight, method: None, headers: HeaderMap::new(), body: None, cost_rules: Vec::new() }
+        Self { url, weight, method: None, headers: HeaderMap::new(), body: None, cost_rules: Vec::new(), batch: None }
     }
 
     /// The same endpoint sending `body`, with a `Content-Type` guessed from it unless one is set.
@@ -176,6 +179,11 @@ pub enum SpecError {
     /// No endpoint given.
     #[error("a burst needs at least one endpoint")]
     NoEndpoints,
+    /// A batched endpoint that is not a plain GET.
+    #[error(
+        "endpoint {0}: batched items are fetched with one GET; a batch cannot carry a method other than GET or a body"
+    )]
+    BatchNotGet(Url),
     /// An endpoint URL without a host.
     #[error("endpoint {0} has no host")]
     NoHost(Url),
@@ -260,6 +268,10 @@ impl BurstSpec {
             // Otherwise `keys` would leave the host out and its requests would go unlimited.
             if key_of(&endpoint.url).is_none() {
                 return Err(SpecError::BadHost(endpoint.url.clone()));
+            }
+            let method = endpoint.method.as_ref().unwrap_or(&self.method);
+            if endpoint.batch.is_some() && (method != Method::GET || endpoint.body.is_some()) {
+                return Err(SpecError::BatchNotGet(endpoint.url.clone()));
             }
         }
         if self.endpoints.iter().all(|endpoint| endpoint.weight == 0) {

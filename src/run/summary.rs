@@ -3,6 +3,8 @@
 //! JSON schema (`Summary` serialized): `requests`, `sent` (HTTP attempts), `succeeded`
 //! (final status below 400), `failed` (final status 400+ or no response), `cancelled`,
 //! `status_counts` (status code as a string → attempts), `retries`, `cache_hits`, `coalesced`,
+//! `batched_items` (requests whose item went upstream in a batch), `batches` (the upstream
+//! requests that carried them), `saved_by_batching` (`batched_items - batches`),
 //! `elapsed_s`, `achieved_rps` (finished requests per second), `service_ms` (send to
 //! response, every attempt), `queue_wait_ms` (time in the limiter, per request) and
 //! `total_ms` (first queued to final response, per request), each
@@ -18,6 +20,7 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+use super::batched::BatchRole;
 use super::runner::{FINAL_STATUS, RequestOutcome, RequestResult};
 use crate::http::Settlement;
 use crate::store::SharedReport;
@@ -119,6 +122,12 @@ pub struct Summary {
     pub cache_hits: u64,
     /// Requests answered with a copy of an identical request in flight (coalescing).
     pub coalesced: u64,
+    /// Requests whose item went upstream in a batch (an endpoint with a batch template).
+    pub batched_items: u64,
+    /// The upstream requests (batches) that carried those items.
+    pub batches: u64,
+    /// Requests batching saved: batched items that needed no request of their own.
+    pub saved_by_batching: u64,
     /// First arrival to last end, in seconds.
     pub elapsed_s: f64,
     /// Finished requests per second of `elapsed_s`.
@@ -173,6 +182,9 @@ impl Summary {
             retries: 0,
             cache_hits: 0,
             coalesced: 0,
+            batched_items: 0,
+            batches: 0,
+            saved_by_batching: 0,
             elapsed_s: elapsed.as_secs_f64(),
             achieved_rps: 0.0,
             service_ms: Percentiles::of(results.iter().flat_map(|r| r.attempts.iter().map(|a| a.service_time))),
@@ -190,6 +202,8 @@ impl Summary {
             summary.retries += result.attempts.len().saturating_sub(1) as u64;
             summary.cache_hits += u64::from(result.from_cache);
             summary.coalesced += u64::from(result.coalesced);
+            summary.batched_items += u64::from(result.batch.is_some());
+            summary.batches += u64::from(result.batch == Some(BatchRole::Leader));
             for attempt in &result.attempts {
                 let key = attempt.status.map_or_else(|| "error".to_owned(), |status| status.to_string());
                 *summary.status_counts.entry(key).or_default() += 1;
@@ -211,6 +225,7 @@ impl Summary {
                 RequestOutcome::Cancelled => summary.cancelled += 1,
             }
         }
+        summary.saved_by_batching = summary.batched_items.saturating_sub(summary.batches);
         let finished = summary.succeeded + summary.failed;
         summary.achieved_rps = if summary.elapsed_s > 0.0 { finished as f64 / summary.elapsed_s } else { 0.0 };
         summary
@@ -242,8 +257,19 @@ impl fmt::Display for Summary {
             self.requests, self.succeeded, self.failed, self.cancelled
         )?;
         writeln!(f, "HTTP attempts: {} ({} retries, {} cache hits)", self.sent, self.retries, self.cache_hits)?;
-        if self.cache_hits + self.coalesced > 0 {
-            writeln!(f, "saved:         {} by cache, {} by coalescing", self.cache_hits, self.coalesced)?;
+        if self.batched_items > 0 {
+            writeln!(
+                f,
+                "batching:      {} items in {} upstream requests ({} saved)",
+                self.batched_items, self.batches, self.saved_by_batching
+            )?;
+        }
+        if self.cache_hits + self.coalesced + self.saved_by_batching > 0 {
+            write!(f, "saved:         {} by cache, {} by coalescing", self.cache_hits, self.coalesced)?;
+            if self.saved_by_batching > 0 {
+                write!(f, ", {} by batching", self.saved_by_batching)?;
+            }
+            writeln!(f)?;
         }
         let statuses: Vec<String> = self.status_counts.iter().map(|(status, n)| format!("{status}×{n}")).collect();
         writeln!(f, "statuses:      {}", if statuses.is_empty() { "-".to_owned() } else { statuses.join("  ") })?;
@@ -327,6 +353,7 @@ mod tests {
             attempts: vec![attempt],
             from_cache: false,
             coalesced: false,
+            batch: None,
             outcome,
         }
     }

@@ -78,17 +78,17 @@ impl reqwest_middleware::Middleware for RateLimitMiddleware {
         extensions: &mut Extensions,
         next: Next<'_>,
     ) -> reqwest_middleware::Result<reqwest::Response> {
-        let outgoing = Outgoing::new(request, extensions);
-        let mut life = Request::prepare(&self.client, outgoing.spec.clone()).map_err(Error::middleware)?;
+        let (spec, outgoing) = Outgoing::new(request, extensions);
+        let mut life = Request::prepare(&self.client, spec).map_err(Error::middleware)?;
         if let Some(cached) = life.cached() {
-            return rebuilt(cached, &outgoing.spec.url, Version::HTTP_11, Extensions::new());
+            return rebuilt(cached, &life.spec().url, Version::HTTP_11, Extensions::new());
         }
         let coalescing = self.client.inner.coalescer.as_ref().zip(life.flight_key());
         let Some((coalescer, key)) = coalescing else {
-            let buffered = self.client.inner.cache.is_some() || !outgoing.spec.cost_rules.is_empty();
+            let buffered = self.client.inner.cache.is_some() || !life.spec().cost_rules.is_empty();
             return outgoing.attempts(life, extensions, next, buffered).await?.into_reqwest();
         };
-        let url = outgoing.spec.url.clone();
+        let url = life.spec().url.clone();
         let mut role = coalescer.join(key);
         loop {
             match role {
@@ -158,12 +158,13 @@ fn landed(finished: &reqwest_middleware::Result<Finished>, url: &Url) -> Result<
     }
 }
 
-/// The request as it came down the chain: what the client's steps need (a [`RequestSpec`]),
-/// and the request itself, to send (a copy of it per attempt when its body can be copied).
+/// The request as it came down the chain, to send (a copy of it per attempt when its body can
+/// be copied).
 struct Outgoing {
-    spec: RequestSpec,
     request: Option<reqwest::Request>,
     replayable: bool,
+    /// Whether the client adds headers (defaults, the host's secrets) to the caller's.
+    adds_headers: bool,
 }
 
 /// What an attempt leaves the caller besides what the client's steps read.
@@ -177,20 +178,22 @@ enum Kept {
 }
 
 impl Outgoing {
-    fn new(request: reqwest::Request, extensions: &Extensions) -> Self {
+    /// What the client's steps need of `request` (a [`RequestSpec`]), and the request to send.
+    fn new(request: reqwest::Request, extensions: &Extensions) -> (RequestSpec, Self) {
         let (priority, cost, cost_rules) = limits_of(extensions);
-        let body = request.body().and_then(reqwest::Body::as_bytes).map(Bytes::copy_from_slice);
-        let replayable = request.try_clone().is_some();
+        let body = request.body().map(reqwest::Body::as_bytes);
+        // reqwest copies a request exactly when its body is bytes, not a stream.
+        let replayable = !matches!(body, Some(None));
         let spec = RequestSpec {
             method: request.method().clone(),
             url: request.url().clone(),
             headers: request.headers().clone(),
-            body,
+            body: body.flatten().map(Bytes::copy_from_slice),
             priority,
             cost,
             cost_rules,
         };
-        Self { spec, request: Some(request), replayable }
+        (spec, Self { request: Some(request), replayable, adds_headers: false })
     }
 
     /// The request for the next attempt: a copy while copies can be made, else the request
@@ -211,6 +214,7 @@ impl Outgoing {
         next: Next<'_>,
         buffered: bool,
     ) -> reqwest_middleware::Result<Finished> {
+        self.adds_headers = life.adds_headers();
         let mut log = Vec::new();
         let mut attempt = 0;
         loop {
@@ -220,7 +224,9 @@ impl Outgoing {
                 return Err(Error::middleware(ClientError::Build("the request body was already sent".into())));
             };
             // The client's headers for the host (defaults, secrets) join the caller's.
-            *outgoing.headers_mut() = life.headers().clone();
+            if self.adds_headers {
+                *outgoing.headers_mut() = life.headers().clone();
+            }
             let send = exchange(next.clone(), outgoing, extensions, buffered);
             let (sent, kept) = life.exchange_via(attempt, &admission, send).await;
             let mut decision = life.decide(attempt, &sent);

@@ -111,11 +111,20 @@ impl LimitedClient {
         (Http1Transport::serves(url) && (!proxied || is_loopback(url))).then_some(Wire::Http1(wire))
     }
 
+    /// Whether [`headers_for`](Self::headers_for) adds anything to a caller's headers for `url`.
+    pub(super) fn adds_headers_for(&self, url: &Url) -> bool {
+        !self.inner.default_headers.is_empty() || per_host(&self.inner.host_headers, url).is_some()
+    }
+
     /// The client's headers for `url` (its defaults, then its host's), then the caller's.
     pub(super) fn headers_for(&self, url: &Url, caller: &HeaderMap) -> HeaderMap {
         let inner = &*self.inner;
+        let extra = per_host(&inner.host_headers, url);
+        if inner.default_headers.is_empty() && extra.is_none() {
+            return caller.clone();
+        }
         let mut headers = inner.default_headers.clone();
-        if let Some(extra) = per_host(&inner.host_headers, url) {
+        if let Some(extra) = extra {
             headers.extend(extra.clone());
         }
         headers.extend(caller.clone());
