@@ -190,12 +190,14 @@ impl<'c> Request<'c> {
     }
 
     /// The request as the caller described it.
+    #[cfg_attr(not(feature = "middleware"), allow(dead_code))] // used by the middleware only
     pub(super) fn spec(&self) -> &RequestSpec {
         &self.spec
     }
 
     /// Whether [`headers`](Self::headers) may differ from the caller's: the client adds its
     /// own (defaults, the host's), or its cache may add validators.
+    #[cfg_attr(not(feature = "middleware"), allow(dead_code))] // used by the middleware only
     pub(super) fn adds_headers(&self) -> bool {
         self.uri.is_some() || self.client.adds_headers_for(&self.spec.url)
     }

@@ -112,6 +112,7 @@ impl LimitedClient {
     }
 
     /// Whether [`headers_for`](Self::headers_for) adds anything to a caller's headers for `url`.
+    #[cfg_attr(not(feature = "middleware"), allow(dead_code))] // used by the middleware only
     pub(super) fn adds_headers_for(&self, url: &Url) -> bool {
         !self.inner.default_headers.is_empty() || per_host(&self.inner.host_headers, url).is_some()
     }
