@@ -20,15 +20,25 @@ pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 /// Why a file could not be written or read.
 #[derive(Debug, thiserror::Error)]
 pub enum FileError {
+    /// Reading, writing or renaming failed.
     #[error("cannot {action} {}: {source}", path.display())]
     Io {
+        /// What was being done (`write`, `read`, `follow the links of`, ...).
         action: &'static str,
+        /// The file it was done to.
         path: PathBuf,
+        /// The operating system's error.
         #[source]
         source: io::Error,
     },
+    /// An input longer than the cap this reader accepts; nothing of it is used.
     #[error("{} is larger than the {} this accepts", path.display(), human_bytes(*cap))]
-    TooLarge { path: PathBuf, cap: u64 },
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The most bytes accepted.
+        cap: u64,
+    },
 }
 
 impl FileError {

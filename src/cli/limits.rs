@@ -5,6 +5,7 @@ use clap::Args;
 
 use crate::engine::{BudgetSpec, LimiterConfig, Rate, Unit, parse_duration};
 
+/// The limit flags shared by `burst`, `pace` and `proxy`: a bucket, windows and a concurrency cap.
 #[derive(Debug, Clone, Args)]
 pub struct LimitArgs {
     /// Token bucket refill, e.g. 10/1s or 600/1m.

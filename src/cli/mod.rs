@@ -47,6 +47,7 @@ pub use limits::LimitArgs;
 #[derive(Debug, Parser)]
 #[command(name = "ratescope", version, about, long_about = None)]
 pub struct Cli {
+    /// The subcommand; none opens the app.
     #[command(subcommand)]
     pub command: Option<Command>,
     /// Open the app, fire the demo burst, save a PNG of the window to FILE and exit.
@@ -57,6 +58,7 @@ pub struct Cli {
     pub after: f64,
 }
 
+/// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Send N simulated requests through the limiter (no network) and show when each is admitted.
@@ -103,7 +105,7 @@ pub fn main(cli: Cli) -> ExitCode {
     }
 }
 
-/// A command line that asks for something impossible (see [`usage!`]).
+/// A command line that asks for something impossible (made by the `usage!` macro; the command exits with status 2).
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct UsageError(pub String);

@@ -14,15 +14,27 @@ use super::unit::{Cost, Unit};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum BudgetKind {
     /// Holds up to `capacity` tokens, refilled continuously at `refill`; a request spends its cost.
-    TokenBucket { capacity: u64, refill: Rate },
+    TokenBucket {
+        /// The most tokens it holds, and so the largest burst.
+        capacity: u64,
+        /// How fast spent tokens come back.
+        refill: Rate,
+    },
     /// At most `limit` units in any window of length `window` (no boundary bursts).
-    SlidingWindow { limit: u64, window: Duration },
+    SlidingWindow {
+        /// The most units admitted in any window.
+        limit: u64,
+        /// The window's length.
+        window: Duration,
+    },
 }
 
 /// A named budget, the unit it counts and what one unit of a request's cost spends in it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct BudgetSpec {
+    /// Names the budget in snapshots, errors and reconfiguration (unique within a limiter).
     pub name: String,
+    /// The kind of limit and its size.
     pub kind: BudgetKind,
     /// What this budget counts (requests unless named otherwise).
     pub unit: Unit,

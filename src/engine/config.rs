@@ -16,6 +16,7 @@ pub const DEFAULT_STARVATION_GUARD: Duration = Duration::from_secs(30);
 /// and a concurrency slot is free.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LimiterConfig {
+    /// Every budget a request must fit; none means only the concurrency cap applies.
     pub budgets: Vec<BudgetSpec>,
     /// Most requests in flight at once; `None` for no cap.
     pub concurrency: Option<usize>,

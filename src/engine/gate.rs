@@ -16,15 +16,19 @@ use super::Cost;
 /// Whether the gate lets one request through now.
 #[derive(Debug, Clone, PartialEq)]
 pub enum GateReadiness {
+    /// The request may go now.
     Ready,
     /// Not before `at` (the gate will be asked again then).
     At {
+        /// The earliest instant to ask again.
         at: Instant,
+        /// Why it must wait, for snapshots.
         reason: String,
     },
     /// Not until the gate learns something: it is asked again whenever its owner updates it
     /// through [`Limiter::update_gate`](super::Limiter::update_gate) or a gated permit ends.
     Wait {
+        /// Why it must wait, for snapshots.
         reason: String,
     },
 }

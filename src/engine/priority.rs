@@ -7,9 +7,12 @@ use std::str::FromStr;
 /// Which lane a request waits in. Higher lanes are served first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub enum Priority {
+    /// Admitted before any waiting normal or low request.
     High,
+    /// The default lane.
     #[default]
     Normal,
+    /// Admitted after high and normal ones, yet never starved (see the starvation guard).
     Low,
 }
 
@@ -21,6 +24,7 @@ impl Priority {
         self as usize
     }
 
+    /// The lane's lowercase name: `high`, `normal` or `low`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::High => "high",

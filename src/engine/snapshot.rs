@@ -13,13 +13,19 @@ use super::unit::Unit;
 /// A limiter's state at `at`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Snapshot {
+    /// The limiter's key (host, host:port or host/prefix).
     pub key: String,
+    /// When the snapshot was taken.
     pub at: Instant,
+    /// Every budget, in the order configured.
     pub budgets: Vec<BudgetSnapshot>,
     /// Waiting requests per lane: high, normal, low.
     pub queued: [usize; 3],
+    /// Permits held now (admitted, not yet dropped).
     pub in_flight: usize,
+    /// The concurrency cap; `None` for none.
     pub concurrency: Option<usize>,
+    /// The pause in force, if a server asked for one.
     pub paused: Option<PauseSnapshot>,
     /// The request that will be admitted next, if any waits.
     pub head: Option<HeadSnapshot>,
@@ -40,12 +46,15 @@ impl Snapshot {
 /// One budget's state.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BudgetSnapshot {
+    /// The budget's name.
     pub name: String,
+    /// Its kind and size.
     pub kind: BudgetKind,
     /// What it counts (requests, tokens, points).
     pub unit: Unit,
     /// Units that could be spent now; fractional for a token bucket.
     pub available: f64,
+    /// The most it can hold (a bucket's capacity, a window's limit).
     pub capacity: u64,
     /// Units spent inside the current window (sliding windows only).
     pub window_used: Option<u64>,
@@ -54,17 +63,24 @@ pub struct BudgetSnapshot {
 /// A pause the server asked for.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PauseSnapshot {
+    /// When the pause ends.
     pub until: Instant,
+    /// How long is left of it at the snapshot.
     pub remaining: Duration,
+    /// What asked for it (a 429's Retry-After, a 503, ...).
     pub reason: String,
 }
 
 /// The request at the head of the queue.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HeadSnapshot {
+    /// Its lane.
     pub priority: Priority,
+    /// What it costs, in requests.
     pub cost: u64,
+    /// How long it has waited so far.
     pub waited: Duration,
+    /// What keeps it waiting.
     pub blocked: Blocked,
 }
 
@@ -74,14 +90,32 @@ pub enum Blocked {
     /// Nothing: it is being admitted.
     Ready,
     /// A budget has too little left; it will have enough after `wait`.
-    Budget { name: String, wait: Duration },
+    Budget {
+        /// The budget's name.
+        name: String,
+        /// How long until it has room.
+        wait: Duration,
+    },
     /// Every concurrency slot is taken; it waits for a request to finish.
-    Concurrency { limit: usize },
+    Concurrency {
+        /// The cap.
+        limit: usize,
+    },
     /// The key is paused (the server said to come back later).
-    Paused { reason: String, wait: Duration },
+    Paused {
+        /// Why the key is paused.
+        reason: String,
+        /// How long is left of the pause.
+        wait: Duration,
+    },
     /// The server's own budget, as the client mirrors it, has no room: for `wait` when the
     /// restore instant is known, else until a response says more.
-    Server { reason: String, wait: Option<Duration> },
+    Server {
+        /// Which server budget is empty.
+        reason: String,
+        /// How long until it restores, when known.
+        wait: Option<Duration>,
+    },
 }
 
 impl fmt::Display for Blocked {

@@ -36,6 +36,7 @@ impl Unit {
         }
     }
 
+    /// The unit's name as written in rules and profiles (`requests`, `tokens`, ...).
     pub fn as_str(&self) -> &str {
         match self {
             Self::Requests => "requests",
@@ -54,6 +55,7 @@ impl fmt::Display for Unit {
 /// and amounts of other units, an estimate until the permit is settled with the actual cost.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Cost {
+    /// How many requests it counts as (budgets of the requests unit spend this).
     pub requests: u64,
     /// Amounts of named units; a unit named twice adds up.
     pub units: Vec<(Unit, u64)>,

@@ -36,21 +36,35 @@ const EVENTS_PER_FRAME: usize = 20_000;
 /// The embedded demo API as the app knows it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum DemoStatus {
+    /// The app asked the backend to start it.
     Starting,
-    Running { url: Url, routes: String },
+    /// Listening.
+    Running {
+        /// Its base URL.
+        url: Url,
+        /// Its routes and their limits, in words.
+        routes: String,
+    },
+    /// It could not start; the message says why.
     Failed(String),
 }
 
 /// A burst as the app knows it.
 #[derive(Debug, Default)]
 pub enum RunStatus {
+    /// Nothing fired yet.
     #[default]
     Idle,
+    /// Firing.
     Running {
+        /// Requests planned, launched and done so far.
         progress: BurstProgress,
     },
+    /// Finished or cancelled.
     Done {
+        /// Its summary.
         summary: Box<Summary>,
+        /// Every request's result.
         results: Vec<RequestResult>,
     },
 }
@@ -58,9 +72,12 @@ pub enum RunStatus {
 /// The view in the central panel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Tab {
+    /// Fire a burst and watch its charts.
     #[default]
     Burst,
+    /// One workload through two limit settings in virtual time.
     Simulator,
+    /// Run a proxy from the current profile.
     Proxy,
 }
 
@@ -358,6 +375,7 @@ impl App {
         }
     }
 
+    /// Cancels the running burst, if any; what it did so far is summarised.
     pub fn cancel(&mut self) {
         if self.is_running() {
             self.backend.send(Command::Cancel);

@@ -29,31 +29,69 @@ pub const SAMPLE_EVERY: Duration = Duration::from_millis(50);
 #[derive(Debug)]
 pub enum Command {
     /// Start the embedded demo API on `port` (0 for any free port).
-    StartDemo { port: u16 },
+    StartDemo {
+        /// The port; 0 for any free one.
+        port: u16,
+    },
     /// Fire a burst: `table` holds the limits of every key, applied before the first request.
     Fire(Box<FireRequest>),
     /// Cancel the running burst.
     Cancel,
     /// Change the limits of a key now (the running burst feels it at once).
-    SetLimits { key: LimitKey, config: LimiterConfig },
+    SetLimits {
+        /// The key.
+        key: LimitKey,
+        /// Its new limits.
+        config: LimiterConfig,
+    },
     /// Load every profile of the store (writing the demo profile first if there is none).
     LoadProfiles,
     /// Save a profile and the secret store.
-    Save { profile: Box<Profile>, secrets: Box<SecretStore> },
+    Save {
+        /// The profile.
+        profile: Box<Profile>,
+        /// The secret store, saved beside it.
+        secrets: Box<SecretStore>,
+    },
     /// Move a saved profile aside (`.bak`).
-    Delete { name: String },
+    Delete {
+        /// The profile's name.
+        name: String,
+    },
     /// Ask for a file and import the profile in it.
     Import,
     /// Ask for a file and export a profile to it (never with secret values).
-    Export { profile: Box<Profile> },
+    Export {
+        /// The profile.
+        profile: Box<Profile>,
+    },
     /// Ask for a file and write `contents` to it (a JSON summary or a CSV of attempts).
-    SaveFile { title: String, default_name: String, contents: Vec<u8> },
+    SaveFile {
+        /// The file dialog's title.
+        title: String,
+        /// The file name offered.
+        default_name: String,
+        /// The bytes to write.
+        contents: Vec<u8>,
+    },
     /// Write `contents` (`what`, for the message) to the path typed in the app's Save as window.
-    WriteFile { path: PathBuf, contents: Vec<u8>, what: String },
+    WriteFile {
+        /// Where to write.
+        path: PathBuf,
+        /// The bytes to write.
+        contents: Vec<u8>,
+        /// What it is, for the message (`summary`, `CSV`, ...).
+        what: String,
+    },
     /// Run the Simulator tab's two simulations (in virtual time, off the runtime's threads).
     Simulate(Box<SimRequest>),
     /// Probe `url` for its limits with at most `max_requests` requests.
-    Probe { url: Url, max_requests: usize },
+    Probe {
+        /// The URL.
+        url: Url,
+        /// The most requests the probe may send.
+        max_requests: usize,
+    },
     /// Start a proxy (its traffic arrives as events, like a burst's).
     StartProxy(Box<ProxyConfig>),
     /// Stop the proxy, letting requests in flight finish.
@@ -63,42 +101,60 @@ pub enum Command {
 /// Everything a burst needs: what to send, and the client (limits, retry, headers) to send it with.
 #[derive(Debug)]
 pub struct FireRequest {
+    /// What to send.
     pub spec: BurstSpec,
+    /// The client to send it with.
     pub builder: ClientBuilder,
 }
 
 /// What the background tells the UI.
 #[derive(Debug)]
 pub enum Update {
+    /// The demo API listens.
     DemoStarted {
+        /// Its base URL.
         url: Url,
+        /// Its routes and their limits, in words.
         description: String,
     },
+    /// The demo API could not start; the message says why.
     DemoFailed(String),
     /// A burst started: its events arrive on `events`.
     BurstStarted {
+        /// The burst's client events.
         events: mpsc::Receiver<Event>,
+        /// Requests it will send.
         planned: usize,
     },
+    /// The running burst's counters.
     Progress(BurstProgress),
     /// The shared store's state and counters (while a burst with shared budgets runs).
     Shared(SharedReport),
+    /// Every limiter's state, sampled while a burst runs.
     Snapshots(Vec<Snapshot>),
+    /// The burst ended (finished or cancelled).
     Finished {
+        /// Its summary.
         summary: Box<Summary>,
+        /// Every request's result.
         results: Vec<RequestResult>,
     },
+    /// A command failed; the message says why.
     Error(String),
     /// The profiles in the store, what could not be read, and the secret store.
     Profiles {
+        /// The profiles that loaded.
         profiles: Vec<Profile>,
+        /// One message per file that did not.
         problems: Vec<String>,
+        /// The secret store.
         secrets: Box<SecretStore>,
     },
     /// Something finished that the user should hear about.
     Info(String),
     /// The profile was saved (any error about saving it is over).
     Saved(String),
+    /// A profile was imported from a file.
     Imported(Box<Profile>),
     /// The Simulator tab's two results.
     Simulated(Result<Box<[SideResult; 2]>, String>),
@@ -107,11 +163,16 @@ pub enum Update {
     /// The proxy listens at `url`; `routes` are (caller URL, upstream) pairs; its traffic
     /// arrives on `events`.
     ProxyStarted {
+        /// Where callers send requests.
         url: Url,
+        /// (caller URL, upstream) pairs.
         routes: Vec<(String, String)>,
+        /// The proxy's client events.
         events: mpsc::Receiver<Event>,
     },
+    /// The proxy stopped; the message says how it went.
     ProxyStopped(String),
+    /// The proxy could not start or stopped on an error.
     ProxyFailed(String),
 }
 

@@ -18,17 +18,24 @@ use crate::store::SharedReport;
 /// How requests arrive, as the composer edits it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ArrivalChoice {
+    /// Every request at once.
     AllAtOnce,
+    /// At the composer's rate.
     FixedRate,
+    /// A ramp from one rate to another.
     Ramp,
+    /// At the composer's rate for its duration.
     ForDuration,
 }
 
 /// One endpoint row: its path, weight, and the headers and body it sends.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EndpointDraft {
+    /// The path (and query) under the host's base URL.
     pub path: String,
+    /// Its share of the burst.
     pub weight: u32,
+    /// Its method, headers, body and cost rules as typed.
     pub request: RequestDraft,
     /// Its request editor is shown under the row.
     pub open: bool,
@@ -56,17 +63,29 @@ impl EndpointDraft {
 /// What the composer shows.
 #[derive(Debug, Clone)]
 pub struct Composer {
+    /// The endpoints a burst spreads over.
     pub endpoints: Vec<EndpointDraft>,
+    /// The burst's method (an endpoint may name its own).
     pub method: Method,
+    /// Requests to send.
     pub count: usize,
+    /// How they arrive.
     pub arrival: ArrivalChoice,
+    /// The arrival rate as typed, such as `10/1s`.
     pub rate: String,
+    /// How long requests arrive, as typed (for a rate over a duration).
     pub duration: String,
+    /// A ramp's start, in requests per second.
     pub ramp_from: f64,
+    /// A ramp's end, in requests per second.
     pub ramp_to: f64,
+    /// A ramp's length, as typed.
     pub ramp_over: String,
+    /// Share of requests in the high lane.
     pub high: f64,
+    /// Share of requests in the low lane.
     pub low: f64,
+    /// Pace by the limits (off: the burst goes raw).
     pub limiter_on: bool,
     /// Answer from a response cache where HTTP caching allows.
     pub cache_on: bool,

@@ -9,10 +9,13 @@ use crate::profile::Profile;
 /// What the user asked for in the window.
 #[derive(Debug)]
 pub enum DiscoverAction {
+    /// Nothing.
     None,
     /// Probe `url` with at most `max_requests` requests.
     Probe {
+        /// The URL.
         url: url::Url,
+        /// The most requests the probe may send.
         max_requests: usize,
     },
     /// Keep this profile (made from the suggestion): select it and save it.
@@ -22,11 +25,17 @@ pub enum DiscoverAction {
 /// The window's state.
 #[derive(Debug)]
 pub struct Discover {
+    /// Whether the window is shown.
     pub open: bool,
+    /// The URL as typed.
     pub url: String,
+    /// The most requests the probe may send.
     pub max_requests: usize,
+    /// A probe is running.
     pub running: bool,
+    /// The last probe's report, or why it failed.
     pub report: Option<Result<ProbeReport, String>>,
+    /// The name the profile made from the suggestion gets.
     pub profile_name: String,
 }
 

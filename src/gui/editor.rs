@@ -18,24 +18,33 @@ use crate::profile::{
 /// What the editor asks the app to do.
 #[derive(Debug)]
 pub enum EditorAction {
+    /// Nothing.
     None,
     /// Valid limits changed: apply them to these keys now.
     LiveLimits(Vec<(LimitKey, LimiterConfig)>),
+    /// Save the current profile.
     Save,
+    /// Import a profile from a file.
     Import,
+    /// Export this profile to a file.
     Export(Box<Profile>),
+    /// Delete the profile of this name (kept as `.bak`).
     Delete(String),
+    /// Tell the user this.
     Message(String),
 }
 
 /// A profile being edited and what is on disk.
 #[derive(Debug, Clone)]
 pub struct ProfileDoc {
+    /// The profile as edited.
     pub profile: Profile,
+    /// The profile as on disk; `None` when never saved.
     pub saved: Option<Profile>,
 }
 
 impl ProfileDoc {
+    /// Whether it has edits not saved.
     pub fn is_dirty(&self) -> bool {
         self.saved.as_ref() != Some(&self.profile)
     }
@@ -53,10 +62,15 @@ enum Undo {
 /// The editing state.
 #[derive(Default)]
 pub struct Editor {
+    /// Every loaded profile.
     pub profiles: Vec<ProfileDoc>,
+    /// The index of the profile shown.
     pub current: usize,
+    /// The index of the selected host in it.
     pub host: usize,
+    /// The secret store the profiles' secret headers come from.
     pub secrets: SecretStore,
+    /// Whether the profiles have been loaded.
     pub loaded: bool,
     /// The profile to select once profiles are loaded (the one selected last time).
     pub preferred: Option<String>,
@@ -369,10 +383,12 @@ impl Editor {
         self.host = 0;
     }
 
+    /// The profile shown, if any.
     pub fn profile(&self) -> Option<&Profile> {
         self.profiles.get(self.current).map(|doc| &doc.profile)
     }
 
+    /// The selected host of the profile shown, if any.
     pub fn selected_host(&self) -> Option<&HostProfile> {
         self.profile()?.hosts.get(self.host)
     }

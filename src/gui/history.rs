@@ -18,11 +18,15 @@ pub struct RunRecord {
     pub number: u32,
     /// What was fired: method, paths, count, limits.
     pub settings: String,
+    /// Final 429s.
     pub throttled: u64,
     /// Successful requests per second of the run.
     pub goodput: f64,
+    /// Median first-queued-to-response time, in milliseconds.
     pub p50_ms: f64,
+    /// 99th percentile of the same.
     pub p99_ms: f64,
+    /// How long the run took, in seconds.
     pub elapsed_s: f64,
     /// Whether it was cancelled before every request finished.
     pub cancelled: u64,
@@ -31,6 +35,7 @@ pub struct RunRecord {
 }
 
 impl RunRecord {
+    /// The record of run `number`, from its summary and charts.
     pub fn new(number: u32, settings: String, summary: &Summary, telemetry: Telemetry) -> Self {
         let goodput = if summary.elapsed_s > 0.0 { summary.succeeded as f64 / summary.elapsed_s } else { 0.0 };
         Self {
@@ -50,6 +55,7 @@ impl RunRecord {
 /// The last runs, newest last, and the one compared with.
 #[derive(Debug, Default)]
 pub struct History {
+    /// The runs kept, oldest first.
     pub runs: VecDeque<RunRecord>,
     /// The number of the run drawn under the live charts.
     pub compare: Option<u32>,

@@ -9,22 +9,30 @@ use crate::proxy::{DEFAULT_LISTEN, ProxyConfig, profile_routes};
 /// The proxy as the app knows it.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub enum ProxyStatus {
+    /// Not running.
     #[default]
     Stopped,
+    /// Asked to start.
     Starting,
     /// Listening at `url`; `routes` are (caller URL, upstream) pairs.
     Running {
+        /// Where callers send requests.
         url: Url,
+        /// (caller URL, upstream) pairs.
         routes: Vec<(String, String)>,
     },
+    /// Asked to stop; requests in flight finish.
     Stopping,
+    /// It could not start or stopped on an error.
     Failed(String),
 }
 
 /// The tab's state: the port typed in and what runs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProxyPanel {
+    /// The port as typed.
     pub port: String,
+    /// What runs.
     pub status: ProxyStatus,
 }
 
@@ -38,8 +46,11 @@ impl Default for ProxyPanel {
 /// What a click in the tab asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProxyAction {
+    /// Nothing.
     None,
+    /// Start a proxy.
     Start,
+    /// Stop the proxy.
     Stop,
 }
 

@@ -20,15 +20,20 @@ const LOG_CAPACITY: usize = 20_000;
 /// Two simulations to run: the same workload through each side's limits.
 #[derive(Debug)]
 pub struct SimRequest {
+    /// The server model both sides run against.
     pub server: MockConfig,
+    /// Side A's and side B's bursts.
     pub specs: [BurstSpec; 2],
 }
 
 /// One side's outcome, with its charts' data.
 #[derive(Debug)]
 pub struct SideResult {
+    /// Its summary.
     pub summary: Summary,
+    /// Its charts' data.
     pub telemetry: Telemetry,
+    /// The wall-clock time the simulation took.
     pub real_time: Duration,
     /// Each chart's y range, so both sides are drawn on the same scales.
     pub ranges: ChartRanges,
@@ -65,17 +70,23 @@ fn side_result(simulation: Simulation) -> SideResult {
 /// The tab's state: the workload, the two settings, the last results.
 #[derive(Debug)]
 pub struct SimulatorTab {
+    /// The path requests go to.
     pub path: String,
+    /// Requests per side.
     pub count: usize,
     /// Arrival rate such as `10/1s`; empty for all at once.
     pub arrival_rate: String,
+    /// Retries per request (attempts beyond the first).
     pub retries: u32,
     /// Each side's limits in the one-line form: `bucket 5 @ 5/1s, window 100/1m, concurrency 4`.
     pub limits: [String; 2],
     /// Limits A were typed by hand: they no longer follow the selected host's.
     pub limits_a_typed: bool,
+    /// A simulation is running.
     pub running: bool,
+    /// Both sides' results, once run.
     pub results: Option<Box<[SideResult; 2]>>,
+    /// Why the last run could not start or failed.
     pub error: Option<String>,
     views: [ChartView; 2],
 }

@@ -12,9 +12,12 @@ pub const EXPORT_CSV_TEXT: &str = "Export CSV…";
 /// What the user asked for in the summary; the caller opens the file dialog off the UI thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SummaryAction {
+    /// Nothing.
     #[default]
     None,
+    /// Export the summary as JSON.
     ExportJson,
+    /// Export every attempt as CSV.
     ExportCsv,
 }
 

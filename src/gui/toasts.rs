@@ -23,10 +23,12 @@ pub struct Toasts {
 }
 
 impl Toasts {
+    /// Shows a message that fades after a few seconds.
     pub fn info(&mut self, text: impl Into<String>) {
         self.push(text.into(), false, None);
     }
 
+    /// Shows an error that stays until clicked away.
     pub fn error(&mut self, text: impl Into<String>) {
         self.push(text.into(), true, None);
     }
@@ -54,6 +56,7 @@ impl Toasts {
         self.shown.iter().map(|toast| toast.text.as_str()).collect()
     }
 
+    /// Draws the messages shown; a click removes one.
     pub fn toasts_ui(&mut self, ui: &mut egui::Ui) {
         // Errors stay until clicked away; information fades.
         self.shown.retain(|toast| toast.error || toast.since.elapsed() < SHOW_FOR);

@@ -14,7 +14,10 @@ use parking_lot::Mutex;
 /// Limits of the cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CacheConfig {
+    /// The most responses kept; the least recently used goes first.
     pub max_entries: usize,
+    /// The most body bytes kept in all: a larger response is not stored, and the least recently used
+    /// go first to make room.
     pub max_bytes: usize,
 }
 
@@ -27,8 +30,11 @@ impl Default for CacheConfig {
 /// A stored response.
 #[derive(Debug, Clone)]
 pub struct CachedResponse {
+    /// The stored status.
     pub status: StatusCode,
+    /// The stored headers.
     pub headers: HeaderMap,
+    /// The stored body.
     pub body: Bytes,
 }
 
@@ -52,8 +58,11 @@ pub enum Lookup {
 /// Hit and revalidation counters.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct CacheStats {
+    /// Requests answered from the cache.
     pub hits: u64,
+    /// Hits that needed a 304 from the server first.
     pub revalidated: u64,
+    /// Responses put in the cache.
     pub stored: u64,
 }
 
@@ -87,6 +96,7 @@ fn response_parts(status: StatusCode, headers: &HeaderMap) -> response::Parts {
 }
 
 impl ResponseCache {
+    /// An empty cache within `config`'s limits.
     pub fn new(config: CacheConfig) -> Self {
         let capacity = NonZeroUsize::new(config.max_entries).unwrap_or(NonZeroUsize::MIN);
         Self {
@@ -98,6 +108,7 @@ impl ResponseCache {
         }
     }
 
+    /// The counters so far.
     pub fn stats(&self) -> CacheStats {
         CacheStats {
             hits: self.hits.load(Ordering::Relaxed),

@@ -40,7 +40,9 @@ use crate::engine::{Cost, Unit};
 /// One unit's estimate and settlement.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CostRule {
+    /// The unit it estimates and settles.
     pub unit: Unit,
+    /// Terms added up into the estimate before sending.
     pub estimate: Vec<Term>,
     /// Where the answer says what was spent; `None` keeps the estimate.
     pub actual: Option<Actual>,
@@ -58,11 +60,15 @@ pub enum Actual {
 /// One answer, as the settlers read it.
 #[derive(Debug, Clone, Copy)]
 pub struct Answer<'a> {
+    /// The answer's status (a 429 settles to nothing spent).
     pub status: u16,
+    /// The answer's headers.
     pub headers: &'a HeaderMap,
+    /// The answer's body.
     pub body: &'a [u8],
     /// The limiter key the request went through (or its host): whose headers are compared.
     pub key: &'a str,
+    /// Remaining-units values of earlier answers, for `drop:` rules.
     pub memory: &'a RemainingMemory,
 }
 
@@ -93,6 +99,7 @@ impl RemainingMemory {
 /// A part of an estimate.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Term {
+    /// A fixed amount.
     Fixed(u64),
     /// The body's length in bytes divided by this, rounded up.
     BodyPer(u64),

@@ -20,7 +20,9 @@ pub struct Event {
     pub request_id: u64,
     /// The limiter key that paced it, or `None` when no limit applied.
     pub key: Option<String>,
+    /// When it happened.
     pub at: Instant,
+    /// What happened.
     pub kind: EventKind,
 }
 
@@ -28,37 +30,119 @@ pub struct Event {
 #[derive(Debug, Clone, PartialEq)]
 pub enum EventKind {
     /// Waiting for the limiter.
-    Queued { attempt: u32, priority: Priority },
+    Queued {
+        /// The attempt, from 1.
+        attempt: u32,
+        /// Its lane.
+        priority: Priority,
+    },
     /// Let through by the limiter after `queue_wait`.
-    Admitted { attempt: u32, queue_wait: Duration },
+    Admitted {
+        /// The attempt, from 1.
+        attempt: u32,
+        /// How long it waited.
+        queue_wait: Duration,
+    },
     /// Let through by the key's shared budget (in a store such as Redis) after `waited`,
     /// or by its fail policy while the store was away.
-    SharedAdmitted { attempt: u32, via: AdmittedVia, waited: Duration, remaining: Option<u64> },
+    SharedAdmitted {
+        /// The attempt, from 1.
+        attempt: u32,
+        /// The store, or the fail policy that let it through.
+        via: AdmittedVia,
+        /// How long it waited.
+        waited: Duration,
+        /// What the store said is left, when it decided.
+        remaining: Option<u64>,
+    },
     /// The shared store's state changed (connected, or degraded with a policy acting).
-    StoreState { state: StoreState },
+    StoreState {
+        /// The new state.
+        state: StoreState,
+    },
     /// On the wire. `path` never carries the query string (it may hold secrets).
-    Sent { attempt: u32, method: String, path: String },
+    Sent {
+        /// The attempt, from 1.
+        attempt: u32,
+        /// The method.
+        method: String,
+        /// The URL's path, without the query.
+        path: String,
+    },
     /// A response arrived after `service_time` (send to response), with what its headers say.
     /// `headers` are the response's own, with cookie values masked.
-    Response { attempt: u32, status: u16, service_time: Duration, info: Box<RateLimitInfo>, headers: Box<HeaderMap> },
+    Response {
+        /// The attempt, from 1.
+        attempt: u32,
+        /// The status.
+        status: u16,
+        /// Send to response.
+        service_time: Duration,
+        /// What its rate-limit headers say.
+        info: Box<RateLimitInfo>,
+        /// Its headers, cookie values masked.
+        headers: Box<HeaderMap>,
+    },
     /// The request will be sent again after `delay`.
-    RetryScheduled { attempt: u32, delay: Duration, reason: RetryReason, cause: String },
+    RetryScheduled {
+        /// The attempt that failed, from 1.
+        attempt: u32,
+        /// How long until the next attempt.
+        delay: Duration,
+        /// Whether `Retry-After` or the backoff chose the delay.
+        reason: RetryReason,
+        /// What failed: a status or an error.
+        cause: String,
+    },
     /// The key was paused: nothing of it is sent for `pause`.
-    KeyPaused { pause: Duration, reason: String },
+    KeyPaused {
+        /// How long the key is paused.
+        pause: Duration,
+        /// Why (a 429's Retry-After, a 503, ...).
+        reason: String,
+    },
     /// The answer told the request's true cost: its budgets now count `actual`, not `reserved`.
-    Settled { attempt: u32, reserved: Cost, actual: Cost },
+    Settled {
+        /// The attempt, from 1.
+        attempt: u32,
+        /// What it reserved before sending.
+        reserved: Cost,
+        /// What the answer said it spent.
+        actual: Cost,
+    },
     /// Adaptive mode learned something about the server's limits (scouting, a window, a pace).
-    Adaptive { note: String },
+    Adaptive {
+        /// What was learned, in words.
+        note: String,
+    },
     /// Served from the response cache without touching the limiter (`revalidated`: after a 304).
-    CacheHit { revalidated: bool },
+    CacheHit {
+        /// True when a 304 from the server confirmed the stored response.
+        revalidated: bool,
+    },
     /// An identical request was in flight: this one shares its answer and sends nothing.
     Coalesced,
     /// The request ended with a response (any status).
-    Finished { status: u16, attempts: u32, total: Duration },
+    Finished {
+        /// The final status.
+        status: u16,
+        /// Attempts sent (0 from the cache).
+        attempts: u32,
+        /// First queued to final response.
+        total: Duration,
+    },
     /// The request ended without a usable response.
-    Failed { error: String, attempts: u32 },
+    Failed {
+        /// Why, in words.
+        error: String,
+        /// Attempts sent.
+        attempts: u32,
+    },
     /// The consumer was too slow: this many events were dropped before this one.
-    Lagged { dropped: u64 },
+    Lagged {
+        /// Events lost.
+        dropped: u64,
+    },
 }
 
 /// The sending side: bounded, never waits, counts what it had to drop.

@@ -99,7 +99,10 @@ pub struct ServerMirror {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
     /// Nothing heard yet: one request at a time, `scout` the one out.
-    Scouting { scout: Option<u64> },
+    Scouting {
+        /// The ticket of the request out, if any.
+        scout: Option<u64>,
+    },
     /// The server publishes budgets counting requests: the mirror holds them.
     Published,
     /// The server's responses carry no request budgets: nothing is held here (pauses after
@@ -256,8 +259,11 @@ impl WindowEstimate {
 pub struct Report<'a> {
     /// The gate's ticket of the request (from its permit).
     pub ticket: u64,
+    /// The answer's status.
     pub status: u16,
+    /// What its rate-limit headers say.
     pub info: &'a RateLimitInfo,
+    /// When it arrived.
     pub received_at: Instant,
 }
 
@@ -268,7 +274,18 @@ pub enum Learned {
     Scouted(String),
     /// A budget's window length is now known (published, or measured from resets); `margin`
     /// is how much later than its admission the server may have counted a request.
-    Window { name: String, limit: u64, window: Duration, published: bool, margin: Duration },
+    Window {
+        /// The budget's name.
+        name: String,
+        /// Its limit.
+        limit: u64,
+        /// The window's length.
+        window: Duration,
+        /// True when the server published the window, false when measured from resets.
+        published: bool,
+        /// How much later than admission the server may count a request.
+        margin: Duration,
+    },
     /// A refusal right after a believed reset: later resets wait this much longer.
     Slack(Duration),
     /// No published budget and a refusal: pace the key at this many requests per second.
@@ -278,9 +295,11 @@ pub enum Learned {
 /// A budget as the mirror holds it, for snapshots and the app.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MirroredBudget {
+    /// The server's name for the budget (or the header's).
     pub name: String,
     /// What it counts: requests, or the unit the server named (tokens, points).
     pub unit: Unit,
+    /// Its limit, when the server said.
     pub limit: Option<u64>,
     /// What the last accepted report said.
     pub reported_remaining: u64,
@@ -288,6 +307,7 @@ pub struct MirroredBudget {
     pub allowance: Option<u64>,
     /// Until the reset (zero once it passed).
     pub resets_in: Duration,
+    /// Its window, when known.
     pub window: Option<Duration>,
 }
 
@@ -298,6 +318,7 @@ impl Default for ServerMirror {
 }
 
 impl ServerMirror {
+    /// A mirror that has heard nothing yet (scouting).
     pub fn new() -> Self {
         Self {
             next_ticket: 0,
@@ -318,6 +339,7 @@ impl ServerMirror {
         }
     }
 
+    /// What it knows so far about how the server publishes limits.
     pub fn phase(&self) -> Phase {
         self.phase
     }

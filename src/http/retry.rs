@@ -73,16 +73,27 @@ impl FromStr for Jitter {
 /// A setting of [`RetryPolicy`] that makes no sense, or a jitter name that does not exist.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RetryConfigError {
+    /// `max_attempts` of zero.
     #[error("max_attempts must be at least 1 (1 means never retry)")]
     ZeroAttempts,
+    /// More attempts than the policy allows.
     #[error("max_attempts is {0}, more than the allowed maximum of {max}", max = RetryPolicy::MAX_ATTEMPTS_LIMIT)]
     TooManyAttempts(u32),
+    /// A base backoff of zero.
     #[error("the base backoff must be greater than zero")]
     ZeroBase,
+    /// A backoff cap below the base.
     #[error("the backoff cap ({}) is smaller than the base backoff ({})", fmt_duration(*cap), fmt_duration(*base))]
-    CapBelowBase { cap: Duration, base: Duration },
+    CapBelowBase {
+        /// The cap given.
+        cap: Duration,
+        /// The base given.
+        base: Duration,
+    },
+    /// A `max_retry_after` of zero.
     #[error("max_retry_after must be greater than zero (to never honour Retry-After, remove the statuses instead)")]
     ZeroMaxRetryAfter,
+    /// A jitter name that is not full, equal, decorrelated or none.
     #[error("unknown jitter {0:?}: expected one of full, equal, decorrelated, none")]
     UnknownJitter(String),
 }
@@ -127,9 +138,17 @@ impl Default for RetryPolicy {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome<'a> {
     /// A response arrived, with its `Retry-After` already parsed into a delay from now.
-    Status { status: u16, retry_after: Option<Duration> },
+    Status {
+        /// The status.
+        status: u16,
+        /// Its `Retry-After` as a delay from now, when it had one.
+        retry_after: Option<Duration>,
+    },
     /// The request failed before a response (DNS, connect, TLS, reset, ...).
-    ConnectionError { message: &'a str },
+    ConnectionError {
+        /// The error, in words.
+        message: &'a str,
+    },
     /// No response within the client's timeout.
     Timeout,
 }
@@ -147,7 +166,12 @@ pub enum RetryReason {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
     /// Wait `delay`, then send the request again.
-    Retry { delay: Duration, reason: RetryReason },
+    Retry {
+        /// How long to wait.
+        delay: Duration,
+        /// What chose the delay.
+        reason: RetryReason,
+    },
     /// Stop and report the failure.
     GiveUp(GiveUpReason),
     /// The outcome is final and not one to retry (e.g. 200, 404); the caller judges `>= 400` itself.
@@ -158,11 +182,24 @@ pub enum Decision {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GiveUpReason {
     /// `attempts` attempts were made; `last` names the last status or error, e.g. "429 Too Many Requests".
-    AttemptsExhausted { attempts: u32, last: String },
+    AttemptsExhausted {
+        /// Attempts made.
+        attempts: u32,
+        /// The last status or error.
+        last: String,
+    },
     /// The server asked to wait longer than `max_retry_after`: fail at once rather than hang.
-    RetryAfterTooLong { requested: Duration, max: Duration },
+    RetryAfterTooLong {
+        /// The wait the server asked for.
+        requested: Duration,
+        /// The policy's `max_retry_after`.
+        max: Duration,
+    },
     /// The method is not idempotent and the policy does not retry such methods.
-    NotIdempotent { method: String },
+    NotIdempotent {
+        /// The method.
+        method: String,
+    },
     /// The failure is of a kind the policy does not retry (a connection error or timeout when those are off).
     NotRetryable,
 }

@@ -25,8 +25,10 @@ pub enum Api {
 }
 
 impl Api {
+    /// Every API's name as written in a mock config, in declaration order.
     pub const NAMES: [&'static str; 3] = ["json", "llm", "graphql"];
 
+    /// The name a mock config uses for it.
     pub fn name(self) -> &'static str {
         match self {
             Self::Json => "json",
@@ -84,8 +86,11 @@ impl FromStr for Api {
 /// A request as its route's API reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Work {
+    /// A request to a plain JSON route: spends requests only.
     Plain,
+    /// A chat completion and the tokens it uses.
     Chat(Usage),
+    /// A GraphQL query and the points it costs.
     Query(QueryCost),
 }
 

@@ -30,6 +30,7 @@ const MAX_PREFIX_LEN: usize = 200;
 /// Everything the mock server serves.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MockConfig {
+    /// Server-wide settings: the API key header and the random seed.
     pub server: ServerSettings,
     /// Routes, matched by the longest prefix (on whole path segments).
     pub routes: Vec<RouteConfig>,
@@ -63,7 +64,9 @@ pub enum CountBy {
 /// Delay before an admitted request is answered: `fixed` plus a uniform random share of `jitter`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Latency {
+    /// Added to every answer.
     pub fixed: Duration,
+    /// At most this much more, drawn uniformly per request.
     pub jitter: Duration,
 }
 
@@ -78,6 +81,7 @@ pub struct Faults {
     pub reset_rate: f64,
     /// Share whose body trickles out in chunks over `slow_body`.
     pub slow_body_rate: f64,
+    /// How long a slow body takes to trickle out.
     pub slow_body: Duration,
 }
 
@@ -107,13 +111,17 @@ pub struct RouteConfig {
     pub prefix: String,
     /// What it answers: plain JSON, chat completions (tokens) or GraphQL queries (points).
     pub api: Api,
+    /// The rate-limit header dialect its answers carry.
     pub dialect: Dialect,
     /// The status of a refused request: 429 or 503.
     pub status: u16,
     /// Whether a refused request carries `Retry-After` (and a `retry_after` in its body).
     pub retry_after: bool,
+    /// What the limits count per: everyone together or each API key.
     pub count_by: CountBy,
+    /// Delay before an admitted request is answered.
     pub latency: Latency,
+    /// Failures injected into admitted requests.
     pub faults: Faults,
     /// `Some(max_age)`: deterministic JSON with an `ETag`, `Cache-Control: max-age`, 304 on `If-None-Match`.
     pub cache: Option<Duration>,

@@ -43,25 +43,57 @@ impl fmt::Display for Location {
 /// Everything that can go wrong loading a mock config or running the mock server.
 #[derive(Debug, Error)]
 pub enum MockError {
+    /// The config file could not be read.
     #[error("cannot read the mock config {}: {source}", path.display())]
-    Read { path: PathBuf, source: io::Error },
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The operating system's error.
+        source: io::Error,
+    },
+    /// The config file is unreadable or larger than a config may be.
     #[error(transparent)]
     Files(#[from] crate::files::FileError),
     /// The text is not TOML, or does not have the shape of a mock config.
     #[error("{location}: {message}")]
-    Toml { location: Location, message: String },
+    Toml {
+        /// Where in the text (line:column).
+        location: Location,
+        /// What is wrong.
+        message: String,
+    },
     /// A route's settings are refused.
     #[error("{location}: route '{route}': {message}")]
-    Route { location: Location, route: String, message: String },
+    Route {
+        /// Where in the text (line:column).
+        location: Location,
+        /// The route's prefix.
+        route: String,
+        /// What is wrong.
+        message: String,
+    },
     /// A setting outside any route is refused.
     #[error("{location}: {message}")]
-    Config { location: Location, message: String },
+    Config {
+        /// Where in the text (line:column).
+        location: Location,
+        /// What is wrong.
+        message: String,
+    },
+    /// An address off loopback: the demo API never listens on the network.
     #[error(
         "refusing to listen on {0}: the mock server binds only to loopback (127.0.0.0/8 or ::1), so it is never reachable from the network"
     )]
     NotLoopback(SocketAddr),
+    /// The address could not be bound (in use, no permission).
     #[error("cannot listen on {addr}: {source}")]
-    Bind { addr: SocketAddr, source: io::Error },
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The operating system's error.
+        source: io::Error,
+    },
+    /// Serving stopped on an I/O error.
     #[error("the mock server stopped with an error: {0}")]
     Serve(io::Error),
 }

@@ -22,7 +22,9 @@ const MAX_QUERY_BYTES: usize = 64 * 1024;
 /// What one query costs, in points.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QueryCost {
+    /// The points reserved before running the query (the worst case it asks for).
     pub requested: u64,
+    /// The points the query really cost (never above `requested`).
     pub actual: u64,
 }
 

@@ -43,8 +43,10 @@ pub enum Dialect {
 }
 
 impl Dialect {
+    /// Every dialect's name as written in a mock config, in declaration order.
     pub const NAMES: [&'static str; 5] = ["ietf", "x-ratelimit", "github", "openai", "none"];
 
+    /// The name a mock config uses for it.
     pub fn name(self) -> &'static str {
         match self {
             Self::Ietf => "ietf",

@@ -24,7 +24,9 @@ pub const MAX_MAX_TOKENS: u64 = 32_768;
 /// What one chat completion spends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Usage {
+    /// Tokens of the prompt.
     pub prompt_tokens: u64,
+    /// Tokens of the answer (at most `max_tokens`).
     pub completion_tokens: u64,
     /// The request's bound on the completion.
     pub max_tokens: u64,
@@ -52,6 +54,7 @@ impl Usage {
         Ok(Self { prompt_tokens, completion_tokens, max_tokens })
     }
 
+    /// Prompt and completion tokens together.
     pub fn total_tokens(&self) -> u64 {
         self.prompt_tokens + self.completion_tokens
     }

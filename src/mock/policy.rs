@@ -26,20 +26,40 @@ const MAX_TRACKED_KEYS: usize = 10_000;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PolicyKind {
     /// `capacity` tokens refilled continuously at `rate` (the engine's GCRA).
-    TokenBucket { capacity: u64, rate: Rate },
+    TokenBucket {
+        /// The most tokens it holds.
+        capacity: u64,
+        /// How fast they refill.
+        rate: Rate,
+    },
     /// At most `limit` per window, windows aligned to the server's epoch: a burst of
     /// `limit` just before a boundary and another just after it both pass.
-    FixedWindow { limit: u64, window: Duration },
+    FixedWindow {
+        /// The most per window.
+        limit: u64,
+        /// The window's length.
+        window: Duration,
+    },
     /// At most `limit` in any window of length `window` (the engine's exact sliding window).
-    SlidingWindow { limit: u64, window: Duration },
+    SlidingWindow {
+        /// The most in any window.
+        limit: u64,
+        /// The window's length.
+        window: Duration,
+    },
     /// At most `limit` requests in flight; a slot is held until the response body is done.
-    Concurrency { limit: u64 },
+    Concurrency {
+        /// The most in flight.
+        limit: u64,
+    },
 }
 
 /// A named policy of a route; the name appears in IETF headers and in error bodies.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PolicySpec {
+    /// Its name in headers and error bodies.
     pub name: String,
+    /// What it enforces.
     pub kind: PolicyKind,
     /// What it counts: requests, or an amount each request brings (tokens, points).
     pub unit: Unit,
@@ -48,6 +68,7 @@ pub struct PolicySpec {
 /// What a request spends of one unit other than requests.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnitCharge {
+    /// The unit (tokens, points, ...).
     pub unit: Unit,
     /// What a policy of this unit must hold for the request to be admitted.
     pub needed: u64,
@@ -148,6 +169,7 @@ impl PolicySpec {
 /// One policy's state as of a decision: what the rate-limit headers report.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PolicyReport {
+    /// The policy's name.
     pub name: String,
     /// The quota (bucket capacity, window limit, concurrency limit).
     pub limit: u64,
@@ -353,10 +375,12 @@ pub struct RoutePolicies {
 }
 
 impl RoutePolicies {
+    /// Fresh counters for these policies (everything full, nothing in flight).
     pub fn new(specs: Vec<PolicySpec>) -> Self {
         Self { specs, keys: HashMap::new() }
     }
 
+    /// The policies, as given.
     pub fn specs(&self) -> &[PolicySpec] {
         &self.specs
     }

@@ -63,6 +63,7 @@ pub struct Arrival {
     pub path: String,
     /// The value of the API key header, if the request had one.
     pub key: Option<String>,
+    /// Admitted, refused (and by which policy), or failed on purpose.
     pub outcome: Outcome,
 }
 
@@ -143,6 +144,7 @@ impl MockServer {
         self.addr
     }
 
+    /// The configuration it serves.
     pub fn config(&self) -> &MockConfig {
         &self.shared.config
     }
@@ -204,6 +206,7 @@ impl MockService {
         Ok(Self { shared })
     }
 
+    /// The configuration it serves.
     pub fn config(&self) -> &MockConfig {
         &self.shared.config
     }

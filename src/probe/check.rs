@@ -46,17 +46,22 @@ pub struct LimitCheck {
     pub profile: String,
     /// The server's side, as found (before the margin), when seen.
     pub server: Option<String>,
+    /// Confirmed, too high, below what the server allows, or not seen by the probe.
     pub verdict: Verdict,
+    /// What to change, in a sentence.
     pub advice: String,
 }
 
 /// Every limit of the profile's key for the probed URL, held against the probe's findings.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ProfileCheck {
+    /// The profile's name.
     pub profile: String,
+    /// The profile's host the URL belongs to.
     pub host: String,
     /// The limiter key whose limits apply to the probed URL.
     pub key: String,
+    /// One verdict per limit of that key.
     pub checks: Vec<LimitCheck>,
 }
 

@@ -64,6 +64,7 @@ pub struct ProbeOptions {
     pub max_requests: usize,
     /// The share kept below what was found, between 0 and 0.5.
     pub margin: f64,
+    /// The method of every probe request (GET by default).
     pub method: Method,
     /// Sent with every request (an API key, for instance).
     pub headers: HeaderMap,
@@ -86,12 +87,26 @@ impl Default for ProbeOptions {
 /// Why a probe could not run or finish.
 #[derive(Debug, Error)]
 pub enum ProbeError {
+    /// Too small a request allowance to find anything.
     #[error("the probe needs at least {min} requests (--max-requests {given})")]
-    TooFewRequests { min: usize, given: usize },
+    TooFewRequests {
+        /// The fewest the probe needs.
+        min: usize,
+        /// The allowance given.
+        given: usize,
+    },
+    /// A margin outside 0 to 0.5.
     #[error("margin {0} is not a share between 0 and 0.5")]
     Margin(f64),
+    /// The URL did not answer with a success to begin with, so there is nothing to measure.
     #[error("{url} did not answer the first requests with a success (last: {last}); probe a URL that answers 2xx")]
-    FirstStatus { url: Url, last: String },
+    FirstStatus {
+        /// The URL probed.
+        url: Url,
+        /// The last status or error it gave.
+        last: String,
+    },
+    /// A probe request failed without a response.
     #[error(transparent)]
     Client(#[from] ClientError),
 }

@@ -15,16 +15,22 @@ use crate::profile::Profile;
 pub enum SuggestedBudget {
     /// `capacity` at once, refilled at `per_s` requests per second.
     TokenBucket {
+        /// The name the budget gets in a limiter or a saved profile.
         #[serde(skip)]
         name: String,
+        /// Tokens held at most.
         capacity: u64,
+        /// Tokens refilled per second.
         per_s: f64,
     },
     /// At most `limit` requests in any `window_s` seconds.
     SlidingWindow {
+        /// The name the budget gets in a limiter or a saved profile.
         #[serde(skip)]
         name: String,
+        /// The most requests in any window.
         limit: u64,
+        /// The window's length in seconds.
         window_s: f64,
     },
 }
@@ -94,7 +100,9 @@ impl SuggestedBudget {
 /// The settings the probe suggests (or found, before the margin).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Suggestion {
+    /// The budgets to pace by (none when nothing limited the probe).
     pub budgets: Vec<SuggestedBudget>,
+    /// The most requests in flight, when a concurrency limit was found.
     pub concurrency: Option<usize>,
 }
 
@@ -140,6 +148,7 @@ pub struct ProbeReport {
     pub requests_used: usize,
     /// How sure the suggestion is, and why.
     pub confidence: Confidence,
+    /// The reasons for the confidence, one sentence each.
     pub reasons: Vec<String>,
     /// Refusals (429, or 503 with Retry-After) the probe met.
     pub throttled: usize,
@@ -155,11 +164,17 @@ pub struct ProbeReport {
 /// A budget counting tokens, points or another unit, as the server's headers last reported it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct UnitBudget {
+    /// The server's name for the budget.
     pub name: String,
+    /// What it counts (`tokens`, `points`, ...).
     pub unit: String,
+    /// Its limit, when reported.
     pub limit: Option<f64>,
+    /// What was left, when reported.
     pub remaining: Option<f64>,
+    /// Seconds until it restores, when reported.
     pub resets_in_s: Option<f64>,
+    /// Its window in seconds, when reported.
     pub window_s: Option<f64>,
     /// The header dialect that reported it (`openai`, `anthropic`, ...).
     pub source: String,

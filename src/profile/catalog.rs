@@ -74,6 +74,7 @@ pub const DIALECTS: &[&str] = &[
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CatalogInfo {
+    /// The API's name for people (`GitHub REST API`, ...).
     pub title: String,
     /// The provider's documentation page the numbers were taken from.
     pub docs: String,
@@ -83,6 +84,7 @@ pub struct CatalogInfo {
     pub dialect: String,
     /// What to do after a refusal, as the provider advises.
     pub retry: String,
+    /// Anything else worth knowing before sending, one sentence each.
     #[serde(default)]
     pub notes: Vec<String>,
     /// Secret header values to file for the host: `${ENV}` references, never secrets.
@@ -93,21 +95,39 @@ pub struct CatalogInfo {
 /// One entry: its id, what it says, and its profile of one host.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CatalogEntry {
+    /// The entry's id (`github-rest`, ...), as `profile new --from` takes it.
     pub id: &'static str,
+    /// What the entry says beside its profile.
     pub info: CatalogInfo,
+    /// A profile of the API's one host.
     pub profile: Profile,
 }
 
 /// An entry that could not be found or read.
 #[derive(Debug, Error)]
 pub enum CatalogError {
+    /// No entry has this id.
     #[error("no catalogue entry '{id}'{}; `ratescope profile catalog` lists them all", near(.close))]
-    Unknown { id: String, close: Vec<&'static str> },
+    Unknown {
+        /// The id asked for.
+        id: String,
+        /// Ids spelled alike, closest first.
+        close: Vec<&'static str>,
+    },
+    /// The entry's `[catalog]` table is refused.
     #[error("catalogue entry '{id}': {message}")]
-    Invalid { id: String, message: String },
+    Invalid {
+        /// The entry's id.
+        id: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The entry's profile is refused.
     #[error("catalogue entry '{id}': {source}")]
     Profile {
+        /// The entry's id.
         id: String,
+        /// Why the profile is refused.
         #[source]
         source: Box<ProfileError>,
     },

@@ -15,6 +15,7 @@ use super::model::{EndpointEntry, HostProfile, Profile};
 pub struct CurlImport {
     /// Named after its `host[:port]`; `secret_headers` lists the credentials' header names.
     pub host: HostProfile,
+    /// The request, as an endpoint of that host (no credentials in it).
     pub endpoint: EndpointEntry,
     /// Credential headers (name, value) for the secret store, never for the profile.
     pub secrets: Vec<(String, String)>,
@@ -25,22 +26,36 @@ pub struct CurlImport {
 /// Why a command could not be read.
 #[derive(Debug, Error, PartialEq)]
 pub enum CurlError {
+    /// A quote is opened and never closed.
     #[error("the command's quotes do not close")]
     Quotes,
+    /// The text does not start with `curl`.
     #[error("not a curl command: it starts with '{0}'")]
     NotCurl(String),
+    /// The command names no URL.
     #[error("no URL in the command")]
     NoUrl,
+    /// The command names two URLs.
     #[error("more than one URL ({0} and {1}); import one request at a time")]
     TwoUrls(String, String),
+    /// An option that takes a value comes last without one.
     #[error("'{0}' needs a value")]
     MissingValue(String),
+    /// The URL does not parse as http or https.
     #[error("'{url}' is not an http(s) URL ({why})")]
-    BadUrl { url: String, why: String },
+    BadUrl {
+        /// The URL as written.
+        url: String,
+        /// Why it does not parse.
+        why: String,
+    },
+    /// A `-H` value without `Name: value`.
     #[error("header '{0}' is not `Name: value`")]
     BadHeader(String),
+    /// An option whose meaning a profile cannot keep.
     #[error("curl option '{0}' is not one ratescope can import; remove it and paste again")]
     Unsupported(String),
+    /// A query parameter that looks like a credential.
     #[error(
         "query parameter '{0}' looks like a secret: ratescope keeps keys out of URLs (they leak into logs and exports); send it in a header instead"
     )]
@@ -262,7 +277,9 @@ impl Request {
 /// Where an import landed in a profile.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Imported {
+    /// The host's name in the profile.
     pub host: String,
+    /// The endpoint's name under that host.
     pub endpoint: String,
     /// The host was added (no host of the profile had that base URL).
     pub new_host: bool,

@@ -21,12 +21,17 @@ pub const MAX_BODY_BYTES: u64 = 16 * 1024 * 1024;
 /// An endpoint as a burst sends it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResolvedEndpoint {
+    /// The endpoint's name.
     pub name: String,
+    /// The full URL, query included.
     pub url: Url,
+    /// The method.
     pub method: Method,
     /// The endpoint's own headers (the host's default headers come from the client).
     pub headers: HeaderMap,
+    /// The body, read from `body_file` when the profile names one.
     pub body: Option<Bytes>,
+    /// Its share of a burst over several endpoints.
     pub weight: u32,
     /// What a request reserves of other units, settled from its answer.
     pub cost_rules: Vec<CostRule>,

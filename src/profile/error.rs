@@ -11,7 +11,9 @@ use crate::http::ClientError;
 /// A line and column (both counted from 1; columns in characters) in a TOML text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Position {
+    /// The line, from 1.
     pub line: usize,
+    /// The column, from 1, in characters.
     pub column: usize,
 }
 
@@ -32,7 +34,9 @@ impl fmt::Display for Position {
 /// One step of a [`FieldPath`]: a table key or an array index.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Segment {
+    /// A table key.
     Key(String),
+    /// An array index, from 0.
     Index(usize),
 }
 
@@ -60,6 +64,7 @@ impl FieldPath {
         path
     }
 
+    /// The steps, outermost first.
     pub fn segments(&self) -> &[Segment] {
         &self.0
     }
@@ -126,58 +131,159 @@ impl std::error::Error for InvalidSetting {}
 pub enum ProfileError {
     /// Not TOML, or not the shape of a profile (wrong type, unknown field).
     #[error("{}{}{message}", at(position), host_prefix(host))]
-    Syntax { position: Option<Position>, host: Option<String>, message: String },
+    Syntax {
+        /// Where in the text, when known.
+        position: Option<Position>,
+        /// The host the setting belongs to, when known.
+        host: Option<String>,
+        /// What is wrong.
+        message: String,
+    },
     /// Well-formed, but a setting makes no sense.
     #[error("{}{setting}", at(position))]
-    Invalid { setting: InvalidSetting, position: Option<Position> },
+    Invalid {
+        /// The setting and what is wrong with it.
+        setting: InvalidSetting,
+        /// Where in the text, when known.
+        position: Option<Position>,
+    },
     /// A problem inside the file at `path`.
     #[error("{}: {error}", path.display())]
-    File { path: PathBuf, error: Box<ProfileError> },
+    File {
+        /// The file.
+        path: PathBuf,
+        /// The problem.
+        error: Box<ProfileError>,
+    },
+    /// A profile file or directory could not be read or written.
     #[error("cannot {action} {}: {error}", path.display())]
-    Io { action: &'static str, path: PathBuf, error: io::Error },
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The operating system's error.
+        error: io::Error,
+    },
+    /// A file is unreadable, or larger than a profile may be.
     #[error(transparent)]
     Files(#[from] crate::files::FileError),
+    /// No saved profile has this name.
     #[error("no profile named '{name}' (looked for {})", path.display())]
-    NotFound { name: String, path: PathBuf },
+    NotFound {
+        /// The name asked for.
+        name: String,
+        /// The file looked for.
+        path: PathBuf,
+    },
+    /// A profile of this name exists and was not to be replaced.
     #[error("a profile named '{name}' already exists at {}; import it with overwrite to replace it", path.display())]
-    Exists { name: String, path: PathBuf },
+    Exists {
+        /// The name.
+        name: String,
+        /// The existing file.
+        path: PathBuf,
+    },
+    /// The file to replace does not parse, so it is kept for its owner to fix.
     #[error("refusing to overwrite {}, which is broken ({error}); fix it or delete it first", path.display())]
-    Broken { path: PathBuf, error: Box<ProfileError> },
+    Broken {
+        /// The file.
+        path: PathBuf,
+        /// Why it does not parse.
+        error: Box<ProfileError>,
+    },
+    /// A name with no ASCII letter or digit, so no file name.
     #[error("'{0}' cannot name a profile: a name needs at least one ASCII letter or digit")]
     BadName(String),
+    /// A file holds a profile whose name would give another file name.
     #[error("{} holds profile '{found}', whose file would be {expected}; rename the file or the profile", path.display())]
-    NameMismatch { path: PathBuf, found: String, expected: String },
+    NameMismatch {
+        /// The file.
+        path: PathBuf,
+        /// The name inside it.
+        found: String,
+        /// The file name that name gives.
+        expected: String,
+    },
+    /// Two profile names give the same file name.
     #[error(
         "profile '{new}' would replace profile '{existing}' in {} (both names make the same file name); rename one of them",
         path.display()
     )]
-    NameClash { new: String, existing: String, path: PathBuf },
+    NameClash {
+        /// The name being saved.
+        new: String,
+        /// The name already in that file.
+        existing: String,
+        /// The file.
+        path: PathBuf,
+    },
+    /// Neither `$RATESCOPE_CONFIG_DIR` nor a platform config directory is available.
     #[error("no configuration directory found for this user; set {} to choose one", super::CONFIG_DIR_ENV)]
     NoConfigDir,
+    /// The profile could not be written as TOML.
     #[error("cannot write the profile as TOML: {0}")]
     Serialize(toml::ser::Error),
     /// A secret header the profile declares has no value in the secret store.
     #[error(
         "host '{host}': secret header '{header}' has no value in the secret store (add it under [\"{profile}\".\"{host}\"] in {store})"
     )]
-    MissingSecret { profile: String, host: String, header: String, store: String },
+    MissingSecret {
+        /// The profile.
+        profile: String,
+        /// The host.
+        host: String,
+        /// The header.
+        header: String,
+        /// The secrets file to add it to.
+        store: String,
+    },
+    /// A secret refers to an environment variable that is not set.
     #[error(
         "host '{host}': secret header '{header}' refers to ${{{variable}}}, but the environment variable {variable} is not set"
     )]
-    UnsetVariable { host: String, header: String, variable: String },
+    UnsetVariable {
+        /// The host.
+        host: String,
+        /// The header.
+        header: String,
+        /// The variable.
+        variable: String,
+    },
     /// A secret that cannot be sent (its value is never shown).
     #[error("host '{host}': secret header '{header}': {problem}")]
-    BadSecret { host: String, header: String, problem: String },
+    BadSecret {
+        /// The host.
+        host: String,
+        /// The header.
+        header: String,
+        /// What is wrong with it (never the value).
+        problem: String,
+    },
+    /// The secrets file can be read or written by other users; nothing is read from it.
     #[error(
         "{} can be read or written by other users (mode {mode:03o}); run `chmod 600 {}` so that only you can",
         path.display(),
         path.display()
     )]
-    InsecureSecrets { path: PathBuf, mode: u32 },
+    InsecureSecrets {
+        /// The file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// The secrets file does not have the shape of one.
     #[error("{}: {}not a secrets file: expected [\"profile\".\"host\"] tables of header = \"value\"", path.display(), at(position))]
-    SecretsSyntax { path: PathBuf, position: Option<Position> },
+    SecretsSyntax {
+        /// The file.
+        path: PathBuf,
+        /// Where in it, when known.
+        position: Option<Position>,
+    },
+    /// An in-memory secret store was asked to save.
     #[error("this secret store lives in memory only and cannot be saved")]
     NoSecretsFile,
+    /// The client the profile describes could not be built.
     #[error("could not build the client: {0}")]
     Client(ClientError),
 }

@@ -17,10 +17,12 @@ pub const LEARNED_PREFIX: &str = "server:";
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Profile {
+    /// The profile's name; its file name is made from it.
     pub name: String,
     /// Share the hosts' budgets with other processes through Redis; absent: budgets are in-process.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shared: Option<SharedEntry>,
+    /// The hosts it has settings for.
     #[serde(default)]
     pub hosts: Vec<HostProfile>,
 }
@@ -55,6 +57,7 @@ pub struct HostProfile {
     /// Follow the budgets the server publishes in its headers.
     #[serde(default, skip_serializing_if = "is_false")]
     pub adaptive: bool,
+    /// The host's budgets; none and no concurrency means no limit.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub budgets: Vec<BudgetEntry>,
     /// Non-secret headers sent with every request to this host.
@@ -145,7 +148,9 @@ pub enum BudgetEntryKind {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BudgetEntry {
+    /// The budget's name, unique in its host or path.
     pub name: String,
+    /// `token_bucket` or `sliding_window`.
     pub kind: BudgetEntryKind,
     /// Token bucket: tokens held at most (the burst let through at once).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -174,8 +179,10 @@ pub struct BudgetEntry {
 pub struct PathOverride {
     /// A URL path such as `/search`.
     pub prefix: String,
+    /// Most requests in flight under the prefix (absent: no cap).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub concurrency: Option<usize>,
+    /// The budgets under the prefix.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub budgets: Vec<BudgetEntry>,
 }
@@ -184,21 +191,28 @@ pub struct PathOverride {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RetryEntry {
+    /// Attempts in all; 1 never retries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_attempts: Option<u32>,
+    /// The first backoff, such as `300ms`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base: Option<String>,
+    /// The longest backoff, such as `20s`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cap: Option<String>,
     /// `full`, `equal`, `decorrelated` or `none`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jitter: Option<String>,
+    /// A longer `Retry-After` fails at once instead of waiting, such as `5m`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_retry_after: Option<String>,
+    /// Statuses that are retried.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_statuses: Option<Vec<u16>>,
+    /// Whether connection errors and timeouts are retried.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_connection_errors: Option<bool>,
+    /// Whether POST, PATCH and other non-idempotent methods are retried.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_non_idempotent: Option<bool>,
 }

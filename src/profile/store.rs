@@ -36,8 +36,11 @@ pub fn slug(name: &str) -> Result<String, ProfileError> {
 /// One line of [`ProfileStore::list`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProfileSummary {
+    /// The profile's name.
     pub name: String,
+    /// Its file.
     pub path: PathBuf,
+    /// How many hosts it has.
     pub hosts: usize,
 }
 
@@ -67,6 +70,7 @@ impl ProfileStore {
         Self { dir: dir.into() }
     }
 
+    /// The directory the profiles are in.
     pub fn dir(&self) -> &Path {
         &self.dir
     }

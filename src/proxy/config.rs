@@ -123,15 +123,19 @@ pub use crate::engine::Shedding;
 /// Everything a proxy needs.
 #[derive(Debug, Clone)]
 pub struct ProxyConfig {
+    /// The address to listen on (loopback unless `allow_remote`).
     pub listen: SocketAddr,
     /// Listening outside loopback is refused unless this is set.
     pub allow_remote: bool,
+    /// Where each prefix goes (at least one route, prefixes unique).
     pub routes: Vec<Route>,
     /// Limits per upstream key (`host[:port]` or `host[:port]/prefix` of the upstream URL).
     pub registry: Arc<Registry>,
     /// The retry policy, and per-key ones (a profile's hosts).
     pub retry: RetryPolicy,
+    /// Retry policies per upstream key, over `retry`.
     pub key_retry: HashMap<String, RetryPolicy>,
+    /// When a caller is turned away with a 429 instead of queued.
     pub shedding: Shedding,
     /// Longest a caller may take to send a request head, from the moment its connection waits
     /// for one (on connecting, or after the previous response on a kept-alive connection);
@@ -139,6 +143,7 @@ pub struct ProxyConfig {
     pub head_timeout: Option<Duration>,
     /// A response cache in front of the upstreams.
     pub cache: Option<CacheConfig>,
+    /// Longest wait to connect to an upstream (past it the attempt fails like an unreachable one); `None` also keeps idle connections forever.
     pub connect_timeout: Option<Duration>,
     /// Longest wait for an upstream's response head; past it the caller gets a 504.
     pub upstream_timeout: Option<Duration>,
@@ -147,6 +152,7 @@ pub struct ProxyConfig {
     pub replay_limit: usize,
     /// On shutdown, requests in flight get this long to finish.
     pub drain_deadline: Duration,
+    /// Where the events of every forwarded request go.
     pub events: EventSink,
     /// Share the budgets with sibling proxies (and other processes) through Redis.
     pub shared: Option<SharedSettings>,

@@ -81,6 +81,7 @@ impl ProxyServer {
         self.url.clone()
     }
 
+    /// The routes it serves.
     pub fn routes(&self) -> &[Route] {
         &self.proxy.config.routes
     }

@@ -14,7 +14,9 @@ use crate::http::headers::{PublishedPolicy, write_ietf};
 /// Why a request was turned away, and when to come back.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Shed {
+    /// Why, in words (which queue was too long or too slow).
     pub reason: String,
+    /// When the caller may try again (its `Retry-After`).
     pub retry_after: Duration,
     /// The key's budgets as the draft headers describe them.
     pub policies: Vec<PublishedPolicy>,

@@ -24,12 +24,17 @@ use crate::http::{AttemptRecord, BatchError, Batcher, ClientError, LimitedClient
 #[derive(Debug, Clone, PartialEq)]
 pub enum RequestOutcome {
     /// A final response below 400.
-    Succeeded { status: u16 },
+    Succeeded {
+        /// The final status.
+        status: u16,
+    },
     /// A final response of 400 or more, or no usable response.
     Failed {
+        /// The final status, when there was a response.
         status: Option<u16>,
         /// The cause in a few stable words ([`ClientError::kind`]), for counting by cause.
         kind: &'static str,
+        /// The full message.
         error: String,
     },
     /// Dropped by cancellation (queued or in flight).
@@ -42,22 +47,29 @@ pub const FINAL_STATUS: &str = "final status";
 /// One request of a burst.
 #[derive(Debug, Clone)]
 pub struct RequestResult {
+    /// Its place in the burst, from 0.
     pub index: usize,
+    /// The method it was sent with.
     pub method: http::Method,
     /// Path only: the query string may hold secrets. Shared by every request to the endpoint.
     pub path: Arc<str>,
+    /// The lane it waited in.
     pub priority: Priority,
+    /// When the burst started (arrival and attempt times count from it).
     pub burst_start: Instant,
     /// When it arrived (was handed to the client).
     pub arrived: Instant,
     /// First queued to final response.
     pub total: Duration,
+    /// Every HTTP attempt, in order (none for a cache hit or a cancellation before sending).
     pub attempts: Vec<AttemptRecord>,
+    /// Served from the response cache.
     pub from_cache: bool,
     /// Answered with a copy of an identical request's response in flight (it sent nothing).
     pub coalesced: bool,
     /// Its item went upstream in a batch (see [`BatchRole`]); `None` for a request of its own.
     pub batch: Option<BatchRole>,
+    /// How it ended.
     pub outcome: RequestOutcome,
 }
 
@@ -76,9 +88,13 @@ impl RequestResult {
 /// Live counters of a running burst.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct BurstProgress {
+    /// Requests the burst will send.
     pub planned: usize,
+    /// Requests handed to the client so far.
     pub launched: usize,
+    /// Requests that ended (any outcome).
     pub done: usize,
+    /// Of those, the ones that failed.
     pub failed: usize,
 }
 

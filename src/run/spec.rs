@@ -21,7 +21,9 @@ pub const MAX_REQUESTS: usize = 10_000_000;
 /// One target of a burst; requests are spread over endpoints by weight.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Endpoint {
+    /// Where requests go.
     pub url: Url,
+    /// Its share of the requests, relative to the other endpoints' (0: none).
     pub weight: u32,
     /// This endpoint's method; `None` takes the burst's.
     pub method: Option<Method>,
@@ -72,9 +74,21 @@ pub enum ArrivalPattern {
     /// One request every `per / amount`.
     FixedRate(Rate),
     /// The arrival rate grows linearly from `from` to `to` requests per second over `over`, then stays.
-    Ramp { from: f64, to: f64, over: Duration },
+    Ramp {
+        /// Requests per second at the start.
+        from: f64,
+        /// Requests per second at the end.
+        to: f64,
+        /// How long the ramp takes.
+        over: Duration,
+    },
     /// At `rate` for `duration`; the request count follows from them.
-    ForDuration { rate: Rate, duration: Duration },
+    ForDuration {
+        /// The arrival rate.
+        rate: Rate,
+        /// How long requests arrive.
+        duration: Duration,
+    },
 }
 
 impl ArrivalPattern {
@@ -93,8 +107,11 @@ impl ArrivalPattern {
 /// Shares of the priority lanes (weights, need not sum to 1).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PriorityMix {
+    /// Weight of the high lane.
     pub high: f64,
+    /// Weight of the normal lane.
     pub normal: f64,
+    /// Weight of the low lane.
     pub low: f64,
 }
 
@@ -126,18 +143,25 @@ impl PriorityMix {
 /// A burst to fire.
 #[derive(Debug, Clone)]
 pub struct BurstSpec {
+    /// The targets (at least one).
     pub endpoints: Vec<Endpoint>,
+    /// The method of endpoints that name none.
     pub method: Method,
+    /// Headers sent with every request.
     pub headers: HeaderMap,
     /// Requests to send (ignored for `ForDuration`, which derives it).
     pub requests: usize,
+    /// When requests arrive.
     pub arrival: ArrivalPattern,
+    /// How requests are spread over the priority lanes.
     pub priorities: PriorityMix,
     /// Limits applied to every endpoint's host; `None` sends raw, unpaced.
     pub limits: Option<LimiterConfig>,
     /// With `limits: None`, the most requests in flight (like oha's `-c`); `None` for unbounded.
     pub raw_concurrency: Option<usize>,
+    /// How failed attempts are retried.
     pub retry: RetryPolicy,
+    /// Also follow the budgets the server publishes in its headers.
     pub adaptive: bool,
     /// Share `limits`' budgets with other processes through a store (Redis); `None` keeps them in-process.
     pub shared: Option<SharedSettings>,
@@ -152,6 +176,7 @@ pub struct BurstSpec {
 /// A spec that cannot run.
 #[derive(Debug, Error)]
 pub enum SpecError {
+    /// No endpoint given.
     #[error("a burst needs at least one endpoint")]
     NoEndpoints,
     /// A batched endpoint that is not a plain GET.
@@ -159,28 +184,40 @@ pub enum SpecError {
         "endpoint {0}: batched items are fetched with one GET; a batch cannot carry a method other than GET or a body"
     )]
     BatchNotGet(Url),
+    /// An endpoint URL without a host.
     #[error("endpoint {0} has no host")]
     NoHost(Url),
+    /// An endpoint whose host cannot key a limiter.
     #[error("endpoint {0}: its host is not one a limiter can be keyed by (letters, digits, '-', '.', '_')")]
     BadHost(Url),
+    /// An endpoint that is neither http nor https.
     #[error("endpoint {0} is not http or https")]
     Scheme(Url),
+    /// Every endpoint weighs 0, so none would be chosen.
     #[error("every endpoint has weight 0")]
     ZeroWeights,
+    /// More requests than a burst may send.
     #[error("{0} requests is more than a burst may send ({MAX_REQUESTS})")]
     TooManyRequests(usize),
+    /// A burst of zero requests.
     #[error("a burst of 0 requests sends nothing")]
     NoRequests,
+    /// An arrival pattern that cannot be scheduled; the message says why.
     #[error("{0}")]
     Arrival(String),
+    /// A raw concurrency of zero.
     #[error("a concurrency of 0 would never send anything")]
     ZeroConcurrency,
+    /// A request timeout of zero.
     #[error("a timeout of 0 would fail every request before it is sent")]
     ZeroTimeout,
+    /// The limits are refused.
     #[error(transparent)]
     Limits(#[from] ConfigError),
+    /// The client could not be built.
     #[error(transparent)]
     Client(#[from] ClientError),
+    /// The shared budget store's settings are refused.
     #[error(transparent)]
     Shared(#[from] StoreError),
 }

@@ -28,12 +28,19 @@ use crate::store::SharedReport;
 /// Latency figures in milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Default)]
 pub struct Percentiles {
+    /// The lowest.
     pub min: f64,
+    /// The mean.
     pub mean: f64,
+    /// The median.
     pub p50: f64,
+    /// The 90th percentile.
     pub p90: f64,
+    /// The 95th percentile.
     pub p95: f64,
+    /// The 99th percentile.
     pub p99: f64,
+    /// The highest.
     pub max: f64,
 }
 
@@ -97,13 +104,21 @@ fn slices(values: impl Iterator<Item = Duration>) -> Vec<HistogramBucket> {
 /// The figures of one burst.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Summary {
+    /// Requests in the burst.
     pub requests: usize,
+    /// HTTP attempts sent, retries included.
     pub sent: u64,
+    /// Requests that ended with a status below 400.
     pub succeeded: u64,
+    /// Requests that ended with 400 or above, or without a response.
     pub failed: u64,
+    /// Requests cancelled before they ended.
     pub cancelled: u64,
+    /// Final statuses, counted by code (`"200"`, `"429"`, ...).
     pub status_counts: BTreeMap<String, u64>,
+    /// Attempts beyond each request's first.
     pub retries: u64,
+    /// Requests answered from the response cache.
     pub cache_hits: u64,
     /// Requests answered with a copy of an identical request in flight (coalescing).
     pub coalesced: u64,
@@ -113,14 +128,23 @@ pub struct Summary {
     pub batches: u64,
     /// Requests batching saved: batched items that needed no request of their own.
     pub saved_by_batching: u64,
+    /// First arrival to last end, in seconds.
     pub elapsed_s: f64,
+    /// Finished requests per second of `elapsed_s`.
     pub achieved_rps: f64,
+    /// Send to response, per attempt.
     pub service_ms: Percentiles,
+    /// Time in the limiter, per request.
     pub queue_wait_ms: Percentiles,
+    /// First queued to final response, per request.
     pub total_ms: Percentiles,
+    /// How many attempts' service times fall in each bucket.
     pub service_histogram: Vec<HistogramBucket>,
+    /// Failed requests by a stable cause (`final status`, `could not connect`, ...).
     pub errors: BTreeMap<String, u64>,
+    /// One full message per cause.
     pub error_examples: BTreeMap<String, String>,
+    /// The limits the burst ran under, in words (or that it ran raw).
     pub limiter: String,
     /// Shared budgets: store, keys, state and counts; absent when budgets were in-process.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -135,7 +159,9 @@ pub struct Summary {
 /// difference both ways.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct UnitTotals {
+    /// What the attempts reserved before sending.
     pub reserved: u64,
+    /// What their answers said was spent (the estimate where they said nothing).
     pub settled: u64,
     /// Given back: estimates above what was spent.
     pub refunded: u64,

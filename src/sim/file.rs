@@ -86,7 +86,9 @@ fn one() -> u32 {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LimitsEntry {
+    /// Most requests in flight (absent: no cap).
     pub concurrency: Option<usize>,
+    /// The budgets.
     #[serde(default)]
     pub budgets: Vec<BudgetEntry>,
 }

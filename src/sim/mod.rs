@@ -12,7 +12,7 @@
 //! [`SimOptions::seed`] when it has none), the client's jitter uses [`SimOptions::seed`].
 //! A simulation is a pure function of the config, the spec and the options.
 //!
-//! The burst-spec file format is documented in [`file`].
+//! The burst-spec file format is documented in [`mod@file`].
 
 pub mod file;
 
@@ -54,6 +54,7 @@ impl Default for SimOptions {
 pub struct Simulation {
     /// The same summary a real burst prints.
     pub summary: Summary,
+    /// Every request's result, in burst order.
     pub results: Vec<RequestResult>,
     /// Every request the server model saw (up to the mock's arrival-log capacity).
     pub arrivals: Vec<Arrival>,
@@ -70,12 +71,16 @@ pub struct Simulation {
 /// Why a simulation could not run.
 #[derive(Debug, Error)]
 pub enum SimError {
+    /// The server model's config is refused.
     #[error(transparent)]
     Server(#[from] MockError),
+    /// The burst spec is refused.
     #[error(transparent)]
     Spec(#[from] SpecError),
+    /// The simulator's runtime could not start.
     #[error("the simulator could not start: {0}")]
     Runtime(String),
+    /// More requests than one simulation runs.
     #[error(
         "{0} requests is more than the simulator runs ({MAX_SIM_REQUESTS}): it keeps every request's record, about 4 KB each"
     )]

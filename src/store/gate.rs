@@ -50,7 +50,10 @@ pub enum FailPolicy {
     /// Let requests through unchecked (each is counted): keeps working, may overrun.
     Open,
     /// Pace by an in-process budget: each budget divided by the expected number of instances.
-    Local { instances: u32 },
+    Local {
+        /// How many processes share the budget (at least 1).
+        instances: u32,
+    },
 }
 
 impl FailPolicy {
@@ -122,7 +125,12 @@ pub enum StoreState {
     /// The last decision came from the store.
     Connected,
     /// The store could not answer; `policy` is acting since the failure `error`.
-    Degraded { policy: FailPolicy, error: String },
+    Degraded {
+        /// The fail policy acting meanwhile.
+        policy: FailPolicy,
+        /// The failure that started it.
+        error: String,
+    },
 }
 
 impl fmt::Display for StoreState {
@@ -147,6 +155,7 @@ pub enum AdmittedVia {
 }
 
 impl AdmittedVia {
+    /// A short name for summaries: `store`, `fail-open` or `local fallback`.
     pub fn name(&self) -> &'static str {
         match self {
             Self::Store => "store",
@@ -159,6 +168,7 @@ impl AdmittedVia {
 /// One request through the gate.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SharedAdmission {
+    /// Who admitted it.
     pub via: AdmittedVia,
     /// Time spent in the gate (waiting for the turn, the store's retry-after, or the fallback).
     pub waited: Duration,
@@ -248,6 +258,7 @@ pub struct StoreHealth {
 }
 
 impl StoreHealth {
+    /// Counts at zero, state idle.
     pub fn new() -> Arc<Self> {
         Arc::new(Self::default())
     }
@@ -413,10 +424,12 @@ impl SharedGate {
         &self.inner.key
     }
 
+    /// The policy acting while the store is away.
     pub fn policy(&self) -> FailPolicy {
         self.inner.policy
     }
 
+    /// The store's state and counts, shared with whoever reports them.
     pub fn health(&self) -> &Arc<StoreHealth> {
         &self.inner.health
     }

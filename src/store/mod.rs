@@ -41,9 +41,19 @@ pub const MAX_WINDOW_LIMIT: u64 = 1_000_000;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SharedBudget {
     /// A token bucket kept as GCRA: holds up to `capacity` tokens, one refilled every `per_token`.
-    TokenBucket { capacity: u64, per_token: Duration },
+    TokenBucket {
+        /// The most tokens it holds.
+        capacity: u64,
+        /// The time one token takes to come back.
+        per_token: Duration,
+    },
     /// An exact sliding window: at most `limit` units in any window of length `window`.
-    SlidingWindow { limit: u64, window: Duration },
+    SlidingWindow {
+        /// The most units in any window.
+        limit: u64,
+        /// The window's length.
+        window: Duration,
+    },
 }
 
 impl SharedBudget {
@@ -166,6 +176,7 @@ impl TryFrom<BudgetKind> for SharedBudget {
 pub struct SharedSpec {
     /// Names the budget's Redis keys: every process sharing the key must use the same names.
     pub name: String,
+    /// Its kind and size.
     pub budget: SharedBudget,
     /// What the budget counts; a unit other than requests is part of its Redis keys, so a
     /// requests budget and a tokens budget of one name never share state.
@@ -287,7 +298,12 @@ pub enum StoreError {
     /// The store did not answer in time. The request was not decided (though a script that
     /// was already running may still have spent the cost); apply the caller's fail policy.
     #[error("the budget store did not answer within {after:?} ({operation})")]
-    Timeout { operation: &'static str, after: Duration },
+    Timeout {
+        /// What was asked (`decide`, `settle`, `connect`, ...).
+        operation: &'static str,
+        /// The timeout that ran out.
+        after: Duration,
+    },
     /// The store will not let us in however long we wait: a wrong password, a user whose ACL
     /// lacks the commands, or a server that does not speak Redis. Every request fails at once,
     /// whatever the fail policy: retrying would only hide a configuration error.
@@ -301,7 +317,12 @@ pub enum StoreError {
     Script(String),
     /// The cost can never fit in the budget, however long one waits; refused before any I/O.
     #[error("a cost of {cost} can never be admitted by a budget that holds at most {capacity}")]
-    CostTooLarge { cost: u64, capacity: u64 },
+    CostTooLarge {
+        /// The request's cost.
+        cost: u64,
+        /// The most the budget holds.
+        capacity: u64,
+    },
     /// A setting the store refuses: zero, not a number, too large, a malformed URL or prefix.
     #[error("invalid store settings: {0}")]
     InvalidSettings(String),

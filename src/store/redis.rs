@@ -179,7 +179,12 @@ pub enum Settled {
     Unchanged,
     /// Corrected in one script: at `at_micros` (Redis clock), after the key's admissions
     /// numbered up to `after` and before any later one (0 without a sliding window).
-    Applied { at_micros: u64, after: u64 },
+    Applied {
+        /// The store's clock when applied, in microseconds.
+        at_micros: u64,
+        /// The number of the key's last admission before it (0 without a sliding window).
+        after: u64,
+    },
 }
 
 impl std::fmt::Debug for RedisStore {

@@ -36,7 +36,9 @@ pub struct SharedSettings {
     pub ca_file: Option<PathBuf>,
     /// The name every sharing process uses: one per account or API key.
     pub name: String,
+    /// What acts while the store is away (fail-closed by default).
     pub policy: FailPolicy,
+    /// Timeouts and reconnection for the store.
     pub options: RedisStoreOptions,
     /// Requests' worth each process takes per round trip (1: none); see [`SharedGate::with_lease`].
     pub lease: u64,
@@ -68,6 +70,7 @@ impl SharedSettings {
         Ok(settings)
     }
 
+    /// The same settings with another fail policy, checked (`local/0` is refused).
     pub fn with_policy(mut self, policy: FailPolicy) -> Result<Self, StoreError> {
         policy.validate()?;
         self.policy = policy;
@@ -162,9 +165,11 @@ pub fn local_part(config: &LimiterConfig) -> LimiterConfig {
 /// The live side of shared budgets: the store's health and the keys in use.
 #[derive(Debug, Clone)]
 pub struct SharedHandle {
+    /// The store's state and counts, live.
     pub health: Arc<StoreHealth>,
     /// The store keys (`NAME/LIMIT-KEY`) of the shared budgets.
     pub keys: Vec<String>,
+    /// The fail policy acting while the store is away.
     pub policy: FailPolicy,
     /// The store's URL with any password hidden.
     pub url: String,
@@ -186,10 +191,15 @@ impl SharedHandle {
 /// Shared budgets in a burst summary.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SharedReport {
+    /// The store's URL, password hidden.
     pub store: String,
+    /// The store keys of the shared budgets.
     pub keys: Vec<String>,
+    /// The fail policy, as written on the command line.
     pub policy: String,
+    /// The store's state at the end (connected, degraded, ...).
     pub state: String,
+    /// Decisions, fallbacks, recoveries and settlements counted.
     pub counts: SharedCounts,
 }
 

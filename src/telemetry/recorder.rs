@@ -20,18 +20,31 @@ const ADAPTIVE_NOTES: usize = 64;
 pub struct LogRow {
     /// Seconds since the recording started.
     pub at: f64,
+    /// The request it belongs to.
     pub request_id: u64,
+    /// The attempt, from 1.
     pub attempt: u32,
+    /// The limiter key that paced it, if any.
     pub key: Option<String>,
+    /// The method.
     pub method: String,
+    /// The path, without the query.
     pub path: String,
+    /// The status; `None` until it answers or when it failed.
     pub status: Option<u16>,
+    /// Send to response, once answered.
     pub service_ms: Option<f64>,
+    /// Time in the limiter before it was sent.
     pub queue_wait_ms: f64,
+    /// What the server said is left of its tightest budget.
     pub remaining: Option<f64>,
+    /// The server's `Retry-After`, in seconds.
     pub retry_after_s: Option<f64>,
+    /// The transport error, when it failed.
     pub error: Option<String>,
+    /// The response's headers (cookie values masked).
     pub headers: HeaderMap,
+    /// What those headers say about rate limits.
     pub info: Option<RateLimitInfo>,
 }
 
@@ -70,21 +83,28 @@ pub struct Telemetry {
     pub units: BTreeMap<String, String>,
     /// The unit of every server budget that counts something else than requests, by name.
     pub server_units: BTreeMap<String, String>,
+    /// Requests waiting in the limiters, over time.
     pub queued: Series,
+    /// Requests in flight, over time.
     pub in_flight: Series,
     /// Requests started and not yet finished, counted from the client's events (so it is
     /// known without a limiter too): queued, in flight or waiting to retry.
     pub open: Series,
+    /// Responses per second: succeeded, 429, other errors.
     pub outcomes: OutcomeRates,
     /// Retries scheduled per second, by the cause of the attempt before.
     pub retries: RetryRates,
+    /// Send to response of each attempt, in milliseconds.
     pub service_ms: Series,
+    /// First queued to final response of each request, in milliseconds.
     pub total_ms: Series,
+    /// The newest attempts, oldest first (bounded).
     pub log: VecDeque<LogRow>,
     /// The newest rate-limit information a server sent, and from which key.
     pub latest_server: Option<(Option<String>, RateLimitInfo)>,
     /// When the newest rate-limit information arrived, in seconds (its waits count from then).
     pub latest_server_at: f64,
+    /// Client events lost because the recorder fell behind.
     pub events_dropped: u64,
     /// The shared budget store's latest state, when a key's budgets are shared.
     pub store_state: Option<StoreState>,

@@ -25,6 +25,7 @@ pub struct Series {
 }
 
 impl Series {
+    /// An empty series that keeps the newest `capacity` points (at least 2).
     pub fn new(capacity: usize) -> Self {
         Self {
             points: VecDeque::with_capacity(capacity.min(4096)),
@@ -113,18 +114,22 @@ impl Series {
         from
     }
 
+    /// Points held.
     pub fn len(&self) -> usize {
         self.points.len()
     }
 
+    /// Whether no point is held.
     pub fn is_empty(&self) -> bool {
         self.points.is_empty()
     }
 
+    /// The newest point, `[t, value]`.
     pub fn last(&self) -> Option<[f64; 2]> {
         self.points.back().copied()
     }
 
+    /// Points held, oldest first, as `[t, value]`.
     pub fn iter(&self) -> impl Iterator<Item = &[f64; 2]> {
         self.points.iter()
     }
@@ -181,6 +186,7 @@ pub type OutcomeRates = PerSecond<3>;
 pub type RetryRates = PerSecond<5>;
 
 impl<const N: usize> PerSecond<N> {
+    /// Empty counts that keep the last `capacity_seconds` seconds (at least 1).
     pub fn new(capacity_seconds: usize) -> Self {
         Self { seconds: VecDeque::new(), capacity: capacity_seconds.max(1) }
     }
@@ -225,8 +231,11 @@ impl<const N: usize> PerSecond<N> {
 }
 
 impl PerSecond<3> {
+    /// Index of responses below 400.
     pub const OK: usize = 0;
+    /// Index of 429s.
     pub const THROTTLED: usize = 1;
+    /// Index of other statuses of 400 or more and transport errors.
     pub const ERROR: usize = 2;
 
     /// Counts an outcome at `t` seconds; `status` None is a transport error.
@@ -241,10 +250,15 @@ impl PerSecond<3> {
 }
 
 impl PerSecond<5> {
+    /// Index of retries after a 429.
     pub const THROTTLED: usize = 0;
+    /// Index of retries after a 503.
     pub const UNAVAILABLE: usize = 1;
+    /// Index of retries after a timeout.
     pub const TIMEOUT: usize = 2;
+    /// Index of retries after a connection error.
     pub const CONNECTION: usize = 3;
+    /// Index of retries after anything else.
     pub const OTHER: usize = 4;
     /// The kinds' names, in index order, for legends.
     pub const NAMES: [&'static str; 5] = ["429", "503", "timeout", "connection", "other"];

@@ -47,10 +47,15 @@ use crate::store::{SharedGate, SharedHandle, SharedSettings, StoreError, local_p
 /// One request to send.
 #[derive(Debug, Clone)]
 pub struct RequestSpec {
+    /// The HTTP method.
     pub method: Method,
+    /// Where to send it; its host (and path) choose the limiter.
     pub url: Url,
+    /// Headers of this request, over the client's defaults.
     pub headers: HeaderMap,
+    /// The body, if any.
     pub body: Option<Bytes>,
+    /// The lane it waits in.
     pub priority: Priority,
     /// What this request spends in each budget (usually 1).
     pub cost: u64,
@@ -64,6 +69,7 @@ impl RequestSpec {
         Self::new(Method::GET, url)
     }
 
+    /// A request with this method and URL, no headers or body, in the normal lane, costing 1.
     pub fn new(method: Method, url: Url) -> Self {
         Self {
             method,
@@ -76,6 +82,7 @@ impl RequestSpec {
         }
     }
 
+    /// The same request in another lane.
     pub fn with_priority(mut self, priority: Priority) -> Self {
         self.priority = priority;
         self
@@ -91,12 +98,17 @@ impl RequestSpec {
 /// A response, with what it took to get it.
 #[derive(Debug, Clone)]
 pub struct LimitedResponse {
+    /// The final attempt's status (the caller judges 4xx and 5xx).
     pub status: StatusCode,
+    /// The final response's headers.
     pub headers: HeaderMap,
+    /// The whole body.
     pub body: Bytes,
+    /// What the final response's rate-limit headers say.
     pub rate_limit: RateLimitInfo,
     /// HTTP attempts sent (0 for a fresh cache hit).
     pub attempts: u32,
+    /// Served from the response cache.
     pub from_cache: bool,
     /// A copy of an identical request's response that was in flight at the same time: this
     /// request sent nothing (see [`ClientBuilder::coalesce`]).
@@ -112,6 +124,7 @@ pub struct LimitedResponse {
 /// One HTTP attempt of a request, for summaries and per-attempt CSV.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AttemptRecord {
+    /// Its number, from 1.
     pub attempt: u32,
     /// When it went on the wire.
     pub sent_at: Instant,
@@ -119,6 +132,7 @@ pub struct AttemptRecord {
     pub queue_wait: Duration,
     /// Send to response (or to the error).
     pub service_time: Duration,
+    /// The response's status; `None` when there was no response.
     pub status: Option<u16>,
     /// The transport error, when there was no response.
     pub error: Option<String>,
@@ -126,6 +140,7 @@ pub struct AttemptRecord {
     pub retry_delay: Option<Duration>,
     /// What the server said is left of its most restrictive budget.
     pub server_remaining: Option<f64>,
+    /// The server's `Retry-After`, when it sent one.
     pub retry_after: Option<Duration>,
     /// With cost rules: what the attempt reserved and what its answer settled.
     pub settlement: Option<Settlement>,
@@ -135,26 +150,53 @@ pub struct AttemptRecord {
 /// it actually spent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settlement {
+    /// What was reserved before sending.
     pub reserved: Cost,
+    /// What the answer said it spent (the estimate where it said nothing).
     pub actual: Cost,
 }
 
 /// Why a request ended without a response to return.
 #[derive(Debug, Clone, Error)]
 pub enum ClientError {
+    /// The URL has no host, so no limiter and no server.
     #[error("'{0}' cannot be requested: it has no host")]
     NoHost(Url),
+    /// The retry policy stopped with no response worth returning.
     #[error("{reason}")]
-    GaveUp { reason: GiveUpReason, last_status: Option<u16>, attempts: u32 },
+    GaveUp {
+        /// Why it stopped.
+        reason: GiveUpReason,
+        /// The last status seen, if any.
+        last_status: Option<u16>,
+        /// Attempts made.
+        attempts: u32,
+    },
+    /// The server could not be reached (DNS, connect, TLS, reset) and no retry was left.
     #[error("could not reach {host}: {message}")]
-    Transport { host: String, message: String, attempts: u32 },
+    Transport {
+        /// The host.
+        host: String,
+        /// The transport's error.
+        message: String,
+        /// Attempts made.
+        attempts: u32,
+    },
     /// Connected (or still connecting) when the request timeout ran out.
     #[error("no response from {host} within the request timeout")]
-    NoResponse { host: String, attempts: u32 },
+    NoResponse {
+        /// The host.
+        host: String,
+        /// Attempts made.
+        attempts: u32,
+    },
+    /// The limiter refused the request (see [`AcquireError`]).
     #[error("the limiter refused the request: {0}")]
     Limiter(#[from] AcquireError),
+    /// The client's settings were refused when it was built.
     #[error("could not build the HTTP client: {0}")]
     Build(String),
+    /// The shared budget store refused the request (see [`StoreError`]).
     #[error("the shared budget refused the request: {0}")]
     Shared(#[from] StoreError),
 }
@@ -189,6 +231,7 @@ impl ClientError {
 /// Which keys follow the server's published budgets.
 #[derive(Debug, Clone, Default)]
 pub enum Adaptive {
+    /// No key follows the server (the default): only configured limits apply.
     #[default]
     Off,
     /// Every host, including hosts with no configured limits (the server's word is the limit).
@@ -257,21 +300,25 @@ impl Default for ClientBuilder {
 }
 
 impl ClientBuilder {
+    /// The limiters to pace requests by; hosts it does not name pass unlimited.
     pub fn registry(mut self, registry: Arc<Registry>) -> Self {
         self.registry = registry;
         self
     }
 
+    /// The retry policy for hosts without one of their own.
     pub fn retry(mut self, retry: RetryPolicy) -> Self {
         self.retry = retry;
         self
     }
 
+    /// Which keys also follow the budgets the server publishes.
     pub fn adaptive(mut self, adaptive: Adaptive) -> Self {
         self.adaptive = adaptive;
         self
     }
 
+    /// Keep a private response cache within these limits (no cache by default).
     pub fn cache(mut self, config: CacheConfig) -> Self {
         self.cache = Some(config);
         self
@@ -286,11 +333,13 @@ impl ClientBuilder {
         self
     }
 
+    /// Where the events of every request go (none by default).
     pub fn events(mut self, sink: EventSink) -> Self {
         self.events = sink;
         self
     }
 
+    /// Headers added to every request.
     pub fn default_headers(mut self, headers: HeaderMap) -> Self {
         self.default_headers = headers;
         self
@@ -383,6 +432,7 @@ impl ClientBuilder {
         Ok((builder.shared_handle(handle.clone()), handle))
     }
 
+    /// The client, or why its settings are refused (a retry policy that does not validate).
     pub fn build(self) -> Result<LimitedClient, ClientError> {
         for policy in std::iter::once(&self.retry).chain(self.key_retry.values()) {
             policy.validate().map_err(|err| ClientError::Build(err.to_string()))?;
@@ -472,6 +522,7 @@ struct Inner {
 }
 
 impl LimitedClient {
+    /// A builder with no limits, the default retry policy, no cache and no events.
     pub fn builder() -> ClientBuilder {
         ClientBuilder::default()
     }

@@ -18,7 +18,9 @@ use super::{RateLimitInfo, quoted};
 /// A response head read from text.
 #[derive(Debug, Clone, Default)]
 pub struct ParsedHead {
+    /// The status line's code; `None` when the text starts with headers.
     pub status: Option<u16>,
+    /// The header lines that parsed.
     pub headers: HeaderMap,
     /// Everything after the blank line, if anything.
     pub body: Option<Vec<u8>>,
@@ -29,12 +31,25 @@ pub struct ParsedHead {
 /// Why a text is not a response head at all.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum HeadError {
+    /// The text holds neither a status line nor a header line.
     #[error("no status line and no header lines found")]
     Empty,
+    /// The first line looks like neither a status line nor a header.
     #[error("line {line}: {text} is not a status line like \"HTTP/1.1 429 Too Many Requests\"")]
-    StatusLine { line: usize, text: String },
+    StatusLine {
+        /// Its number, from 1.
+        line: usize,
+        /// The line, quoted.
+        text: String,
+    },
+    /// More header lines than any response carries.
     #[error("line {line}: more header lines than a response can carry (at most {most})")]
-    TooManyHeaders { line: usize, most: usize },
+    TooManyHeaders {
+        /// The line where the cap was passed.
+        line: usize,
+        /// The most header lines accepted.
+        most: usize,
+    },
 }
 
 /// Reads a status line, header lines and an optional body.

@@ -9,6 +9,7 @@ use sfv::{Integer, KeyRef, ListSerializer, StringRef};
 /// One budget as the draft fields publish it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PublishedPolicy {
+    /// The policy's name: the item that names it in both fields.
     pub name: String,
     /// The quota (bucket capacity, window limit, concurrency limit).
     pub limit: u64,
