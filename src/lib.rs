@@ -58,15 +58,20 @@
 //! - **Inside an existing reqwest-middleware chain**: `http::RateLimitMiddleware` (feature
 //!   `middleware`, on by default) runs a [`LimitedClient`]'s steps with the rest of the chain
 //!   as the wire; a request's lane and cost ride in its extensions.
-//! - **Inside a tower stack**: `ratescope::layer` (feature `tower`) puts the same limiter in
-//!   front of any tower `Service` of HTTP requests.
+//! - **Inside a tower stack**: `ratescope::layer::RateLimitLayer` (feature `tower`, on by
+//!   default) puts the same limiter in front of any tower `Service` of HTTP requests
+//!   (hyper-util's client, tonic-style stacks), waiting in the call future, the slot riding on
+//!   the response body; `RetryOnThrottle` retries 429/503 after `Retry-After`.
+//! - **Many small calls as one**: `http::batch::Batcher` gathers items up to a size or a wait
+//!   and sends them as one request through the limiter (`/items?ids=1,2,3`).
 //! - **From a profile**: [`Profile::client`] or [`Profile::client_builder`] make a ready
 //!   client from a profile saved by the app or written by hand.
 //! - **Budgets shared by several processes**: [`http::ClientBuilder::share_budgets`] with
 //!   [`store::SharedSettings`] (a Redis URL and a name every process uses).
 //!
 //! The examples in `examples/` run each of these against the demo API
-//! (`cargo run --example limiter`, `profile_client`, `middleware_chain`, `shared_redis`, ...).
+//! (`cargo run --example limiter`, `profile_client`, `middleware_chain`, `tower_layer`,
+//! `shared_redis`, `batching`).
 //!
 //! ## The limiter alone
 //!
