@@ -1,5 +1,6 @@
-//! Engine benchmarks: uncontended admission beside governor, stacked budgets under contention,
-//! and draining a queue of waiters (time per admission and memory per waiter).
+//! Engine benchmarks: uncontended admission beside governor, 10,000 hosts through the registry
+//! beside governor's keyed limiter, stacked budgets under contention, and draining a queue of
+//! waiters (time per admission and memory per waiter).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
@@ -12,7 +13,7 @@ use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use governor::clock::MonotonicClock;
 use governor::{Quota, RateLimiter};
-use ratescope::engine::{BudgetSpec, Limiter, LimiterConfig, Priority, Rate};
+use ratescope::engine::{BudgetSpec, LimitKey, Limiter, LimiterConfig, Priority, Rate, Registry};
 
 /// Counts live heap bytes so the drain benchmark can report memory per waiter.
 struct CountingAllocator;
@@ -65,6 +66,77 @@ fn uncontended(c: &mut Criterion) {
     group.bench_function("governor_check_monotonic_clock", |b| {
         b.iter(|| black_box(on_monotonic.check()));
     });
+    group.finish();
+}
+
+/// Hosts in the keyed benchmarks.
+const HOSTS: usize = 10_000;
+
+/// Runs `iters` sweeps of `HOSTS` admissions in all (`admit(host index)`, cycling through the
+/// hosts) on `threads` threads that start half the table apart. One sweep is the unit criterion
+/// times, so the threads' start is spread over at least 10,000 admissions; one thread runs on
+/// the bench's own thread.
+fn keyed_run(threads: usize, iters: u64, admit: &(impl Fn(usize) + Sync)) -> Duration {
+    let per_thread = iters as usize * HOSTS / threads;
+    let run = |thread: usize| {
+        let mut host = thread * HOSTS / threads;
+        for _ in 0..per_thread {
+            admit(host);
+            host += 1;
+            if host == HOSTS {
+                host = 0;
+            }
+        }
+    };
+    let start = Instant::now();
+    if threads == 1 {
+        run(0);
+    } else {
+        std::thread::scope(|scope| {
+            for thread in 0..threads {
+                scope.spawn(move || run(thread));
+            }
+        });
+    }
+    start.elapsed()
+}
+
+/// 10,000 hosts, each with a bucket that never refuses: what a client pays per request to find
+/// its host's limiter and be admitted (`Registry::limiter_for` with the URL's port and path, then
+/// `try_acquire(1)`, as `limiter_for_url` does), beside governor's keyed limiter (its default
+/// DashMap store, keyed by `String`, on the OS monotonic clock) doing `check_key`. Host names are
+/// built once, outside the timed loop, for both. The time criterion reports is per sweep of
+/// 10,000 admissions.
+fn keyed(c: &mut Criterion) {
+    // Criterion's time is per sweep of 10,000 admissions: 1 ms per sweep is 100 ns per admission.
+    let mut group = c.benchmark_group("keyed_10k_hosts");
+    group.throughput(Throughput::Elements(HOSTS as u64));
+    let hosts: Vec<String> = (0..HOSTS).map(|i| format!("h{i}.example")).collect();
+    let registry = Registry::from_table(hosts.iter().map(|host| {
+        let key: LimitKey = host.parse().unwrap();
+        (key, LimiterConfig::new().with_budget(never_empty_bucket("rate")))
+    }))
+    .unwrap();
+    let governor = RateLimiter::dashmap_with_clock(Quota::per_second(NonZeroU32::MAX), MonotonicClock);
+    // Both create their per-key state on first use: warm every key once.
+    for host in &hosts {
+        drop(registry.limiter_for(host, Some(443), "/v1/items").unwrap().try_acquire(1).unwrap());
+        governor.check_key(host).unwrap();
+    }
+    let ratescope = |i: usize| {
+        let limiter = registry.limiter_for(black_box(&hosts[i]), Some(443), "/v1/items");
+        drop(black_box(limiter.map(|limiter| limiter.try_acquire(1))));
+    };
+    let governor = |i: usize| drop(black_box(governor.check_key(black_box(&hosts[i]))));
+    for threads in [1usize, 2] {
+        group.bench_function(BenchmarkId::new("ratescope_registry_try_acquire", format!("{threads}_threads")), |b| {
+            b.iter_custom(|iters| keyed_run(threads, iters, &ratescope));
+        });
+        group.bench_function(
+            BenchmarkId::new("governor_keyed_check_monotonic_clock", format!("{threads}_threads")),
+            |b| b.iter_custom(|iters| keyed_run(threads, iters, &governor)),
+        );
+    }
     group.finish();
 }
 
@@ -147,5 +219,5 @@ fn queue_drain(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, uncontended, stacked_contended, queue_drain);
+criterion_group!(benches, uncontended, keyed, stacked_contended, queue_drain);
 criterion_main!(benches);

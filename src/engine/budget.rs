@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::ConfigError;
 use super::rate::{MAX_AMOUNT, Rate, format_period};
-use super::unit::{Cost, Unit};
+use super::unit::{CompactCost, Unit};
 
 /// What kind of limit a budget enforces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -62,12 +62,8 @@ impl BudgetSpec {
 
     /// What a request of `cost` spends here.
     #[inline]
-    pub(crate) fn spend(&self, cost: &Cost) -> u64 {
-        let amount = match self.unit {
-            Unit::Requests => cost.requests,
-            ref unit => cost.of(unit),
-        };
-        amount.saturating_mul(self.cost)
+    pub(crate) fn spend(&self, cost: &CompactCost) -> u64 {
+        cost.of(&self.unit).saturating_mul(self.cost)
     }
 
     /// The same budget with a different cost per request.

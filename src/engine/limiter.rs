@@ -29,7 +29,7 @@ use super::fast::{FastBucket, PARKED};
 use super::gate::{AdmissionGate, GateReadiness};
 use super::priority::{Lanes, Priority, Ticket};
 use super::snapshot::{Blocked, BudgetSnapshot, HeadSnapshot, PauseSnapshot, Snapshot};
-use super::unit::{Cost, Unit};
+use super::unit::{CompactCost, Cost, Unit};
 
 /// The concurrency "limit" used when a config has no cap.
 const UNCAPPED: usize = usize::MAX;
@@ -78,7 +78,7 @@ struct State {
 struct Waiter {
     id: u64,
     priority: Priority,
-    cost: Cost,
+    cost: CompactCost,
     enqueued: Instant,
     waker: Option<Waker>,
 }
@@ -143,12 +143,16 @@ impl Limiter {
     ///
     /// Dropping the future cancels: nothing is spent and its place in the queue is freed.
     pub fn acquire(&self, priority: Priority, cost: u64) -> Acquire {
-        self.acquire_cost(priority, Cost::requests(cost))
+        self.acquire_compact(priority, CompactCost::Requests(cost))
     }
 
     /// Like [`acquire`](Self::acquire) for a cost in several units (requests and, say, an
     /// estimate of tokens); [`Permit::settle`] corrects the estimate once it is known.
     pub fn acquire_cost(&self, priority: Priority, cost: Cost) -> Acquire {
+        self.acquire_compact(priority, CompactCost::from(cost))
+    }
+
+    fn acquire_compact(&self, priority: Priority, cost: CompactCost) -> Acquire {
         Acquire { shared: Arc::clone(&self.shared), priority, cost, ticket: None, sleep: None }
     }
 
@@ -171,28 +175,29 @@ impl Limiter {
         if let Some(permit) = Shared::try_fast_requests(&self.shared, cost) {
             return Ok(permit);
         }
-        self.try_acquire_locked(Cost::requests(cost))
+        self.try_acquire_locked(&CompactCost::Requests(cost))
     }
 
     /// Like [`try_acquire`](Self::try_acquire) for a cost in several units.
     pub fn try_acquire_cost(&self, cost: Cost) -> Result<Permit, TryAcquireError> {
+        let cost = CompactCost::from(cost);
         if let Some(permit) = Shared::try_fast(&self.shared, &cost) {
             return Ok(permit);
         }
-        self.try_acquire_locked(cost)
+        self.try_acquire_locked(&cost)
     }
 
     /// The locked half of `try_acquire`: queue, pause, gate and every budget.
-    fn try_acquire_locked(&self, cost: Cost) -> Result<Permit, TryAcquireError> {
+    fn try_acquire_locked(&self, cost: &CompactCost) -> Result<Permit, TryAcquireError> {
         let now = Instant::now();
         let mut state = self.shared.lock();
-        state.check_cost(&cost)?;
+        state.check_cost(cost)?;
         if state.lanes.total() > 0 {
             let blocked = state.head_blocked(now, &self.shared).unwrap_or(Blocked::Ready);
             return Err(TryAcquireError::WouldWait(blocked));
         }
-        match state.readiness(&cost, now, &self.shared) {
-            Readiness::Now => Ok(state.admit(&cost, now, &self.shared)),
+        match state.readiness_checked(cost, now, &self.shared) {
+            Readiness::Now => Ok(state.admit(cost, now, &self.shared)),
             Readiness::At(_, blocked) | Readiness::Gate(blocked) => Err(TryAcquireError::WouldWait(blocked)),
             Readiness::Concurrency => Err(TryAcquireError::WouldWait(state.concurrency_blocked())),
             Readiness::Never(err) => Err(err.into()),
@@ -302,7 +307,7 @@ impl Limiter {
         });
         let head = state.head(now).and_then(|ticket| {
             let waiter = state.waiters.get(ticket.0)?;
-            let (priority, cost, enqueued) = (waiter.priority, waiter.cost.requests, waiter.enqueued);
+            let (priority, cost, enqueued) = (waiter.priority, waiter.cost.requests(), waiter.enqueued);
             let blocked = state.head_blocked(now, &self.shared)?;
             Some(HeadSnapshot { priority, cost, waited: now - enqueued, blocked })
         });
@@ -323,6 +328,11 @@ impl Shared {
     /// Takes the lock; the bucket moves out of the lock-free word for as long as it is held.
     fn lock(&self) -> Locked<'_> {
         let mut guard = self.state.lock();
+        // A limiter built without the lock-free path never leaves the word parked; skipping
+        // the swap spares a write to a line every thread of this limiter reads.
+        if self.fast.is_none() {
+            return Locked { guard, shared: self };
+        }
         let word = self.fast_word.swap(PARKED, Ordering::AcqRel);
         if word != PARKED
             && let Some(bucket) = guard.budgets.first_mut().and_then(BudgetState::bucket_mut)
@@ -336,16 +346,19 @@ impl Shared {
     /// `None` means "take the locked path", which decides every other case (a zero request
     /// count is an error only that path reports).
     #[inline]
-    fn try_fast(shared: &Arc<Self>, cost: &Cost) -> Option<Permit> {
-        let fast = shared.fast.as_ref().filter(|_| cost.requests > 0)?;
-        Self::try_fast_spend(shared, fast, cost.of(fast.unit()), || Charged::of(cost))
+    fn try_fast(shared: &Arc<Self>, cost: &CompactCost) -> Option<Permit> {
+        if let CompactCost::Requests(requests) = *cost {
+            return Self::try_fast_requests(shared, requests);
+        }
+        let fast = shared.fast.as_ref().filter(|_| cost.requests() > 0)?;
+        Self::try_fast_spend(shared, fast, cost.of(fast.unit()), || cost.clone())
     }
 
     /// [`try_fast`](Self::try_fast) for a request count alone: no `Cost` is built.
     #[inline]
     fn try_fast_requests(shared: &Arc<Self>, requests: u64) -> Option<Permit> {
         let fast = shared.fast.as_ref().filter(|fast| requests > 0 && matches!(fast.unit(), Unit::Requests))?;
-        Self::try_fast_spend(shared, fast, requests, || Charged::Requests(requests))
+        Self::try_fast_spend(shared, fast, requests, || CompactCost::Requests(requests))
     }
 
     #[inline]
@@ -353,7 +366,7 @@ impl Shared {
         shared: &Arc<Self>,
         fast: &FastBucket,
         spend: u64,
-        charged: impl FnOnce() -> Charged,
+        charged: impl FnOnce() -> CompactCost,
     ) -> Option<Permit> {
         // Parked also while a gate is installed: the lock is never handed back then.
         if shared.fast_word.load(Ordering::Relaxed) == PARKED {
@@ -465,8 +478,8 @@ impl State {
             .min()
     }
 
-    fn check_cost(&self, cost: &Cost) -> Result<(), AcquireError> {
-        if cost.requests == 0 {
+    fn check_cost(&self, cost: &CompactCost) -> Result<(), AcquireError> {
+        if cost.requests() == 0 {
             return Err(AcquireError::ZeroCost);
         }
         for spec in &self.config.budgets {
@@ -483,10 +496,15 @@ impl State {
     }
 
     /// Whether a request of `cost` could be admitted at `now`, ignoring the queue.
-    fn readiness(&mut self, cost: &Cost, now: Instant, shared: &Shared) -> Readiness {
+    fn readiness(&mut self, cost: &CompactCost, now: Instant, shared: &Shared) -> Readiness {
         if let Err(err) = self.check_cost(cost) {
             return Readiness::Never(err);
         }
+        self.readiness_checked(cost, now, shared)
+    }
+
+    /// [`readiness`](Self::readiness) for a cost `check_cost` accepted under this lock.
+    fn readiness_checked(&mut self, cost: &CompactCost, now: Instant, shared: &Shared) -> Readiness {
         if let Some((until, reason)) = &self.pause {
             if *until > now {
                 return Readiness::At(*until, Blocked::Paused { reason: reason.clone(), wait: *until - now });
@@ -494,7 +512,7 @@ impl State {
             self.pause = None;
         }
         if let Some(gate) = self.gate.as_mut() {
-            match gate.readiness(now, cost) {
+            match cost.with_cost(|cost| gate.readiness(now, cost)) {
                 GateReadiness::Ready => {}
                 GateReadiness::At { at, reason } if at > now => {
                     return Readiness::At(at, Blocked::Server { reason, wait: Some(at - now) });
@@ -525,7 +543,7 @@ impl State {
     }
 
     /// Spends `cost` in every budget and takes a concurrency slot. The caller checked readiness.
-    fn admit(&mut self, cost: &Cost, now: Instant, shared: &Arc<Shared>) -> Permit {
+    fn admit(&mut self, cost: &CompactCost, now: Instant, shared: &Arc<Shared>) -> Permit {
         let now_ns = self.nanos(now);
         for (spec, budget) in self.config.budgets.iter().zip(self.budgets.iter_mut()) {
             budget.consume(spec.spend(cost), now_ns);
@@ -533,15 +551,22 @@ impl State {
         // Readiness saw a free slot under this lock. The lock-free path takes slots only while
         // uncapped, and counts itself before it spends, so a cap never admits past itself.
         shared.in_flight.fetch_add(1, Ordering::SeqCst);
-        let ticket = self.gate.as_mut().map(|gate| gate.admit(now, cost));
-        Permit { shared: Arc::clone(shared), ticket, charged: Charged::of(cost), admitted_ns: now_ns }
+        let ticket = self.gate.as_mut().map(|gate| cost.with_cost(|cost| gate.admit(now, cost)));
+        Permit { shared: Arc::clone(shared), ticket, charged: cost.clone(), admitted_ns: now_ns }
     }
 
     /// Corrects what a permit admitted at `admitted_ns` spent in every budget from `charged`
     /// to `actual` units (times each budget's cost per unit), then lets the head re-evaluate.
-    fn settle(&mut self, ticket: Option<u64>, charged: &Cost, actual: &Cost, admitted_ns: u64, now: Instant) {
+    fn settle(
+        &mut self,
+        ticket: Option<u64>,
+        charged: &CompactCost,
+        actual: &CompactCost,
+        admitted_ns: u64,
+        now: Instant,
+    ) {
         if let (Some(gate), Some(ticket)) = (self.gate.as_mut(), ticket) {
-            gate.settle(ticket, actual);
+            actual.with_cost(|actual| gate.settle(ticket, actual));
         }
         let now_ns = self.nanos(now);
         for (spec, budget) in self.config.budgets.iter().zip(self.budgets.iter_mut()) {
@@ -579,7 +604,14 @@ impl State {
         }
     }
 
-    fn enqueue(&mut self, priority: Priority, cost: Cost, now: Instant, waker: &Waker, shared: &Shared) -> Ticket {
+    fn enqueue(
+        &mut self,
+        priority: Priority,
+        cost: CompactCost,
+        now: Instant,
+        waker: &Waker,
+        shared: &Shared,
+    ) -> Ticket {
         let id = self.next_id;
         self.next_id += 1;
         let slot = self.waiters.insert(Waiter { id, priority, cost, enqueued: now, waker: Some(waker.clone()) });
@@ -612,7 +644,7 @@ impl State {
 pub struct Acquire {
     shared: Arc<Shared>,
     priority: Priority,
-    cost: Cost,
+    cost: CompactCost,
     ticket: Option<Ticket>,
     /// Armed only while this request is the head and waits for time to pass.
     sleep: Option<Pin<Box<Sleep>>>,
@@ -721,7 +753,7 @@ pub struct Permit {
     ticket: Option<u64>,
     /// What this permit holds in every budget: the estimate it was admitted with, until
     /// [`settle`](Self::settle) corrects it.
-    charged: Charged,
+    charged: CompactCost,
     /// When it was admitted, on the limiter's nanosecond clock (a window counts it from then).
     admitted_ns: u64,
 }
@@ -752,35 +784,13 @@ impl Permit {
     /// store live outside the engine: whoever admitted through the store settles them there
     /// (the HTTP client does, after the answer).
     pub fn settle(&mut self, actual: Cost) {
-        let charged = self.charged.cost();
-        if actual == charged {
+        let actual = CompactCost::from(actual);
+        if actual == self.charged {
             return;
         }
         let mut state = self.shared.lock();
-        state.settle(self.ticket, &charged, &actual, self.admitted_ns, Instant::now());
-        self.charged = Charged::of(&actual);
-    }
-}
-
-/// What a permit holds: a number of requests, or a whole cost when it names other units (boxed,
-/// so a requests-only permit, the common case, stays two words smaller and allocates nothing).
-#[derive(Debug)]
-enum Charged {
-    Requests(u64),
-    Units(Box<Cost>),
-}
-
-impl Charged {
-    #[inline]
-    fn of(cost: &Cost) -> Self {
-        if cost.units.is_empty() { Self::Requests(cost.requests) } else { Self::Units(Box::new(cost.clone())) }
-    }
-
-    fn cost(&self) -> Cost {
-        match self {
-            Self::Requests(requests) => Cost::requests(*requests),
-            Self::Units(cost) => (**cost).clone(),
-        }
+        state.settle(self.ticket, &self.charged, &actual, self.admitted_ns, Instant::now());
+        self.charged = actual;
     }
 }
 

@@ -1,14 +1,13 @@
 //! One limiter per key: a host, or a host plus a path prefix (longest prefix wins).
 //!
 //! Limits come from a table; limiters are created on first use. A request whose
-//! host has no entry passes straight through, costing one read lock and a hash lookup.
+//! host has no entry passes straight through, costing one shard's read lock and a hash lookup.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::OnceLock;
 
-use parking_lot::RwLock;
+use dashmap::DashMap;
 
 use super::ConfigError;
 use super::config::LimiterConfig;
@@ -104,12 +103,78 @@ impl HostRules {
             Some(prefix) => self.prefixes.iter_mut().find(|(p, _)| p == prefix).map(|(_, slot)| slot),
         }
     }
+
+    fn is_empty(&self) -> bool {
+        self.whole.is_none() && self.prefixes.is_empty()
+    }
+
+    fn slots(&self) -> impl Iterator<Item = &Slot> {
+        self.whole.iter().chain(self.prefixes.iter().map(|(_, slot)| slot))
+    }
+}
+
+/// Everything keyed on one host name: the rules for any port, and those for one port only
+/// (`localhost:8787`). Kept apart so a lookup by host and port builds no `host:port` string.
+#[derive(Debug, Default)]
+struct HostEntry {
+    any_port: HostRules,
+    ports: Vec<(u16, HostRules)>,
+}
+
+impl HostEntry {
+    fn rules(&self, port: Option<u16>) -> Option<&HostRules> {
+        let rules = match port {
+            None => &self.any_port,
+            Some(port) => &self.ports.iter().find(|(p, _)| *p == port)?.1,
+        };
+        (!rules.is_empty()).then_some(rules)
+    }
+
+    fn rules_mut(&mut self, port: Option<u16>) -> &mut HostRules {
+        let Some(port) = port else { return &mut self.any_port };
+        let index = match self.ports.iter().position(|(p, _)| *p == port) {
+            Some(index) => index,
+            None => {
+                self.ports.push((port, HostRules::default()));
+                self.ports.len() - 1
+            }
+        };
+        &mut self.ports[index].1
+    }
+
+    fn is_empty(&self) -> bool {
+        self.any_port.is_empty() && self.ports.is_empty()
+    }
+
+    fn slots(&self) -> impl Iterator<Item = &Slot> {
+        self.any_port.slots().chain(self.ports.iter().flat_map(|(_, rules)| rules.slots()))
+    }
+}
+
+/// A key's host as the table stores it: `localhost:8787` is the host `localhost` on port 8787
+/// when the port is written as `format!("{port}")` would write it (so exactly the keys a lookup
+/// by host and port used to match); anything else is a host name of its own.
+fn split_port(host: &str) -> (&str, Option<u16>) {
+    if host.ends_with(|c: char| c.is_ascii_digit())
+        && let Some((name, digits)) = host.rsplit_once(':')
+        && !name.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (digits == "0" || !digits.starts_with('0'))
+        && let Ok(port) = digits.parse::<u16>()
+    {
+        return (name, Some(port));
+    }
+    (host, None)
 }
 
 /// The table of limits and the limiters created from it.
+///
+/// A sharded map keyed on the host name alone: a lookup hashes the borrowed host, takes one
+/// shard's read lock and allocates nothing; lookups of hosts in other shards never touch the
+/// same lock word.
 #[derive(Debug, Default)]
 pub struct Registry {
-    hosts: RwLock<HashMap<String, HostRules>>,
+    hosts: DashMap<Box<str>, HostEntry, foldhash::fast::RandomState>,
 }
 
 impl Registry {
@@ -131,8 +196,9 @@ impl Registry {
     /// place, so its waiters keep their order and its budgets keep what was spent.
     pub fn set(&self, key: LimitKey, config: LimiterConfig) -> Result<(), ConfigError> {
         config.validate()?;
-        let mut hosts = self.hosts.write();
-        let rules = hosts.entry(key.host.clone()).or_default();
+        let (name, port) = split_port(&key.host);
+        let mut entry = self.hosts.entry(Box::from(name)).or_default();
+        let rules = entry.rules_mut(port);
         if let Some(slot) = rules.slot_mut(key.path_prefix.as_deref()) {
             if let Some(limiter) = slot.limiter.get() {
                 limiter.reconfigure(config.clone())?;
@@ -152,8 +218,9 @@ impl Registry {
 
     /// Removes the limits of `key`; requests under it pass through (or fall back to a shorter prefix).
     pub fn remove(&self, key: &LimitKey) -> bool {
-        let mut hosts = self.hosts.write();
-        let Some(rules) = hosts.get_mut(&key.host) else { return false };
+        let (name, port) = split_port(&key.host);
+        let Some(mut entry) = self.hosts.get_mut(name) else { return false };
+        let rules = entry.rules_mut(port);
         let removed = match &key.path_prefix {
             None => rules.whole.take().is_some(),
             Some(prefix) => {
@@ -162,8 +229,12 @@ impl Registry {
                 rules.prefixes.len() != before
             }
         };
-        if rules.whole.is_none() && rules.prefixes.is_empty() {
-            hosts.remove(&key.host);
+        entry.ports.retain(|(_, rules)| !rules.is_empty());
+        let empty = entry.is_empty();
+        // The shard's lock is released before the entry is taken out under it again.
+        drop(entry);
+        if empty {
+            self.hosts.remove_if(name, |_, entry| entry.is_empty());
         }
         removed
     }
@@ -171,21 +242,26 @@ impl Registry {
     /// The limiter for a request to `host` (lower case, as URLs give it), optional `port` and `path`;
     /// `None` when no entry covers it and the request should pass straight through.
     pub fn limiter_for(&self, host: &str, port: Option<u16>, path: &str) -> Option<Limiter> {
-        let hosts = self.hosts.read();
-        if hosts.is_empty() {
-            return None;
+        let entry = self.hosts.get(host);
+        // The rules for this port, else those for the host as given (which may name a port itself).
+        if let Some(rules) = entry.as_deref().and_then(|entry| port.and_then(|port| entry.rules(Some(port)))) {
+            return rules.find(path).map(Slot::limiter);
         }
-        let with_port = port.and_then(|port| hosts.get(format!("{host}:{port}").as_str()));
-        with_port.or_else(|| hosts.get(host))?.find(path).map(Slot::limiter)
+        match split_port(host) {
+            (_, None) => entry?.rules(None)?.find(path).map(Slot::limiter),
+            (name, port) => {
+                drop(entry);
+                self.hosts.get(name)?.rules(port)?.find(path).map(Slot::limiter)
+            }
+        }
     }
 
     /// The table: every key and its limits, sorted by key.
     pub fn entries(&self) -> Vec<(LimitKey, LimiterConfig)> {
-        let hosts = self.hosts.read();
-        let mut entries: Vec<_> = hosts
-            .values()
-            .flat_map(|rules| rules.whole.iter().chain(rules.prefixes.iter().map(|(_, slot)| slot)))
-            .map(|slot| (slot.key.clone(), slot.config.clone()))
+        let mut entries: Vec<_> = self
+            .hosts
+            .iter()
+            .flat_map(|entry| entry.slots().map(|slot| (slot.key.clone(), slot.config.clone())).collect::<Vec<_>>())
             .collect();
         entries.sort_by(|a, b| a.0.cmp(&b.0));
         entries
@@ -193,11 +269,10 @@ impl Registry {
 
     /// The limiters created so far (keys that have seen traffic).
     pub fn active(&self) -> Vec<Limiter> {
-        let hosts = self.hosts.read();
-        let mut limiters: Vec<Limiter> = hosts
-            .values()
-            .flat_map(|rules| rules.whole.iter().chain(rules.prefixes.iter().map(|(_, slot)| slot)))
-            .filter_map(|slot| slot.limiter.get().cloned())
+        let mut limiters: Vec<Limiter> = self
+            .hosts
+            .iter()
+            .flat_map(|entry| entry.slots().filter_map(|slot| slot.limiter.get().cloned()).collect::<Vec<_>>())
             .collect();
         limiters.sort_by(|a, b| a.key().cmp(b.key()));
         limiters
@@ -267,6 +342,35 @@ mod tests {
         .unwrap();
         assert_eq!(registry.limiter_for("localhost", Some(8787), "/").unwrap().key(), "localhost:8787");
         assert_eq!(registry.limiter_for("localhost", Some(9000), "/").unwrap().key(), "localhost");
+    }
+
+    #[test]
+    fn ports_match_as_the_host_port_string_would() {
+        let registry = Registry::from_table([
+            ("[::1]".parse().unwrap(), config(1)),
+            ("[::1]:8080".parse().unwrap(), config(1)),
+            ("odd:08080".parse().unwrap(), config(1)),
+            ("zero:0".parse().unwrap(), config(1)),
+            ("localhost:8787/api".parse().unwrap(), config(1)),
+            ("localhost".parse().unwrap(), config(1)),
+        ])
+        .unwrap();
+        let key = |host, port, path| registry.limiter_for(host, port, path).map(|l| l.key().to_owned());
+        assert_eq!(key("[::1]", Some(8080), "/").as_deref(), Some("[::1]:8080"));
+        assert_eq!(key("[::1]", Some(443), "/").as_deref(), Some("[::1]"));
+        assert_eq!(key("odd", Some(8080), "/"), None, "a port written with a leading zero is a name of its own");
+        assert_eq!(key("odd:08080", Some(443), "/").as_deref(), Some("odd:08080"));
+        assert_eq!(key("zero", Some(0), "/").as_deref(), Some("zero:0"));
+        // A host that names its port itself finds the port's rules, as `hosts.get(host)` did.
+        assert_eq!(key("localhost:8787", None, "/api/x").as_deref(), Some("localhost:8787/api"));
+        assert_eq!(key("localhost:8787", Some(1), "/api").as_deref(), Some("localhost:8787/api"));
+        // A port's rules that cover nothing do not fall back to the host's.
+        assert_eq!(key("localhost", Some(8787), "/other"), None);
+        assert_eq!(key("localhost", Some(9000), "/other").as_deref(), Some("localhost"));
+        assert!(registry.remove(&"[::1]:8080".parse().unwrap()));
+        assert!(!registry.remove(&"[::1]:8080".parse().unwrap()), "removed once");
+        assert_eq!(key("[::1]", Some(8080), "/").as_deref(), Some("[::1]"), "the host's rules remain");
+        assert_eq!(registry.entries().len(), 5);
     }
 
     #[test]

@@ -88,6 +88,59 @@ impl Cost {
     }
 }
 
+/// A [`Cost`] as the engine carries it: a request count alone, or the whole cost boxed when it
+/// names other units. The common requests-only cost stays one word plus a tag, copies without
+/// touching the heap, and spends without looking up units.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum CompactCost {
+    Requests(u64),
+    Units(Box<Cost>),
+}
+
+impl CompactCost {
+    /// The number of requests this cost counts as.
+    #[inline]
+    pub(crate) fn requests(&self) -> u64 {
+        match self {
+            Self::Requests(requests) => *requests,
+            Self::Units(cost) => cost.requests,
+        }
+    }
+
+    /// How much of `unit` this cost spends.
+    #[inline]
+    pub(crate) fn of(&self, unit: &Unit) -> u64 {
+        match (self, unit) {
+            (Self::Requests(requests), Unit::Requests) => *requests,
+            (Self::Requests(_), Unit::Named(_)) => 0,
+            (Self::Units(cost), unit) => cost.of(unit),
+        }
+    }
+
+    /// The whole cost.
+    pub(crate) fn cost(&self) -> Cost {
+        match self {
+            Self::Requests(requests) => Cost::requests(*requests),
+            Self::Units(cost) => (**cost).clone(),
+        }
+    }
+
+    /// Runs `f` on the whole cost without copying one that names units.
+    pub(crate) fn with_cost<R>(&self, f: impl FnOnce(&Cost) -> R) -> R {
+        match self {
+            Self::Requests(requests) => f(&Cost::requests(*requests)),
+            Self::Units(cost) => f(cost),
+        }
+    }
+}
+
+impl From<Cost> for CompactCost {
+    #[inline]
+    fn from(cost: Cost) -> Self {
+        if cost.units.is_empty() { Self::Requests(cost.requests) } else { Self::Units(Box::new(cost)) }
+    }
+}
+
 impl From<u64> for Cost {
     fn from(requests: u64) -> Self {
         Self::requests(requests)
@@ -127,5 +180,20 @@ mod tests {
         assert_eq!(cost.of(&Unit::points()), 0, "a unit not named costs nothing");
         assert_eq!(Cost::requests(1).with(Unit::tokens(), 7).to_string(), "1 request + 7 tokens");
         assert_eq!(Cost::from(3), Cost::requests(3));
+    }
+
+    #[test]
+    fn the_compact_form_boxes_only_costs_that_name_units() {
+        let plain = CompactCost::from(Cost::requests(2));
+        assert_eq!(plain, CompactCost::Requests(2));
+        assert_eq!((plain.requests(), plain.of(&Unit::Requests), plain.of(&Unit::tokens())), (2, 2, 0));
+        assert_eq!(plain.cost(), Cost::requests(2));
+        let tokens = Cost::requests(1).with(Unit::tokens(), 700);
+        let boxed = CompactCost::from(tokens.clone());
+        assert!(matches!(boxed, CompactCost::Units(_)));
+        assert_eq!((boxed.requests(), boxed.of(&Unit::tokens()), boxed.of(&Unit::points())), (1, 700, 0));
+        assert_eq!(boxed.cost(), tokens);
+        assert_eq!(boxed.with_cost(|cost| cost.clone()), tokens);
+        assert_ne!(boxed, CompactCost::Requests(1));
     }
 }
