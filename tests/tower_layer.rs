@@ -86,14 +86,7 @@ async fn pacing_holds_across_eight_concurrent_tasks() {
         })
     });
     join_all(tasks).await.into_iter().for_each(|joined| joined.unwrap());
-    let mut arrivals: Vec<Duration> = server.arrivals().iter().map(|arrival| arrival.at).collect();
-    arrivals.sort();
-    assert_eq!(arrivals.len(), 40);
-    for (k, at) in arrivals.iter().enumerate() {
-        let due = Duration::from_millis(200 * k as u64);
-        assert!(*at + Duration::from_millis(1) >= due, "request {k} arrived at {at:?}, before {due:?}");
-        assert!(*at <= due + Duration::from_millis(50), "request {k} arrived at {at:?}, long after {due:?}");
-    }
+    server.assert_paced(40, Duration::from_millis(200));
 }
 
 #[tokio::test(start_paused = true)]

@@ -116,6 +116,19 @@ impl TestServer {
         self.inner.lock().arrivals.clone()
     }
 
+    /// Asserts `count` arrivals, the k-th no earlier than `k × interval` (1 ms of slack) and
+    /// at most 50 ms after it: a schedule paced at one per `interval` from the first.
+    pub fn assert_paced(&self, count: usize, interval: Duration) {
+        let mut arrivals: Vec<Duration> = self.arrivals().iter().map(|arrival| arrival.at).collect();
+        arrivals.sort();
+        assert_eq!(arrivals.len(), count);
+        for (k, at) in arrivals.iter().enumerate() {
+            let due = interval * k as u32;
+            assert!(*at + Duration::from_millis(1) >= due, "request {k} arrived at {at:?}, before {due:?}");
+            assert!(*at <= due + Duration::from_millis(50), "request {k} arrived at {at:?}, long after {due:?}");
+        }
+    }
+
     pub fn count_status(&self, status: u16) -> usize {
         self.inner.lock().arrivals.iter().filter(|a| a.status == status).count()
     }
