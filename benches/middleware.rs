@@ -6,12 +6,19 @@
 //! all of them (bodies read); criterion reports elements (requests) per second. After the
 //! criterion groups, an interleaved comparison runs the three clients in turns (rotating which
 //! goes first) and prints each one's median requests/s and its ratio to plain reqwest: on a
-//! shared machine whose load drifts, turns side by side are the fair comparison. Four clients:
+//! shared machine whose load drifts, turns side by side are the fair comparison. Five clients:
 //! plain reqwest; the same reqwest in a `reqwest_middleware` chain with no middleware (what the
-//! chain itself costs); the middleware with no limit for the host (the request's life without a
+//! chain itself costs); a chain with a middleware that only passes requests on (what any
+//! middleware costs); the middleware with no limit for the host (the request's life without a
 //! limiter: cache and coalescing off, headers read); the middleware with a limit that never
 //! binds (a bucket of a million per second and a cap of 64: admission and permit on every
 //! request).
+//!
+//! Wall-clock ratios on a shared VM move by several percent between runs. For a figure that
+//! does not, `RATESCOPE_BENCH_SEQUENTIAL=CLIENT:N` (CLIENT one of `plain`, `no_limit`,
+//! `never_binds`) skips criterion and sends N GETs one after another through that client, the
+//! demo API on the same single thread: run it under `valgrind --tool=callgrind` with N = 0 and
+//! N = 1000 and the difference over 1000 is the instructions per request, client and server.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -41,6 +48,21 @@ async fn chained(http: &ClientWithMiddleware, url: &url::Url) {
     join_all(sends).await;
 }
 
+/// A middleware that only passes each request on: what any middleware in the chain costs.
+struct PassThrough;
+
+#[async_trait::async_trait]
+impl reqwest_middleware::Middleware for PassThrough {
+    async fn handle(
+        &self,
+        request: reqwest::Request,
+        extensions: &mut http::Extensions,
+        next: reqwest_middleware::Next<'_>,
+    ) -> reqwest_middleware::Result<reqwest::Response> {
+        next.run(request, extensions).await
+    }
+}
+
 fn chain(reqwest: &reqwest::Client, limited: LimitedClient) -> ClientWithMiddleware {
     reqwest_middleware::ClientBuilder::new(reqwest.clone()).with(RateLimitMiddleware::new(limited)).build()
 }
@@ -51,6 +73,7 @@ struct Bench {
     url: url::Url,
     reqwest: reqwest::Client,
     empty_chain: ClientWithMiddleware,
+    pass_through: ClientWithMiddleware,
     without_limit: ClientWithMiddleware,
     with_limit: ClientWithMiddleware,
     _demo: MockServer,
@@ -73,15 +96,17 @@ fn setup() -> Bench {
     let reqwest = reqwest::Client::new();
     let (without_limit, with_limit) = (chain(&reqwest, unlimited), chain(&reqwest, limited));
     let empty_chain = reqwest_middleware::ClientBuilder::new(reqwest.clone()).build();
-    Bench { runtime, url, reqwest, empty_chain, without_limit, with_limit, _demo: demo }
+    let pass_through = reqwest_middleware::ClientBuilder::new(reqwest.clone()).with(PassThrough).build();
+    Bench { runtime, url, reqwest, empty_chain, pass_through, without_limit, with_limit, _demo: demo }
 }
 
 fn middleware_overhead(c: &mut Criterion) {
-    let Bench { runtime, url, reqwest, empty_chain, without_limit, with_limit, _demo } = setup();
+    let Bench { runtime, url, reqwest, empty_chain, pass_through, without_limit, with_limit, _demo } = setup();
     let mut group = c.benchmark_group("middleware_overhead");
     group.throughput(Throughput::Elements(AT_ONCE as u64));
     group.bench_function("plain_reqwest", |b| b.to_async(&runtime).iter(|| plain(&reqwest, &url)));
     group.bench_function("chain_without_middleware", |b| b.to_async(&runtime).iter(|| chained(&empty_chain, &url)));
+    group.bench_function("pass_through_middleware", |b| b.to_async(&runtime).iter(|| chained(&pass_through, &url)));
     group.bench_function("middleware_no_limit", |b| b.to_async(&runtime).iter(|| chained(&without_limit, &url)));
     group.bench_function("middleware_limit_never_binds", |b| b.to_async(&runtime).iter(|| chained(&with_limit, &url)));
     group.finish();
@@ -90,10 +115,16 @@ fn middleware_overhead(c: &mut Criterion) {
 /// Rounds of `BATCHES` iterations per client, the clients taking turns; prints medians.
 fn interleaved() {
     const ROUNDS: usize = 31;
-    const BATCHES: usize = 30;
+    const BATCHES: usize = 60;
     let bench = setup();
-    let names = ["plain_reqwest", "chain_without_middleware", "middleware_no_limit", "middleware_limit_never_binds"];
-    let mut rates: [Vec<f64>; 4] = Default::default();
+    let names = [
+        "plain_reqwest",
+        "chain_without_middleware",
+        "pass_through_middleware",
+        "middleware_no_limit",
+        "middleware_limit_never_binds",
+    ];
+    let mut rates: [Vec<f64>; 5] = Default::default();
     for round in 0..ROUNDS {
         for turn in 0..names.len() {
             let which = (round + turn) % names.len();
@@ -103,7 +134,8 @@ fn interleaved() {
                     match which {
                         0 => plain(&bench.reqwest, &bench.url).await,
                         1 => chained(&bench.empty_chain, &bench.url).await,
-                        2 => chained(&bench.without_limit, &bench.url).await,
+                        2 => chained(&bench.pass_through, &bench.url).await,
+                        3 => chained(&bench.without_limit, &bench.url).await,
                         _ => chained(&bench.with_limit, &bench.url).await,
                     }
                 }
@@ -124,7 +156,47 @@ fn interleaved() {
 
 criterion_group!(benches, middleware_overhead);
 
+/// N GETs one after another through one client, on one thread with the demo API: for an
+/// instruction count under callgrind (see the module docs).
+fn sequential(client: &str, count: usize) {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+    runtime.block_on(async {
+        let demo =
+            MockServer::start(MockConfig::demo().expect("the demo config"), SocketAddr::from(([127, 0, 0, 1], 0)))
+                .await
+                .expect("the demo API starts");
+        let url = demo.url().join("open").expect("a URL");
+        let key: LimitKey = demo.addr().to_string().parse().expect("a key");
+        let never_binds =
+            LimiterConfig::parse_described("bucket 1000000 @ 1000000/1s, concurrency 64").expect("limits");
+        let registry = Registry::from_table([(key, never_binds)]).expect("a registry");
+        let limited = match client {
+            "never_binds" => LimitedClient::builder().registry(Arc::new(registry)).build(),
+            _ => LimitedClient::builder().build(),
+        };
+        // Built after the client, which installs the TLS provider reqwest needs.
+        let limited = limited.expect("a client");
+        let reqwest = reqwest::Client::new();
+        let chain = self::chain(&reqwest, limited);
+        // One exchange before counting opens the connection both kinds of client then reuse.
+        reqwest.get(url.clone()).send().await.expect("a response").bytes().await.expect("a body");
+        for _ in 0..count {
+            let sent = match client {
+                "plain" => reqwest.get(url.clone()).send().await.expect("a response"),
+                _ => chain.get(url.clone()).send().await.expect("a response"),
+            };
+            sent.bytes().await.expect("a body");
+        }
+    });
+}
+
 fn main() {
+    if let Ok(spec) = std::env::var("RATESCOPE_BENCH_SEQUENTIAL") {
+        let (client, count) = spec.split_once(':').expect("RATESCOPE_BENCH_SEQUENTIAL=CLIENT:N");
+        assert!(["plain", "no_limit", "never_binds"].contains(&client), "unknown client {client}");
+        sequential(client, count.parse().expect("a request count"));
+        return;
+    }
     benches();
     interleaved();
     Criterion::default().configure_from_args().final_summary();

@@ -196,7 +196,7 @@ async fn a_burst_with_batch_sends_a_request_per_batch_and_says_what_it_saved() {
 
     let (code, stdout, _) = ratescope(dir.path(), &["burst", &url, "-n", "4", "--batch", "ids:4:1s"]).await;
     assert_eq!(code, 0, "{stdout}");
-    assert!(stdout.contains("batching:      4 items in 1 upstream requests (3 saved)"), "{stdout}");
+    assert!(stdout.contains("batching:      4 items in 1 upstream request (3 saved)"), "{stdout}");
     assert!(stdout.contains("3 by batching"), "{stdout}");
 
     let (code, _, stderr) = ratescope(dir.path(), &["burst", &url, "--batch", "ids:0:1s"]).await;

@@ -291,3 +291,58 @@ async fn the_clients_headers_for_the_host_join_the_callers_on_every_attempt() {
         assert_eq!(arrival.headers["x-caller"], "kept");
     }
 }
+
+/// Notes what each attempt carries when it reaches the rest of the chain (method, body, the
+/// caller's header, reqwest's per-request timeout, HTTP version), then drops the timeout so
+/// paused time cannot fire it.
+#[derive(Clone, Default)]
+struct Attempts(Arc<parking_lot::Mutex<Vec<(String, Vec<u8>, String, Option<Duration>, http::Version)>>>);
+
+#[async_trait::async_trait]
+impl Middleware for Attempts {
+    async fn handle(
+        &self,
+        mut request: reqwest::Request,
+        extensions: &mut Extensions,
+        next: Next<'_>,
+    ) -> reqwest_middleware::Result<reqwest::Response> {
+        let body = request.body().and_then(reqwest::Body::as_bytes).unwrap_or_default().to_vec();
+        let caller = request.headers().get("x-caller").map(|v| v.to_str().unwrap().to_owned()).unwrap_or_default();
+        self.0.lock().push((request.method().to_string(), body, caller, request.timeout().copied(), request.version()));
+        *request.timeout_mut() = None;
+        next.run(request, extensions).await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_sends_the_callers_method_body_headers_timeout_and_version_again() {
+    let server = TestServer::start(100, Duration::from_secs(60), 1).await;
+    let attempts = Attempts::default();
+    // Built first: the client installs the TLS provider reqwest needs.
+    let middleware = RateLimitMiddleware::new(limited(&server.key(), "concurrency 2"));
+    let reqwest = reqwest::Client::builder().pool_idle_timeout(None).build().unwrap();
+    let http = ClientBuilder::new(reqwest).with(middleware).with(attempts.clone()).build();
+    let response = http
+        .get(server.url("/throttle-once"))
+        .header("x-caller", "kept")
+        .body("the same bytes")
+        .timeout(Duration::from_secs(30))
+        .version(http::Version::HTTP_11)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "the 429 was retried");
+    // The streamed answer's headers, lent to the client's steps, came back with it.
+    assert_eq!(response.headers()["content-type"], "text/plain; charset=utf-8");
+    assert_eq!(response.text().await.unwrap(), "fine");
+    let seen = attempts.0.lock().clone();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    let expected = (
+        "GET".to_owned(),
+        b"the same bytes".to_vec(),
+        "kept".to_owned(),
+        Some(Duration::from_secs(30)),
+        http::Version::HTTP_11,
+    );
+    assert_eq!(seen, vec![expected.clone(), expected]);
+}

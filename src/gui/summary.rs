@@ -60,7 +60,8 @@ fn counts_ui(ui: &mut Ui, summary: &Summary) {
     if summary.batched_items > 0 {
         figure_row_ui(ui, "saved by batching", |ui| {
             ui.label(RichText::new(summary.saved_by_batching.to_string()).strong());
-            ui.label(format!("{} items in {} upstream requests", summary.batched_items, summary.batches));
+            let requests = if summary.batches == 1 { "request" } else { "requests" };
+            ui.label(format!("{} items in {} upstream {requests}", summary.batched_items, summary.batches));
         });
     }
     figure_row_ui(ui, "statuses", |ui| {
@@ -225,24 +226,26 @@ mod tests {
     #[test]
     fn requests_saved_by_batching_get_their_row() {
         let batched = Summary { batched_items: 40, batches: 4, saved_by_batching: 36, ..summary() };
-        let mut harness = Harness::builder().with_size(egui::vec2(1000.0, 700.0)).build_ui_state(
-            |ui, summary: &mut Summary| {
-                summary_ui(ui, summary);
-            },
-            batched,
-        );
-        harness.run();
+        let harness = shown(batched);
         for text in ["saved by batching", "36", "40 items in 4 upstream requests"] {
             assert!(harness.query_by_label(text).is_some(), "{text:?} is not shown");
         }
+        assert!(shown(summary()).query_by_label("saved by batching").is_none(), "no row without batching");
+        let one_batch = Summary { batched_items: 50, batches: 1, saved_by_batching: 49, ..summary() };
+        let harness = shown(one_batch);
+        assert!(harness.query_by_label("50 items in 1 upstream request").is_some(), "one request, singular");
+    }
+
+    /// `summary` drawn once, in a window the size of the app's panel.
+    fn shown(summary: Summary) -> Harness<'static, Summary> {
         let mut harness = Harness::builder().with_size(egui::vec2(1000.0, 700.0)).build_ui_state(
             |ui, summary: &mut Summary| {
                 summary_ui(ui, summary);
             },
-            summary(),
+            summary,
         );
         harness.run();
-        assert!(harness.query_by_label("saved by batching").is_none(), "no row without batching");
+        harness
     }
 
     #[test]

@@ -258,9 +258,10 @@ impl fmt::Display for Summary {
         )?;
         writeln!(f, "HTTP attempts: {} ({} retries, {} cache hits)", self.sent, self.retries, self.cache_hits)?;
         if self.batched_items > 0 {
+            let requests = if self.batches == 1 { "request" } else { "requests" };
             writeln!(
                 f,
-                "batching:      {} items in {} upstream requests ({} saved)",
+                "batching:      {} items in {} upstream {requests} ({} saved)",
                 self.batched_items, self.batches, self.saved_by_batching
             )?;
         }

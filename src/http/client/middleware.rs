@@ -83,7 +83,9 @@ impl reqwest_middleware::Middleware for RateLimitMiddleware {
         if let Some(cached) = life.cached() {
             return rebuilt(cached, &life.spec().url, Version::HTTP_11, Extensions::new());
         }
-        let coalescing = self.client.inner.coalescer.as_ref().zip(life.flight_key());
+        // The flight key only when there is a coalescer to look it up in.
+        let coalescing =
+            self.client.inner.coalescer.as_ref().and_then(|coalescer| Some((coalescer, life.flight_key()?)));
         let Some((coalescer, key)) = coalescing else {
             let buffered = self.client.inner.cache.is_some() || !life.spec().cost_rules.is_empty();
             return outgoing.attempts(life, extensions, next, buffered).await?.into_reqwest();
@@ -158,13 +160,22 @@ fn landed(finished: &reqwest_middleware::Result<Finished>, url: &Url) -> Result<
     }
 }
 
-/// The request as it came down the chain, to send (a copy of it per attempt when its body can
-/// be copied).
+/// The request as it came down the chain: sent itself by the first attempt; a retry sends a
+/// request rebuilt from the spec (the same method, URL, headers and body), when its body is
+/// bytes and not a stream.
 struct Outgoing {
-    request: Option<reqwest::Request>,
-    replayable: bool,
+    first: Option<reqwest::Request>,
+    /// What a retry needs besides the spec, `None` when the body cannot be sent again.
+    replay: Option<Replay>,
     /// Whether the client adds headers (defaults, the host's secrets) to the caller's.
     adds_headers: bool,
+}
+
+/// What of reqwest's request a retry keeps that the spec does not hold: its own timeout (the
+/// whole of its per-request settings) and HTTP version.
+struct Replay {
+    timeout: Option<Duration>,
+    version: Version,
 }
 
 /// What an attempt leaves the caller besides what the client's steps read.
@@ -182,8 +193,9 @@ impl Outgoing {
     fn new(request: reqwest::Request, extensions: &Extensions) -> (RequestSpec, Self) {
         let (priority, cost, cost_rules) = limits_of(extensions);
         let body = request.body().map(reqwest::Body::as_bytes);
-        // reqwest copies a request exactly when its body is bytes, not a stream.
-        let replayable = !matches!(body, Some(None));
+        // A request can be sent again exactly when its body is bytes, not a stream.
+        let replay = (!matches!(body, Some(None)))
+            .then(|| Replay { timeout: request.timeout().copied(), version: request.version() });
         let spec = RequestSpec {
             method: request.method().clone(),
             url: request.url().clone(),
@@ -193,16 +205,27 @@ impl Outgoing {
             cost,
             cost_rules,
         };
-        (spec, Self { request: Some(request), replayable, adds_headers: false })
+        (spec, Self { first: Some(request), replay, adds_headers: false })
     }
 
-    /// The request for the next attempt: a copy while copies can be made, else the request
-    /// itself, once.
-    fn next_try(&mut self) -> Option<reqwest::Request> {
-        match &self.request {
-            Some(request) if self.replayable => request.try_clone(),
-            _ => self.request.take(),
+    /// The request for the next attempt, with the headers it goes out with: the caller's own
+    /// request first, then (when its body allows) one rebuilt per retry.
+    fn next_try(&mut self, life: &Request<'_>) -> Option<reqwest::Request> {
+        if let Some(mut first) = self.first.take() {
+            // The client's headers for the host (defaults, secrets) join the caller's.
+            if self.adds_headers {
+                *first.headers_mut() = life.headers().clone();
+            }
+            return Some(first);
         }
+        let replay = self.replay.as_ref()?;
+        let spec = life.spec();
+        let mut request = reqwest::Request::new(spec.method.clone(), spec.url.clone());
+        *request.headers_mut() = life.headers().clone();
+        *request.body_mut() = spec.body.clone().map(reqwest::Body::from);
+        *request.timeout_mut() = replay.timeout;
+        *request.version_mut() = replay.version;
+        Some(request)
     }
 
     /// Every attempt of a request that goes down the chain itself, to the response or error
@@ -215,25 +238,29 @@ impl Outgoing {
         buffered: bool,
     ) -> reqwest_middleware::Result<Finished> {
         self.adds_headers = life.adds_headers();
-        let mut log = Vec::new();
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let admission = life.admit(attempt).await.map_err(Error::middleware)?;
-            let Some(mut outgoing) = self.next_try() else {
+            let admission = match life.admit_at_once(attempt) {
+                Some(admission) => admission,
+                None => life.admit(attempt).await.map_err(Error::middleware)?,
+            };
+            let Some(outgoing) = self.next_try(&life) else {
                 return Err(Error::middleware(ClientError::Build("the request body was already sent".into())));
             };
-            // The client's headers for the host (defaults, secrets) join the caller's.
-            if self.adds_headers {
-                *outgoing.headers_mut() = life.headers().clone();
-            }
-            let send = exchange(next.clone(), outgoing, extensions, buffered);
-            let (sent, kept) = life.exchange_via(attempt, &admission, send).await;
+            let sent_at = life.sending(attempt);
+            let (result, kept) = exchange(next.clone(), outgoing, extensions, buffered).await;
+            let sent = life.answered(attempt, sent_at, result, &admission);
             let mut decision = life.decide(attempt, &sent);
-            if !self.replayable && matches!(decision, Decision::Retry { .. }) {
+            if self.replay.is_none() && matches!(decision, Decision::Retry { .. }) {
                 decision = Decision::GiveUp(GiveUpReason::NotRetryable);
             }
-            let permit = life.record(attempt, admission, &sent, &decision, &mut log).await;
+            // The caller gets reqwest's response, not the attempt log: none is kept.
+            let mut recorded = life.record(attempt, admission, &sent, &decision, None);
+            if recorded.settles_shared() {
+                life.settle_shared(&mut recorded).await;
+            }
+            let permit = recorded.permit;
             match decision {
                 Decision::Retry { delay, reason } => {
                     drop((permit, kept));
@@ -260,12 +287,13 @@ async fn exchange(
         Err(err) => return (Attempt::ConnectionError(err.to_string()), Kept::Failed(err)),
     };
     let status = response.status();
+    let mut response = response;
     if !buffered && status.as_u16() < 400 {
-        let headers = response.headers().clone();
+        // Lent to the client's steps, and put back before the caller gets the response.
+        let headers = std::mem::take(response.headers_mut());
         return (Attempt::Response { status, headers, body: None }, Kept::Streaming(response));
     }
     let (url, version) = (response.url().clone(), response.version());
-    let mut response = response;
     let extensions = std::mem::take(response.extensions_mut());
     let headers = std::mem::take(response.headers_mut());
     match response.bytes().await {
@@ -285,9 +313,8 @@ fn delivered(
     permit: Option<Permit>,
 ) -> reqwest_middleware::Result<Finished> {
     match kept {
-        Kept::Streaming(response) => {
-            // The client's step still reports the request as finished.
-            drop(life.finish(attempt, sent));
+        Kept::Streaming(mut response) => {
+            *response.headers_mut() = life.finish_streamed(attempt, sent);
             holding(response, permit).map(Finished::Streamed)
         }
         Kept::Read { url, version, extensions } => {
@@ -303,14 +330,15 @@ fn delivered(
 fn given_up(
     life: Request<'_>,
     attempt: u32,
-    sent: Sent,
+    mut sent: Sent,
     kept: Kept,
     permit: Option<Permit>,
     reason: GiveUpReason,
 ) -> reqwest_middleware::Result<Finished> {
-    let answer = match &sent.answer {
+    // The failure report needs only the status: the rest goes back to the caller.
+    let answer = match &mut sent.answer {
         Answer::Response { status, headers, body, info } => {
-            Some((*status, headers.clone(), body.clone(), info.clone()))
+            Some((*status, std::mem::take(headers), body.take(), info.clone()))
         }
         _ => None,
     };
@@ -318,7 +346,12 @@ fn given_up(
     // Reported as the request's failure, whatever the caller gets.
     let err = life.give_up(attempt, sent, reason);
     match (kept, answer) {
-        (Kept::Streaming(response), _) => holding(response, permit).map(Finished::Streamed),
+        (Kept::Streaming(mut response), answer) => {
+            if let Some((_, headers, ..)) = answer {
+                *response.headers_mut() = headers;
+            }
+            holding(response, permit).map(Finished::Streamed)
+        }
         (Kept::Read { url, version, extensions }, Some((status, headers, body, rate_limit))) => {
             let response = LimitedResponse {
                 status,
@@ -343,16 +376,16 @@ fn given_up(
 fn holding(response: reqwest::Response, permit: Option<Permit>) -> reqwest_middleware::Result<reqwest::Response> {
     let Some(permit) = permit else { return Ok(response) };
     let url = response.url().clone();
+    // Back and forth through `http::Response`, the one way to swap a reqwest response's body;
+    // the head is moved, and the URL, which the way there drops, rides in the extensions.
     let response: http::Response<reqwest::Body> = response.into();
-    let (parts, body) = response.into_parts();
-    let head = Head {
-        status: parts.status,
-        headers: parts.headers,
-        url,
-        version: parts.version,
-        extensions: parts.extensions,
-    };
-    head.with_body(reqwest::Body::wrap(SlotBody { body, permit: Some(permit) }))
+    let mut response = response.map(|body| reqwest::Body::wrap(SlotBody { body, permit: Some(permit) }));
+    let with_url = http::Response::builder()
+        .url(url)
+        .body(())
+        .map_err(|err| Error::middleware(ClientError::Build(err.to_string())))?;
+    response.extensions_mut().extend(with_url.into_parts().0.extensions);
+    Ok(response.into())
 }
 
 /// A [`LimitedResponse`] (cached, coalesced or read) as reqwest's response.

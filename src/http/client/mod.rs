@@ -590,7 +590,9 @@ impl LimitedClient {
         if let Some(cached) = request.cached() {
             return Ok(cached);
         }
-        let (Some(coalescer), Some(key)) = (&self.inner.coalescer, request.flight_key()) else {
+        // The flight key only when there is a coalescer to look it up in.
+        let coalescing = self.inner.coalescer.as_ref().and_then(|coalescer| Some((coalescer, request.flight_key()?)));
+        let Some((coalescer, key)) = coalescing else {
             return request.attempts(log).await;
         };
         let mut role = coalescer.join(key);

@@ -2,6 +2,7 @@
 //! prepare, the cache, admission, the wire, interpretation, the retry decision, recording,
 //! and the end (a response or an error).
 
+use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
@@ -29,8 +30,6 @@ use crate::store::{Reservation, SharedGate};
 pub(super) struct Request<'c> {
     client: &'c LimitedClient,
     spec: RequestSpec,
-    /// Lower case.
-    host: String,
     limiter: Option<Limiter>,
     /// Whether the key follows the server's budgets (its limiter has a mirror).
     adaptive: bool,
@@ -55,6 +54,20 @@ pub(super) struct Admission {
     waited: Duration,
     /// The shared gate and what it reserved for this attempt alone, settled with the permit.
     shared: Option<(SharedGate, Reservation)>,
+}
+
+/// An attempt recorded: its permit (the slot, until dropped) and the shared store's
+/// settlement still to make, if any.
+pub(super) struct Recorded {
+    pub(super) permit: Option<Permit>,
+    shared_due: Option<(SharedGate, Reservation, Cost)>,
+}
+
+impl Recorded {
+    /// Whether [`Request::settle_shared`] has a round trip to make.
+    pub(super) fn settles_shared(&self) -> bool {
+        self.shared_due.is_some()
+    }
 }
 
 /// One attempt on the wire, read: the response and what its headers say, or why none came.
@@ -130,8 +143,8 @@ impl<'c> Request<'c> {
         // Ids only name events; without a listener the shared counter is left alone.
         let id = if listening { inner.next_id.fetch_add(1, Ordering::Relaxed) } else { 0 };
         // `url` lowercases the hosts of http(s) URLs already; other schemes may keep capitals.
-        let host = spec.url.host_str().ok_or_else(|| ClientError::NoHost(spec.url.clone()))?.to_ascii_lowercase();
-        let limiter = client.limiter_for(&host, &spec.url);
+        let host = spec.url.host_str().ok_or_else(|| ClientError::NoHost(spec.url.clone()))?;
+        let limiter = client.limiter_for(&lower_case(host), &spec.url);
         let adaptive = limiter.as_ref().is_some_and(|limiter| client.adaptive_for(limiter.key()));
         if let (true, Some(limiter)) = (adaptive, &limiter) {
             adaptive::watch(limiter);
@@ -147,7 +160,6 @@ impl<'c> Request<'c> {
             client,
             spec,
             estimate,
-            host,
             limiter,
             adaptive,
             retry,
@@ -159,6 +171,11 @@ impl<'c> Request<'c> {
             queue_wait: Duration::ZERO,
             previous_delay: None,
         })
+    }
+
+    /// The request's host, lower case (for errors).
+    fn host(&self) -> String {
+        lower_case(self.spec.url.host_str().unwrap_or_default()).into_owned()
     }
 
     fn emit(&self, kind: EventKind) {
@@ -219,10 +236,18 @@ impl<'c> Request<'c> {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let admission = self.admit(attempt).await?;
+            let admission = match self.admit_at_once(attempt) {
+                Some(admission) => admission,
+                None => self.admit(attempt).await?,
+            };
             let sent = self.exchange(attempt, &admission).await;
             let decision = self.decide(attempt, &sent);
-            drop(self.record(attempt, admission, &sent, &decision, log).await);
+            let mut recorded = self.record(attempt, admission, &sent, &decision, Some(&mut *log));
+            if recorded.settles_shared() {
+                self.settle_shared(&mut recorded).await;
+            }
+            // The slot goes back before any retry wait, which holds none.
+            drop(recorded.permit);
             match decision {
                 Decision::Retry { delay, reason } => self.wait_to_retry(attempt, &sent, delay, reason).await,
                 Decision::Done => return self.finish(attempt, sent),
@@ -247,6 +272,23 @@ impl<'c> Request<'c> {
             }
             Err(err) => Err(self.fail(err.to_string(), err, 0)),
         }
+    }
+
+    /// The admission of an attempt that need not wait: a key without a limiter, or one whose
+    /// limiter says yes at once (nobody queued ahead, room in every budget and a free slot) and
+    /// that has no shared budget. `None`: ask [`admit`](Self::admit), which waits.
+    pub(super) fn admit_at_once(&mut self, attempt: u32) -> Option<Admission> {
+        let Some(limiter) = &self.limiter else {
+            return Some(Admission { permit: None, waited: Duration::ZERO, shared: None });
+        };
+        if !self.client.inner.gates.is_empty() && self.client.inner.gates.contains_key(limiter.key()) {
+            return None;
+        }
+        // A refusal (would wait, or never fits) is for `admit` to wait out or report.
+        let permit = limiter.try_acquire_cost(self.estimate.clone()).ok()?;
+        self.emit(EventKind::Queued { attempt, priority: self.spec.priority });
+        self.emit(EventKind::Admitted { attempt, queue_wait: Duration::ZERO });
+        Some(Admission { permit: Some(permit), waited: Duration::ZERO, shared: None })
     }
 
     /// Waits for the key's limiter (priority lane, budgets, concurrency slot), then for the
@@ -285,25 +327,26 @@ impl<'c> Request<'c> {
     /// Sends the attempt (following redirects as the host's policy says) and reads the
     /// answer: its rate-limit headers, and, for an adaptive key, what the mirror makes of it.
     pub(super) async fn exchange(&self, attempt: u32, admission: &Admission) -> Sent {
+        let sent_at = self.sending(attempt);
         // Boxed: the HTTP exchange is the largest state, and only in-flight requests need it
         // (thousands may wait in the limiter with a small future each).
-        let wire = Box::pin(self.client.send_once(&self.spec, &self.headers));
-        self.exchange_via(attempt, admission, async { (wire.await, ()) }).await.0
+        let result = Box::pin(self.client.send_once(&self.spec, &self.headers)).await;
+        self.answered(attempt, sent_at, result, admission)
     }
 
-    /// The attempt on a wire of the caller's: `send` produces the attempt and anything the
-    /// caller keeps of it (a response whose body it streams on); the answer is read as in
-    /// [`exchange`](Self::exchange).
-    pub(super) async fn exchange_via<T>(
-        &self,
-        attempt: u32,
-        admission: &Admission,
-        send: impl Future<Output = (Attempt, T)>,
-    ) -> (Sent, T) {
+    /// The attempt leaves (on any wire, [`exchange`](Self::exchange)'s or a caller's): reported
+    /// as `Sent`; returns when it left.
+    pub(super) fn sending(&self, attempt: u32) -> Instant {
         let spec = &self.spec;
-        self.emit(EventKind::Sent { attempt, method: spec.method.to_string(), path: spec.url.path().to_owned() });
-        let sent_at = Instant::now();
-        let (result, kept) = send.await;
+        if self.listening {
+            self.emit(EventKind::Sent { attempt, method: spec.method.to_string(), path: spec.url.path().to_owned() });
+        }
+        Instant::now()
+    }
+
+    /// What came back for an attempt sent at `sent_at`, read: its rate-limit headers, and, for
+    /// an adaptive key, what the mirror makes of them.
+    pub(super) fn answered(&self, attempt: u32, sent_at: Instant, result: Attempt, admission: &Admission) -> Sent {
         let service_time = sent_at.elapsed();
         let answer = match result {
             Attempt::Response { status, headers, body } => {
@@ -313,7 +356,7 @@ impl<'c> Request<'c> {
             Attempt::ConnectionError(message) => Answer::ConnectionError(message),
             Attempt::Timeout => Answer::Timeout,
         };
-        (Sent { sent_at, service_time, answer }, kept)
+        Sent { sent_at, service_time, answer }
     }
 
     fn interpret(
@@ -342,18 +385,21 @@ impl<'c> Request<'c> {
         self.retry.decide(attempt, &sent.answer.outcome(), &self.spec.method, self.previous_delay, rng)
     }
 
-    /// Settles the attempt's reservation (in the shared store too, one round trip bounded by
-    /// its command timeout); appends the attempt to `log`; after a throttling answer pauses the
-    /// whole key. Returns the attempt's permit: dropping it releases the slot (after the pause,
-    /// so a waiter it lets in already sees it; before any retry wait, which holds no slot).
-    pub(super) async fn record(
+    /// Settles the attempt's reservation in the limiter; appends the attempt to `log` when
+    /// there is one; after a throttling answer pauses the whole key. Returns the attempt's
+    /// permit, and the shared store's settlement when one is due
+    /// ([`settle_shared`](Self::settle_shared)): dropping the permit releases the slot (after
+    /// the pause, so a waiter it lets in already sees it; before any retry wait, which holds
+    /// no slot).
+    pub(super) fn record(
         &self,
         attempt: u32,
         mut admission: Admission,
         sent: &Sent,
         decision: &Decision,
-        log: &mut Vec<AttemptRecord>,
-    ) -> Option<Permit> {
+        log: Option<&mut Vec<AttemptRecord>>,
+    ) -> Recorded {
+        let mut shared_due = None;
         let settlement = match (admission.permit.as_mut(), &sent.answer) {
             (Some(permit), Answer::Response { status, headers, body, .. }) if !self.spec.cost_rules.is_empty() => {
                 let body = body.clone().unwrap_or_default();
@@ -363,42 +409,46 @@ impl<'c> Request<'c> {
                 let actual = cost::settled(&self.estimate, &self.spec.cost_rules, &answer);
                 self.emit(EventKind::Settled { attempt, reserved: self.estimate.clone(), actual: actual.clone() });
                 permit.settle(actual.clone());
-                if let Some((gate, reservation)) = admission.shared.as_mut() {
-                    self.settle_shared(gate, reservation, &actual).await;
+                if let Some((gate, reservation)) = admission.shared.take() {
+                    shared_due = Some((gate, reservation, actual.clone()));
                 }
                 Some(Settlement { reserved: self.estimate.clone(), actual })
             }
             _ => None,
         };
         let info = sent.answer.info();
-        log.push(AttemptRecord {
-            attempt,
-            sent_at: sent.sent_at,
-            queue_wait: admission.waited,
-            service_time: sent.service_time,
-            status: sent.answer.status().map(|status| status.as_u16()),
-            error: info.is_none().then(|| outcome_text(&sent.answer.outcome())),
-            retry_delay: match decision {
-                Decision::Retry { delay, .. } => Some(*delay),
-                _ => None,
-            },
-            server_remaining: info.and_then(|info| info.most_restrictive()?.remaining),
-            retry_after: info.and_then(|info| info.retry_after),
-            settlement,
-        });
+        if let Some(log) = log {
+            log.push(AttemptRecord {
+                attempt,
+                sent_at: sent.sent_at,
+                queue_wait: admission.waited,
+                service_time: sent.service_time,
+                status: sent.answer.status().map(|status| status.as_u16()),
+                error: info.is_none().then(|| outcome_text(&sent.answer.outcome())),
+                retry_delay: match decision {
+                    Decision::Retry { delay, .. } => Some(*delay),
+                    _ => None,
+                },
+                server_remaining: info.and_then(|info| info.most_restrictive()?.remaining),
+                retry_after: info.and_then(|info| info.retry_after),
+                settlement,
+            });
+        }
         if let (Some(limiter), Some(status), Some(info)) = (&self.limiter, sent.answer.status(), info)
             && let Some((pause, reason)) = pause_on_throttle(limiter, status, info, decision, self.retry, attempt)
         {
             self.emit(EventKind::KeyPaused { pause, reason });
         }
-        admission.permit
+        Recorded { permit: admission.permit, shared_due }
     }
 
-    /// Corrects the shared store's reservation to `actual`. A store that is away loses the
-    /// settlement (the gate counts and logs it; the estimate stands) and never fails the request.
-    async fn settle_shared(&self, gate: &SharedGate, reservation: &mut Reservation, actual: &Cost) {
+    /// Corrects the shared store's reservation to what the attempt spent (one round trip,
+    /// bounded by the store's command timeout). A store that is away loses the settlement (the
+    /// gate counts and logs it; the estimate stands) and never fails the request.
+    pub(super) async fn settle_shared(&self, recorded: &mut Recorded) {
+        let Some((gate, mut reservation, actual)) = recorded.shared_due.take() else { return };
         // Boxed like the admission: a store round trip is a large future.
-        match Box::pin(gate.settle(reservation, actual)).await {
+        match Box::pin(gate.settle(&mut reservation, &actual)).await {
             Ok(settlement) => {
                 if let Some(state) = settlement.state_change {
                     self.emit(EventKind::StoreState { state });
@@ -439,15 +489,25 @@ impl<'c> Request<'c> {
         Ok(response)
     }
 
+    /// The end of a request whose response streams on to the caller unread (no cache to store
+    /// it in): reported as `Finished`; returns the response's headers, lent to the steps.
+    #[cfg(feature = "middleware")]
+    pub(super) fn finish_streamed(self, attempt: u32, sent: Sent) -> HeaderMap {
+        let Answer::Response { status, headers, .. } = sent.answer else { return HeaderMap::new() };
+        let total = self.started.elapsed();
+        self.emit(EventKind::Finished { status: status.as_u16(), attempts: attempt, total });
+        headers
+    }
+
     /// The error the request ends with: no response at all names the cause on the wire
     /// (could not connect, or none in time); otherwise the policy's reason and the last status.
     pub(super) fn give_up(self, attempt: u32, sent: Sent, reason: GiveUpReason) -> ClientError {
         let err = match (&sent.answer, reason) {
             (Answer::Timeout, GiveUpReason::NotRetryable) => {
-                ClientError::NoResponse { host: self.host.clone(), attempts: attempt }
+                ClientError::NoResponse { host: self.host(), attempts: attempt }
             }
             (Answer::ConnectionError(_), GiveUpReason::NotRetryable) => ClientError::Transport {
-                host: self.host.clone(),
+                host: self.host(),
                 message: outcome_text(&sent.answer.outcome()),
                 attempts: attempt,
             },
@@ -467,6 +527,16 @@ impl<'c> Request<'c> {
     fn fail(&self, message: String, err: ClientError, attempts: u32) -> ClientError {
         self.emit(EventKind::Failed { error: message, attempts });
         err
+    }
+}
+
+/// `host` in lower case, copied only when it has capitals (`url` lowercases the hosts of
+/// http(s) URLs already; other schemes may keep them).
+fn lower_case(host: &str) -> Cow<'_, str> {
+    if host.bytes().any(|byte| byte.is_ascii_uppercase()) {
+        Cow::Owned(host.to_ascii_lowercase())
+    } else {
+        Cow::Borrowed(host)
     }
 }
 

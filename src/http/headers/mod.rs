@@ -115,6 +115,13 @@ impl ServerBudget {
     }
 }
 
+/// Whether a header name (lower case, as `http` keeps them) has "limit" in it: a scan for its
+/// first letter, cheaper than a substring search on names this short.
+fn names_a_limit(name: &str) -> bool {
+    let name = name.as_bytes();
+    name.iter().enumerate().any(|(at, &byte)| byte == b'l' && name[at..].starts_with(b"limit"))
+}
+
 impl RateLimitInfo {
     /// Interprets a response. `now` is the client's wall clock; absolute resets
     /// are measured against the response's `Date` header when it has one.
@@ -131,7 +138,7 @@ impl RateLimitInfo {
     ) -> RateLimitInfo {
         // Every dialect's headers have "limit" in their name; most responses have none of them,
         // and a body is only read for retry hints on errors or for Shopify's query cost.
-        let any_limit_header = headers.keys().any(|name| name.as_str().contains("limit"));
+        let any_limit_header = headers.keys().any(|name| names_a_limit(name.as_str()));
         let shopify_cost = body.is_some_and(|body| body.windows(14).any(|window| window == b"throttleStatus"));
         let wants_body = shopify_cost || status.is_some_and(|status| status >= 400);
         if !(any_limit_header || wants_body || headers.contains_key(http::header::RETRY_AFTER)) {
@@ -348,6 +355,17 @@ pub(crate) mod test_support {
 mod tests {
     use super::test_support::*;
     use super::*;
+
+    #[test]
+    fn a_limit_anywhere_in_a_name_is_found() {
+        for name in ["ratelimit", "x-ratelimit-remaining", "ratelimit-policy", "limit", "x-shopify-shop-api-call-limit"]
+        {
+            assert!(names_a_limit(name), "{name}");
+        }
+        for name in ["content-type", "date", "retry-after", "x-limi", "l", "", "lllimi", "x-rate-lim-it"] {
+            assert!(!names_a_limit(name), "{name}");
+        }
+    }
 
     #[test]
     fn date_header_corrects_skew_for_epoch_resets() {
