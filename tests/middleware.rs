@@ -296,7 +296,17 @@ async fn the_clients_headers_for_the_host_join_the_callers_on_every_attempt() {
 /// caller's header, reqwest's per-request timeout, HTTP version), then drops the timeout so
 /// paused time cannot fire it.
 #[derive(Clone, Default)]
-struct Attempts(Arc<parking_lot::Mutex<Vec<(String, Vec<u8>, String, Option<Duration>, http::Version)>>>);
+struct Attempts(Arc<parking_lot::Mutex<Vec<Seen>>>);
+
+/// One attempt as the rest of the chain received it.
+#[derive(Debug, Clone, PartialEq)]
+struct Seen {
+    method: String,
+    body: Vec<u8>,
+    caller: String,
+    timeout: Option<Duration>,
+    version: http::Version,
+}
 
 #[async_trait::async_trait]
 impl Middleware for Attempts {
@@ -308,7 +318,8 @@ impl Middleware for Attempts {
     ) -> reqwest_middleware::Result<reqwest::Response> {
         let body = request.body().and_then(reqwest::Body::as_bytes).unwrap_or_default().to_vec();
         let caller = request.headers().get("x-caller").map(|v| v.to_str().unwrap().to_owned()).unwrap_or_default();
-        self.0.lock().push((request.method().to_string(), body, caller, request.timeout().copied(), request.version()));
+        let (method, timeout, version) = (request.method().to_string(), request.timeout().copied(), request.version());
+        self.0.lock().push(Seen { method, body, caller, timeout, version });
         *request.timeout_mut() = None;
         next.run(request, extensions).await
     }
@@ -337,12 +348,12 @@ async fn a_retry_sends_the_callers_method_body_headers_timeout_and_version_again
     assert_eq!(response.text().await.unwrap(), "fine");
     let seen = attempts.0.lock().clone();
     assert_eq!(seen.len(), 2, "{seen:?}");
-    let expected = (
-        "GET".to_owned(),
-        b"the same bytes".to_vec(),
-        "kept".to_owned(),
-        Some(Duration::from_secs(30)),
-        http::Version::HTTP_11,
-    );
+    let expected = Seen {
+        method: "GET".to_owned(),
+        body: b"the same bytes".to_vec(),
+        caller: "kept".to_owned(),
+        timeout: Some(Duration::from_secs(30)),
+        version: http::Version::HTTP_11,
+    };
     assert_eq!(seen, vec![expected.clone(), expected]);
 }
