@@ -583,3 +583,27 @@ async fn budgets_of_different_units_stack_on_one_key_and_tokens_settle() {
     let over = limiter.try_acquire_cost(prompt(1001)).unwrap_err();
     assert!(matches!(over, TryAcquireError::Invalid(AcquireError::CostExceedsCapacity { .. })), "{over:?}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_budgets_cost_per_request_bounds_the_requests_one_admission_may_count() {
+    // Capacity 5 at 2 a request: two requests fit in one admission, three (6) never do.
+    let per_request = |capacity| {
+        let rate = Rate::new(1, Duration::from_secs(1)).unwrap();
+        LimiterConfig::new()
+            .with_budget(BudgetSpec::token_bucket("pricey", capacity, rate).unwrap().with_cost(2).unwrap())
+            .with_concurrency(8)
+    };
+    let limiter = Limiter::new("api", per_request(5)).unwrap();
+    assert!(limiter.try_acquire(2).is_ok());
+    assert!(matches!(
+        limiter.try_acquire(3),
+        Err(TryAcquireError::Invalid(AcquireError::CostExceedsCapacity { cost: 6, capacity: 5, .. }))
+    ));
+    // A smaller capacity from a reconfiguration lowers the bound at once.
+    limiter.reconfigure(per_request(3)).unwrap();
+    assert!(matches!(
+        limiter.try_acquire(2),
+        Err(TryAcquireError::Invalid(AcquireError::CostExceedsCapacity { cost: 4, capacity: 3, .. }))
+    ));
+    assert!(matches!(limiter.acquire(Priority::Normal, 2).await, Err(AcquireError::CostExceedsCapacity { .. })));
+}

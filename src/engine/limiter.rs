@@ -72,6 +72,9 @@ struct State {
     gate: Option<Box<dyn AdmissionGate>>,
     /// Whether the config in force is the one `Shared::fast` was built for (and no gate is set).
     fast_config: bool,
+    /// The most requests one admission may count that every budget of the config in force can
+    /// hold: a requests-only cost up to it needs no check budget by budget.
+    requests_fit: u64,
 }
 
 #[derive(Debug)]
@@ -107,8 +110,10 @@ impl Limiter {
         let fast = FastBucket::for_config(&config);
         let fast_config = fast.is_some();
         let epoch = Instant::now();
+        let requests_fit = requests_fit(&config);
         let state = State {
             epoch,
+            requests_fit,
             config,
             budgets,
             lanes: Lanes::default(),
@@ -244,6 +249,7 @@ impl Limiter {
         self.shared.limit.store(config.concurrency.unwrap_or(UNCAPPED), Ordering::SeqCst);
         state.fast_config =
             state.gate.is_none() && self.shared.fast.is_some() && FastBucket::for_config(&config) == self.shared.fast;
+        state.requests_fit = requests_fit(&config);
         state.config = config;
         state.wake_head(now);
         Ok(())
@@ -398,6 +404,18 @@ impl Shared {
     }
 }
 
+/// The most requests one admission may count within every budget of `config` that counts
+/// requests (each spends `cost` per request, at most its capacity); `u64::MAX` when none does.
+fn requests_fit(config: &LimiterConfig) -> u64 {
+    config
+        .budgets
+        .iter()
+        .filter(|spec| spec.unit == Unit::Requests)
+        .map(|spec| spec.capacity().checked_div(spec.cost).unwrap_or(u64::MAX))
+        .min()
+        .unwrap_or(u64::MAX)
+}
+
 /// The locked state. On release it hands the bucket back to the lock-free word when the
 /// limiter is idle: the built-for config, nobody queued, no pause.
 struct Locked<'a> {
@@ -478,9 +496,16 @@ impl State {
             .min()
     }
 
+    /// Whether a request of `cost` can ever be admitted: no zero request count, nothing above a
+    /// budget's capacity.
+    #[inline]
     fn check_cost(&self, cost: &CompactCost) -> Result<(), AcquireError> {
         if cost.requests() == 0 {
             return Err(AcquireError::ZeroCost);
+        }
+        // The common cost, a few requests and nothing else, fits every budget at once.
+        if matches!(cost, CompactCost::Requests(requests) if *requests <= self.requests_fit) {
+            return Ok(());
         }
         for spec in &self.config.budgets {
             let spent = spec.spend(cost);
