@@ -79,7 +79,8 @@ impl reqwest_middleware::Middleware for RateLimitMiddleware {
         next: Next<'_>,
     ) -> reqwest_middleware::Result<reqwest::Response> {
         let (spec, outgoing) = Outgoing::new(request, extensions);
-        let mut life = Request::prepare(&self.client, spec).map_err(Error::middleware)?;
+        // Boxed: the request's state then moves as a pointer through the nested futures.
+        let mut life = Box::new(Request::prepare(&self.client, spec).map_err(Error::middleware)?);
         if let Some(cached) = life.cached() {
             return rebuilt(cached, &life.spec().url, Version::HTTP_11, Extensions::new());
         }
@@ -101,7 +102,7 @@ impl reqwest_middleware::Middleware for RateLimitMiddleware {
                 }
                 Role::Follower(follower) => match follower.outcome().await {
                     Ok(outcome) => {
-                        let response = life.followed(outcome).map_err(Error::middleware)?;
+                        let response = (*life).followed(outcome).map_err(Error::middleware)?;
                         return rebuilt(response, &url, Version::HTTP_11, Extensions::new());
                     }
                     Err(next_role) => role = next_role,
@@ -232,7 +233,7 @@ impl Outgoing {
     /// the caller gets.
     async fn attempts(
         mut self,
-        mut life: Request<'_>,
+        mut life: Box<Request<'_>>,
         extensions: &mut Extensions,
         next: Next<'_>,
         buffered: bool,
@@ -266,8 +267,8 @@ impl Outgoing {
                     drop((permit, kept));
                     life.wait_to_retry(attempt, &sent, delay, reason).await;
                 }
-                Decision::Done => return delivered(life, attempt, sent, kept, permit),
-                Decision::GiveUp(reason) => return given_up(life, attempt, sent, kept, permit, reason),
+                Decision::Done => return delivered(*life, attempt, sent, kept, permit),
+                Decision::GiveUp(reason) => return given_up(*life, attempt, sent, kept, permit, reason),
             }
         }
     }
