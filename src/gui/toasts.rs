@@ -70,12 +70,15 @@ impl Toasts {
                 for (index, toast) in self.shown.iter().enumerate() {
                     egui::Frame::popup(ui.style()).show(ui, |ui| {
                         ui.set_max_width(420.0);
-                        ui.horizontal(|ui| {
-                            let text = RichText::new(&toast.text);
-                            ui.label(if toast.error { text.color(Color32::from_rgb(230, 80, 70)) } else { text });
+                        // The close button first, then the text wrapped in what is left: a long
+                        // message grows downwards instead of past the window's left edge.
+                        ui.horizontal_top(|ui| {
                             if ui.small_button("x").clicked() {
                                 dismissed = Some(index);
                             }
+                            let text = RichText::new(&toast.text);
+                            let text = if toast.error { text.color(Color32::from_rgb(230, 80, 70)) } else { text };
+                            ui.add(egui::Label::new(text).wrap());
                         });
                     });
                 }
@@ -84,5 +87,30 @@ impl Toasts {
             self.shown.remove(index);
         }
         ui.ctx().request_repaint_after(Duration::from_millis(500));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use egui_kittest::Harness;
+    use egui_kittest::kittest::Queryable;
+
+    use super::*;
+
+    #[test]
+    fn a_long_error_wraps_inside_the_window() {
+        let long = format!("batch max wait: 'x' is not a duration ({}); try 1s, 500ms", "a unit ".repeat(30));
+        let mut toasts = Toasts::default();
+        toasts.error(long.clone());
+        let mut harness = Harness::builder()
+            .with_size(egui::vec2(1024.0, 700.0))
+            .build_ui_state(|ui, toasts: &mut Toasts| toasts.toasts_ui(ui), toasts);
+        harness.run_steps(2);
+        let shown = harness.get_by_label(&long).rect();
+        assert!(shown.left() >= 0.0 && shown.right() <= 1024.0, "the message runs off the window: {shown:?}");
+        assert!(shown.width() <= 420.0, "{shown:?}");
+        harness.get_by_label("x").click();
+        harness.run_steps(2);
+        assert!(harness.state().texts().is_empty(), "a click on x dismisses it");
     }
 }
