@@ -359,23 +359,7 @@ async fn handle(
     if !decision.admitted {
         let status = StatusCode::from_u16(route.status).unwrap_or(StatusCode::TOO_MANY_REQUESTS);
         record(&route.prefix, Outcome::Limited(status.as_u16()));
-        let mut headers = rate_headers(route, &decision);
-        headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
-        let mut body = json!({"error": "rate limited", "route": route.prefix});
-        if let Some(policy) = decision.denied_by() {
-            body["policy"] = json!(policy.name);
-        }
-        if route.retry_after
-            && let Some(secs) = decision.retry_after
-        {
-            body["retry_after"] = json!(secs);
-        }
-        if let Work::Query(cost) = &work {
-            let (errors, extensions) = cost.throttled(&decision.policies, &route.policies);
-            body["errors"] = errors;
-            body["extensions"] = extensions;
-        }
-        return json_response(status, headers, body);
+        return refused(route, status, &decision, &work);
     }
 
     let plan = Plan::draw(route, &mut shared.rng.lock());
@@ -397,6 +381,28 @@ async fn handle(
         tokio::time::sleep(plan.delay).await;
     }
     respond(route, decision, plan.fault, content)
+}
+
+/// The answer to a request the route's limits refused: `status` with the rate-limit headers,
+/// never cached, and a JSON body naming the policy, the wait and (for a query) the cost.
+fn refused(route: &RouteConfig, status: StatusCode, decision: &Decision, work: &Work) -> Response {
+    let mut headers = rate_headers(route, decision);
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    let mut body = json!({"error": "rate limited", "route": route.prefix});
+    if let Some(policy) = decision.denied_by() {
+        body["policy"] = json!(policy.name);
+    }
+    if route.retry_after
+        && let Some(secs) = decision.retry_after
+    {
+        body["retry_after"] = json!(secs);
+    }
+    if let Work::Query(cost) = work {
+        let (errors, extensions) = cost.throttled(&decision.policies, &route.policies);
+        body["errors"] = errors;
+        body["extensions"] = extensions;
+    }
+    json_response(status, headers, body)
 }
 
 /// The request as its route's API reads it; a method or body it cannot take is refused at
