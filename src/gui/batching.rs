@@ -103,8 +103,9 @@ pub fn batch_ui(ui: &mut egui::Ui, draft: &BatchDraft) -> Option<BatchAction> {
         if wait_edit.changed() {
             action = Some(BatchAction::Wait(wait));
         }
-        if parse_duration(&draft.max_wait).is_err() {
-            ui.label(egui::RichText::new("wait?").color(egui::Color32::from_rgb(230, 80, 70)).small());
+        if let Err(err) = parse_duration(&draft.max_wait) {
+            ui.label(egui::RichText::new("wait?").color(egui::Color32::from_rgb(230, 80, 70)).small())
+                .on_hover_text(format!("batch max wait: {err}"));
         }
     }
     action

@@ -618,7 +618,15 @@ mod tests {
         harness.run();
         harness.get_by_label("batch max wait").type_text("x");
         harness.run();
-        assert!(harness.state().fire_request(&fired).unwrap_err().contains("batch"), "20msx is not a duration");
+        assert!(harness.state().fire_request(&fired).unwrap_err().contains("batch"), "20xms is not a duration");
+        // The red mark says why when the pointer rests on it.
+        harness.get_by_label("wait?").hover();
+        // A tooltip waits for the pointer to rest (egui's delay, half a second of frames).
+        harness.run_steps(60);
+        assert!(
+            harness.query_by_label_contains("is not a duration (unknown time unit").is_some(),
+            "the mark's tooltip names the error"
+        );
         harness.get_by_label("batch ?ids=").click();
         harness.run();
         assert_eq!(harness.state().fire_request(&fired).unwrap().spec.endpoints[0].batch, None, "switched off");
