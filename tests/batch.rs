@@ -8,6 +8,7 @@ mod support;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
+use support::cli::ratescope;
 
 use ratescope::engine::{LimitKey, LimiterConfig, Registry};
 use ratescope::http::batch::{BatchSettingsError, MAX_BATCH_WAIT};
@@ -158,22 +159,6 @@ fn settings_that_cannot_work_are_refused_with_a_reason() {
     let err = "ids:50".parse::<BatchPlan>().unwrap_err();
     assert!(err.contains("PARAM:SIZE:WAIT"), "{err}");
     assert!("i d:5:5ms".parse::<BatchPlan>().is_err());
-}
-
-/// Runs the binary with its config directory in `config`, off the test's runtime threads.
-async fn ratescope(config: &std::path::Path, args: &[&str]) -> (i32, String, String) {
-    let (config, args): (_, Vec<String>) = (config.to_owned(), args.iter().map(|arg| (*arg).to_owned()).collect());
-    tokio::task::spawn_blocking(move || {
-        let output = std::process::Command::new(env!("CARGO_BIN_EXE_ratescope"))
-            .args(&args)
-            .env("RATESCOPE_CONFIG_DIR", &config)
-            .output()
-            .unwrap();
-        let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
-        (output.status.code().unwrap_or(-1), text(&output.stdout), text(&output.stderr))
-    })
-    .await
-    .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

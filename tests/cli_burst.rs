@@ -1,8 +1,9 @@
 //! `ratescope burst` as a user runs it, against the demo API on loopback (real time, small bursts).
 
+mod support;
+
 use std::net::SocketAddr;
-use std::path::Path;
-use std::process::Command;
+use support::cli::ratescope;
 
 mod redis_support;
 
@@ -28,25 +29,6 @@ count_by = "global"
 
 async fn server() -> MockServer {
     MockServer::start(MockConfig::from_toml(SERVER).unwrap(), SocketAddr::from(([127, 0, 0, 1], 0))).await.unwrap()
-}
-
-/// Runs the binary with its config directory in `config`, off the test's runtime threads.
-async fn ratescope(config: &Path, args: Vec<String>) -> (i32, String, String) {
-    let config = config.to_owned();
-    tokio::task::spawn_blocking(move || {
-        let output = Command::new(env!("CARGO_BIN_EXE_ratescope"))
-            .args(&args)
-            .env("RATESCOPE_CONFIG_DIR", &config)
-            .output()
-            .unwrap();
-        (
-            output.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&output.stdout).into_owned(),
-            String::from_utf8_lossy(&output.stderr).into_owned(),
-        )
-    })
-    .await
-    .unwrap()
 }
 
 fn args(items: &[&str]) -> Vec<String> {

@@ -2,27 +2,12 @@
 //! (real time, small bursts): the demo profile's cost rules reserve tokens and points, the
 //! answers settle them, and no request is refused.
 
-use std::process::Command;
+mod support;
+
+use support::cli::ratescope;
 
 use ratescope::mock::{MockConfig, MockServer, QueryCost, Usage};
 use ratescope::profile::DEMO_TOML;
-
-/// Runs the binary with its config directory in `config`, off the runtime's threads.
-async fn ratescope(config: &std::path::Path, args: &[&str]) -> (i32, String, String) {
-    let (config, args) = (config.to_owned(), args.iter().map(|a| (*a).to_owned()).collect::<Vec<_>>());
-    tokio::task::spawn_blocking(move || {
-        let output =
-            Command::new(env!("CARGO_BIN_EXE_ratescope")).args(&args).env("RATESCOPE_CONFIG_DIR", &config).output();
-        let output = output.unwrap();
-        (
-            output.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&output.stdout).into_owned(),
-            String::from_utf8_lossy(&output.stderr).into_owned(),
-        )
-    })
-    .await
-    .unwrap()
-}
 
 /// The demo API on a free port, and a config directory whose `demo` profile points at it.
 async fn demo() -> (MockServer, tempfile::TempDir) {

@@ -1,20 +1,11 @@
 //! `ratescope headers` as a user runs it: a pasted response head in, a table or exact JSON out.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+mod support;
 
+/// `ratescope headers ARGS` with `input` on stdin: whether it succeeded, stdout, stderr.
 fn headers(args: &[&str], input: &str) -> (bool, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ratescope"))
-        .arg("headers")
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-    let output = child.wait_with_output().unwrap();
-    (output.status.success(), String::from_utf8(output.stdout).unwrap(), String::from_utf8(output.stderr).unwrap())
+    let (code, stdout, stderr) = support::cli::run(None, ["headers"].iter().chain(args), input);
+    (code == 0, stdout, stderr)
 }
 
 const GITHUB: &str = "HTTP/2 403\r\ndate: Mon, 01 Jan 2024 00:00:00 GMT\r\nx-ratelimit-limit: 60\r\nx-ratelimit-remaining: 0\r\nx-ratelimit-used: 60\r\nx-ratelimit-reset: 1704067260\r\nx-ratelimit-resource: core\r\n\r\n";
@@ -71,8 +62,7 @@ fn an_endless_input_is_cut_at_a_mebibyte_with_a_clear_error() {
     if !path.exists() {
         return;
     }
-    let output = Command::new(env!("CARGO_BIN_EXE_ratescope")).args(["headers", "/dev/zero"]).output().unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success());
+    let (ok, _, stderr) = headers(&["/dev/zero"], "");
+    assert!(!ok);
     assert!(stderr.contains("/dev/zero holds more than 1 MiB"), "{stderr}");
 }

@@ -2,11 +2,11 @@
 //! @-), `-X`, profile endpoints (`--endpoint`), and `profile import-curl`, checked by what a
 //! recording server on loopback received.
 
-use std::io::Write as _;
+mod support;
+
 use std::net::SocketAddr;
-use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
+use support::cli::ratescope_with_stdin;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -47,37 +47,13 @@ async fn recorder() -> (SocketAddr, Log) {
     (addr, log)
 }
 
-/// Runs the binary with `stdin`, its config directory in `config`, off the runtime's threads.
-async fn ratescope(config: &Path, args: &[&str], stdin: &str) -> (i32, String, String) {
-    let (config, args, stdin) =
-        (config.to_owned(), args.iter().map(|a| (*a).to_owned()).collect::<Vec<_>>(), stdin.to_owned());
-    tokio::task::spawn_blocking(move || {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ratescope"))
-            .args(&args)
-            .env("RATESCOPE_CONFIG_DIR", &config)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
-        let output = child.wait_with_output().unwrap();
-        (
-            output.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&output.stdout).into_owned(),
-            String::from_utf8_lossy(&output.stderr).into_owned(),
-        )
-    })
-    .await
-    .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn data_is_sent_as_curl_would_and_the_content_type_is_guessed_unless_given() {
     let (addr, log) = recorder().await;
     let dir = tempfile::tempdir().unwrap();
     let url = format!("http://{addr}/items?page=2");
-    let (code, _, stderr) = ratescope(dir.path(), &["burst", &url, "-n", "3", "-d", r#"{"name":"x"}"#], "").await;
+    let (code, _, stderr) =
+        ratescope_with_stdin(dir.path(), &["burst", &url, "-n", "3", "-d", r#"{"name":"x"}"#], "").await;
     assert_eq!(code, 0, "{stderr}");
     let seen = log.lock().unwrap().clone();
     assert_eq!(seen.len(), 3);
@@ -93,7 +69,7 @@ async fn data_is_sent_as_curl_would_and_the_content_type_is_guessed_unless_given
     std::fs::write(&file, "a,b\n1,2\n").unwrap();
     let data = format!("@{}", file.display());
     let args = ["burst", &url, "-n", "1", "-X", "PUT", "-d", &data, "-H", "Content-Type: text/csv"];
-    let (code, _, stderr) = ratescope(dir.path(), &args, "").await;
+    let (code, _, stderr) = ratescope_with_stdin(dir.path(), &args, "").await;
     assert_eq!(code, 0, "{stderr}");
     let put = log.lock().unwrap()[0].clone();
     assert_eq!(put.method, Method::PUT);
@@ -101,14 +77,15 @@ async fn data_is_sent_as_curl_would_and_the_content_type_is_guessed_unless_given
     assert_eq!(&put.body[..], b"a,b\n1,2\n");
 
     log.lock().unwrap().clear();
-    let (code, _, stderr) = ratescope(dir.path(), &["burst", &url, "-n", "1", "-d", "@-"], "plain words").await;
+    let (code, _, stderr) =
+        ratescope_with_stdin(dir.path(), &["burst", &url, "-n", "1", "-d", "@-"], "plain words").await;
     assert_eq!(code, 0, "{stderr}");
     let piped = log.lock().unwrap()[0].clone();
     assert_eq!(piped.headers["content-type"], "text/plain; charset=utf-8");
     assert_eq!(&piped.body[..], b"plain words");
 
     let missing = format!("@{}", dir.path().join("nope.json").display());
-    let (code, _, stderr) = ratescope(dir.path(), &["burst", &url, "-n", "1", "-d", &missing], "").await;
+    let (code, _, stderr) = ratescope_with_stdin(dir.path(), &["burst", &url, "-n", "1", "-d", &missing], "").await;
     assert_ne!(code, 0);
     assert!(stderr.contains("nope.json"), "the error names the file: {stderr}");
     assert_eq!(log.lock().unwrap().len(), 1, "nothing sent after a bad --data");
@@ -121,7 +98,7 @@ async fn a_pasted_curl_becomes_an_endpoint_whose_secret_stays_out_of_the_profile
     let curl = format!(
         "curl -sS 'http://{addr}/v1/chat?stream=false' \\\n  -H 'Authorization: Bearer sk-live-123' \\\n  -H 'Content-Type: application/json' \\\n  --data-raw '{{\"max_tokens\": 5}}'"
     );
-    let (code, stdout, stderr) = ratescope(dir.path(), &["profile", "import-curl", "llm", &curl], "").await;
+    let (code, stdout, stderr) = ratescope_with_stdin(dir.path(), &["profile", "import-curl", "llm", &curl], "").await;
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("POST /v1/chat") && stdout.contains("authorization"), "{stdout}");
     let profile = std::fs::read_to_string(dir.path().join("profiles/llm.toml")).unwrap();
@@ -130,13 +107,13 @@ async fn a_pasted_curl_becomes_an_endpoint_whose_secret_stays_out_of_the_profile
     let secrets = std::fs::read_to_string(dir.path().join("secrets.toml")).unwrap();
     assert!(secrets.contains("sk-live-123"), "the secret is in the secret store");
 
-    let (code, stdout, stderr) = ratescope(dir.path(), &["profile", "show", "llm"], "").await;
+    let (code, stdout, stderr) = ratescope_with_stdin(dir.path(), &["profile", "show", "llm"], "").await;
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("endpoint 'POST /v1/chat': POST /v1/chat?stream=false, body of 17 bytes"), "{stdout}");
     assert!(!stdout.contains("sk-live"), "{stdout}");
 
     let args = ["burst", "--profile", "llm", "--endpoint", "post /v1/chat", "-n", "2", "--json"];
-    let (code, _, stderr) = ratescope(dir.path(), &args, "").await;
+    let (code, _, stderr) = ratescope_with_stdin(dir.path(), &args, "").await;
     assert_eq!(code, 0, "{stderr}");
     let seen = log.lock().unwrap().clone();
     assert_eq!(seen.len(), 2);
@@ -147,10 +124,12 @@ async fn a_pasted_curl_becomes_an_endpoint_whose_secret_stays_out_of_the_profile
         assert_eq!(&request.body[..], br#"{"max_tokens": 5}"#);
     }
 
-    let (code, _, stderr) = ratescope(dir.path(), &["burst", "--profile", "llm", "--endpoint", "nope"], "").await;
+    let (code, _, stderr) =
+        ratescope_with_stdin(dir.path(), &["burst", "--profile", "llm", "--endpoint", "nope"], "").await;
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("no endpoint 'nope'") && stderr.contains("POST /v1/chat"), "{stderr}");
-    let (code, _, stderr) = ratescope(dir.path(), &["profile", "import-curl", "llm", "wget http://x/"], "").await;
+    let (code, _, stderr) =
+        ratescope_with_stdin(dir.path(), &["profile", "import-curl", "llm", "wget http://x/"], "").await;
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("not a curl command"), "{stderr}");
 }
@@ -174,7 +153,7 @@ async fn tokens_reserved_from_the_body_are_settled_from_the_answers_usage() {
         "tokens=body/4->field:usage.total_tokens",
         "--json",
     ];
-    let (code, stdout, stderr) = ratescope(dir.path(), &args, "").await;
+    let (code, stdout, stderr) = ratescope_with_stdin(dir.path(), &args, "").await;
     assert_eq!(code, 0, "{stderr}");
     let summary: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(summary["succeeded"], 9, "{summary:#}");
@@ -186,7 +165,7 @@ async fn tokens_reserved_from_the_body_are_settled_from_the_answers_usage() {
     assert_eq!(tokens["refunded"], 45);
     assert_eq!(tokens["charged_more"], 0);
     assert_eq!(log.lock().unwrap().len(), 9);
-    let (code, _, stderr) = ratescope(dir.path(), &["burst", &url, "--cost", "tokens=lots"], "").await;
+    let (code, _, stderr) = ratescope_with_stdin(dir.path(), &["burst", &url, "--cost", "tokens=lots"], "").await;
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("not a number, body/N or field:PATH"), "{stderr}");
 }

@@ -14,6 +14,7 @@ use axum::routing::get;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
+pub mod cli;
 pub mod llm;
 
 /// A demo API config with one route like the demo's `/items`: bursts of 5, 5 per second and
