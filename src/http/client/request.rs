@@ -494,8 +494,11 @@ impl<'c> Request<'c> {
     #[cfg(feature = "middleware")]
     pub(super) fn finish_streamed(self, attempt: u32, sent: Sent) -> HeaderMap {
         let Answer::Response { status, headers, .. } = sent.answer else { return HeaderMap::new() };
-        let total = self.started.elapsed();
-        self.emit(EventKind::Finished { status: status.as_u16(), attempts: attempt, total });
+        // The clock is read only for a listener: the caller measures its own streamed body.
+        if self.listening {
+            let total = self.started.elapsed();
+            self.emit(EventKind::Finished { status: status.as_u16(), attempts: attempt, total });
+        }
         headers
     }
 
