@@ -56,6 +56,13 @@ pub(super) struct Admission {
     shared: Option<(SharedGate, Reservation)>,
 }
 
+impl Admission {
+    /// Admitted without waiting and without a shared budget: `permit` from the limiter, if any.
+    fn at_once(permit: Option<Permit>) -> Self {
+        Self { permit, waited: Duration::ZERO, shared: None }
+    }
+}
+
 /// An attempt recorded: its permit (the slot, until dropped) and the shared store's
 /// settlement still to make, if any.
 pub(super) struct Recorded {
@@ -279,23 +286,23 @@ impl<'c> Request<'c> {
     /// that has no shared budget. `None`: ask [`admit`](Self::admit), which waits.
     pub(super) fn admit_at_once(&mut self, attempt: u32) -> Option<Admission> {
         let Some(limiter) = &self.limiter else {
-            return Some(Admission { permit: None, waited: Duration::ZERO, shared: None });
+            return Some(Admission::at_once(None));
         };
-        if !self.client.inner.gates.is_empty() && self.client.inner.gates.contains_key(limiter.key()) {
+        if self.client.inner.gates.contains_key(limiter.key()) {
             return None;
         }
         // A refusal (would wait, or never fits) is for `admit` to wait out or report.
         let permit = limiter.try_acquire_cost(self.estimate.clone()).ok()?;
         self.emit(EventKind::Queued { attempt, priority: self.spec.priority });
         self.emit(EventKind::Admitted { attempt, queue_wait: Duration::ZERO });
-        Some(Admission { permit: Some(permit), waited: Duration::ZERO, shared: None })
+        Some(Admission::at_once(Some(permit)))
     }
 
     /// Waits for the key's limiter (priority lane, budgets, concurrency slot), then for the
     /// key's shared budgets when it has any. A key without a limiter goes straight on.
     pub(super) async fn admit(&mut self, attempt: u32) -> Result<Admission, ClientError> {
         let Some(limiter) = &self.limiter else {
-            return Ok(Admission { permit: None, waited: Duration::ZERO, shared: None });
+            return Ok(Admission::at_once(None));
         };
         self.emit(EventKind::Queued { attempt, priority: self.spec.priority });
         let queued_at = Instant::now();
