@@ -15,8 +15,8 @@
 //! request).
 //!
 //! Wall-clock ratios on a shared VM move by several percent between runs. For a figure that
-//! does not, `RATESCOPE_BENCH_SEQUENTIAL=CLIENT:N` (CLIENT one of `plain`, `no_limit`,
-//! `never_binds`) skips criterion and sends N GETs one after another through that client, the
+//! does not, `RATESCOPE_BENCH_SEQUENTIAL=CLIENT:N` (CLIENT one of `plain`, `empty_chain`,
+//! `pass_through`, `no_limit`, `never_binds`) skips criterion and sends N GETs one after another through that client, the
 //! demo API on the same single thread: run it under `valgrind --tool=callgrind` with N = 0 and
 //! N = 1000 and the difference over 1000 is the instructions per request, client and server.
 
@@ -177,7 +177,11 @@ fn sequential(client: &str, count: usize) {
         // Built after the client, which installs the TLS provider reqwest needs.
         let limited = limited.expect("a client");
         let reqwest = reqwest::Client::new();
-        let chain = self::chain(&reqwest, limited);
+        let chain = match client {
+            "empty_chain" => reqwest_middleware::ClientBuilder::new(reqwest.clone()).build(),
+            "pass_through" => reqwest_middleware::ClientBuilder::new(reqwest.clone()).with(PassThrough).build(),
+            _ => self::chain(&reqwest, limited),
+        };
         // One exchange before counting opens the connection both kinds of client then reuse.
         reqwest.get(url.clone()).send().await.expect("a response").bytes().await.expect("a body");
         for _ in 0..count {
@@ -193,7 +197,10 @@ fn sequential(client: &str, count: usize) {
 fn main() {
     if let Ok(spec) = std::env::var("RATESCOPE_BENCH_SEQUENTIAL") {
         let (client, count) = spec.split_once(':').expect("RATESCOPE_BENCH_SEQUENTIAL=CLIENT:N");
-        assert!(["plain", "no_limit", "never_binds"].contains(&client), "unknown client {client}");
+        assert!(
+            ["plain", "empty_chain", "pass_through", "no_limit", "never_binds"].contains(&client),
+            "unknown client {client}"
+        );
         sequential(client, count.parse().expect("a request count"));
         return;
     }

@@ -1,7 +1,8 @@
 //! `RateLimitMiddleware` in a real `reqwest_middleware` chain, against a real axum server on
 //! 127.0.0.1 (paused tokio time) and against express-rate-limit (real time): pacing across
-//! tasks, Retry-After, slots released on panics, streams and cancellation, coalescing, and a
-//! place among other middlewares.
+//! tasks, Retry-After, slots released on panics, streams and cancellation, coalescing, a
+//! place among other middlewares, and the direct path (a client with nothing to read in a
+//! plain answer) handing every other answer to the client's steps.
 
 mod support;
 #[path = "thirdparty/mod.rs"]
@@ -14,7 +15,7 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use http::Extensions;
 use ratescope::engine::{LimitKey, Limiter, LimiterConfig, Priority, Registry};
-use ratescope::http::{Adaptive, LimitedClient, RateLimitMiddleware, RequestCost, RetryPolicy};
+use ratescope::http::{Adaptive, EventSink, LimitedClient, RateLimitMiddleware, RequestCost, RetryPolicy};
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware, Middleware, Next};
 use support::TestServer;
 use thirdparty::ThirdParty;
@@ -226,12 +227,11 @@ impl Middleware for Counting {
 async fn it_works_between_other_middlewares_and_inner_ones_see_every_attempt() {
     let server = TestServer::start(100, Duration::from_secs(60), 1).await;
     let (outer, inner) = (Counting::default(), Counting::default());
+    // Built first: the client installs the TLS provider reqwest needs (a test runs alone
+    // under nextest, with no other test's client to have installed it).
+    let middleware = RateLimitMiddleware::new(limited(&server.key(), "concurrency 2"));
     let reqwest = reqwest::Client::builder().pool_idle_timeout(None).build().unwrap();
-    let http = ClientBuilder::new(reqwest)
-        .with(outer.clone())
-        .with(RateLimitMiddleware::new(limited(&server.key(), "concurrency 2")))
-        .with(inner.clone())
-        .build();
+    let http = ClientBuilder::new(reqwest).with(outer.clone()).with(middleware).with(inner.clone()).build();
     let response = http.get(server.url("/throttle-once")).header("x-caller", "kept").send().await.unwrap();
     assert_eq!(response.status(), 200);
     assert_eq!((outer.0.load(Ordering::SeqCst), inner.0.load(Ordering::SeqCst)), (1, 2));
@@ -356,4 +356,51 @@ async fn a_retry_sends_the_callers_method_body_headers_timeout_and_version_again
         version: http::Version::HTTP_11,
     };
     assert_eq!(seen, vec![expected.clone(), expected]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_403_saying_the_budget_is_spent_pauses_the_key_on_the_direct_path() {
+    let server = TestServer::start(100, Duration::from_secs(60), 0).await;
+    // No cache, coalescing or listener, a plain key: the direct path, which must hand a 403 on.
+    let http = chain(RateLimitMiddleware::new(limited(&server.key(), "concurrency 4")));
+    let refused = http.get(server.url("/spent-403")).send().await.unwrap();
+    assert_eq!(refused.status(), 403, "a status the policy does not retry goes back as it came");
+    assert_eq!(refused.text().await.unwrap(), "API rate limit exceeded");
+    assert_eq!(http.get(server.url("/ok")).send().await.unwrap().status(), 200);
+    let arrivals = server.arrivals();
+    let waited = arrivals[1].at - arrivals[0].at;
+    assert!(waited >= Duration::from_secs(3), "the spent budget paused the key for its Retry-After: {waited:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_success_the_policy_retries_is_retried_on_the_direct_path() {
+    let server = TestServer::start(100, Duration::from_secs(60), 0).await;
+    let key: LimitKey = server.key().parse().unwrap();
+    let registry = Registry::from_table([(key, LimiterConfig::parse_described("concurrency 4").unwrap())]).unwrap();
+    // The user's word, however odd: a 200 is worth retrying, up to three attempts.
+    let retry = RetryPolicy { retry_statuses: vec![200], max_attempts: 3, ..RetryPolicy::default() };
+    let client = LimitedClient::builder().registry(Arc::new(registry)).retry(retry).without_timers().build().unwrap();
+    let response = chain(RateLimitMiddleware::new(client)).get(server.url("/ok")).send().await.unwrap();
+    assert_eq!((response.status(), response.text().await.unwrap()), (reqwest::StatusCode::OK, "ok".to_owned()));
+    assert_eq!(server.arrivals().len(), 3, "the first answer and two retries, the last given back");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_response_keeps_its_url_remote_address_and_slot_on_either_path() {
+    let server = TestServer::start(100, Duration::from_secs(60), 0).await;
+    for listening in [false, true] {
+        let key: LimitKey = server.key().parse().unwrap();
+        let registry = Registry::from_table([(key, LimiterConfig::parse_described("concurrency 1").unwrap())]);
+        let (sink, _events) = EventSink::channel(64);
+        let builder = LimitedClient::builder().registry(Arc::new(registry.unwrap())).without_timers();
+        // A listener sends the request through the client's steps; none, down the direct path.
+        let client = if listening { builder.events(sink) } else { builder }.build().unwrap();
+        let http = chain(RateLimitMiddleware::new(client.clone()));
+        let response = http.get(server.url("/ok")).send().await.unwrap();
+        assert_eq!(response.url(), &server.url("/ok"), "listening: {listening}");
+        assert_eq!(response.remote_addr(), Some(server.addr), "listening: {listening}");
+        assert_eq!(limiter_of(&client, &server).in_flight(), 1, "the unread body holds the slot");
+        assert_eq!(response.text().await.unwrap(), "ok");
+        assert_eq!(limiter_of(&client, &server).in_flight(), 0, "listening: {listening}");
+    }
 }

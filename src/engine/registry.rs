@@ -155,9 +155,13 @@ impl HostEntry {
 /// when the port is written as `format!("{port}")` would write it (so exactly the keys a lookup
 /// by host and port used to match); anything else is a host name of its own.
 fn split_port(host: &str) -> (&str, Option<u16>) {
-    if host.ends_with(|c: char| c.is_ascii_digit())
-        && let Some((name, digits)) = host.rsplit_once(':')
-        && !name.is_empty()
+    if !host.ends_with(|c: char| c.is_ascii_digit()) {
+        return (host, None);
+    }
+    // A plain byte scan: hosts are short, and `rsplit_once` sets up a chunked search for each.
+    let Some(colon) = host.bytes().rposition(|byte| byte == b':') else { return (host, None) };
+    let (name, digits) = (&host[..colon], &host[colon + 1..]);
+    if !name.is_empty()
         && digits.bytes().all(|b| b.is_ascii_digit())
         && (digits == "0" || !digits.starts_with('0'))
         && let Ok(port) = digits.parse::<u16>()

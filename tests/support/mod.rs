@@ -93,6 +93,7 @@ impl TestServer {
             .route("/throttle-once", get(throttle_once))
             .route("/always-429", get(always_429))
             .route("/go-away", get(go_away))
+            .route("/spent-403", get(spent_403))
             .route("/cached", get(cached))
             .route("/ok", get(ok))
             .route("/slow", get(slow))
@@ -189,6 +190,13 @@ async fn always_429(State(inner): Shared, request_headers: HeaderMap) -> impl In
 async fn go_away(State(inner): Shared, request_headers: HeaderMap) -> impl IntoResponse {
     record(&mut inner.lock(), "/go-away", StatusCode::TOO_MANY_REQUESTS, &request_headers);
     (StatusCode::TOO_MANY_REQUESTS, [("retry-after", "1000000000")], "no")
+}
+
+/// GitHub's way of saying the budget is spent: a 403 with `X-RateLimit-Remaining: 0`.
+async fn spent_403(State(inner): Shared, request_headers: HeaderMap) -> impl IntoResponse {
+    record(&mut inner.lock(), "/spent-403", StatusCode::FORBIDDEN, &request_headers);
+    let headers = [("x-ratelimit-limit", "60"), ("x-ratelimit-remaining", "0"), ("retry-after", "3")];
+    (StatusCode::FORBIDDEN, headers, "API rate limit exceeded")
 }
 
 async fn cached(State(inner): Shared, request_headers: HeaderMap) -> impl IntoResponse {

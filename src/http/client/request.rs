@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
 use tokio::time::Instant;
+use url::Url;
 
 use super::wire::Attempt;
 use super::{
@@ -58,7 +59,7 @@ pub(super) struct Admission {
 
 impl Admission {
     /// Admitted without waiting and without a shared budget: `permit` from the limiter, if any.
-    fn at_once(permit: Option<Permit>) -> Self {
+    pub(super) fn at_once(permit: Option<Permit>) -> Self {
         Self { permit, waited: Duration::ZERO, shared: None }
     }
 }
@@ -151,7 +152,7 @@ impl<'c> Request<'c> {
         let id = if listening { inner.next_id.fetch_add(1, Ordering::Relaxed) } else { 0 };
         // `url` lowercases the hosts of http(s) URLs already; other schemes may keep capitals.
         let host = spec.url.host_str().ok_or_else(|| ClientError::NoHost(spec.url.clone()))?;
-        let limiter = client.limiter_for(&lower_case(host), &spec.url);
+        let limiter = client.limiter_for(&lower_case(host, &spec.url), &spec.url);
         let adaptive = limiter.as_ref().is_some_and(|limiter| client.adaptive_for(limiter.key()));
         if let (true, Some(limiter)) = (adaptive, &limiter) {
             adaptive::watch(limiter);
@@ -182,7 +183,7 @@ impl<'c> Request<'c> {
 
     /// The request's host, lower case (for errors).
     fn host(&self) -> String {
-        lower_case(self.spec.url.host_str().unwrap_or_default()).into_owned()
+        lower_case(self.spec.url.host_str().unwrap_or_default(), &self.spec.url).into_owned()
     }
 
     fn emit(&self, kind: EventKind) {
@@ -540,10 +541,10 @@ impl<'c> Request<'c> {
     }
 }
 
-/// `host` in lower case, copied only when it has capitals (`url` lowercases the hosts of
-/// http(s) URLs already; other schemes may keep them).
-fn lower_case(host: &str) -> Cow<'_, str> {
-    if host.bytes().any(|byte| byte.is_ascii_uppercase()) {
+/// `host` (of `url`) in lower case, copied only when it has capitals: `url` lowercases the
+/// hosts of http(s) URLs already, other schemes may keep them.
+pub(super) fn lower_case<'h>(host: &'h str, url: &Url) -> Cow<'h, str> {
+    if !matches!(url.scheme(), "http" | "https") && host.bytes().any(|byte| byte.is_ascii_uppercase()) {
         Cow::Owned(host.to_ascii_lowercase())
     } else {
         Cow::Borrowed(host)

@@ -7,7 +7,9 @@
 //! wire, its rate-limit headers read (adaptive keys learn from them), the key paused on a
 //! 429/503, and retries that wait what `Retry-After` says. What differs is the wire and the
 //! answer: the chain's next middleware (and finally reqwest) sends each attempt, and the
-//! caller gets reqwest's own `Response`.
+//! caller gets reqwest's own `Response`. A client with nothing to read in a plain answer (no
+//! cache, coalescing, listener or cost rules, a key neither adaptive nor shared) sends on a
+//! direct path ([`direct`]) that skips the steps for a 2xx and hands them anything else.
 //!
 //! Bodies stream through untouched unless the client needs them: a response cache, coalescing
 //! (both share one body among callers) or cost rules (which read the answer) make the
@@ -21,6 +23,8 @@
 //! got no response at all fails with the chain's own error; the limiter's or the shared
 //! budget's refusal is a `reqwest_middleware::Error::Middleware` holding a [`ClientError`].
 
+mod direct;
+
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -29,9 +33,11 @@ use bytes::Bytes;
 use http::{Extensions, HeaderMap, StatusCode, Version};
 use reqwest::ResponseBuilderExt;
 use reqwest_middleware::{Error, Next};
+use tokio::time::Instant;
 use url::Url;
 
-use super::request::{Answer, Request, Sent};
+use self::direct::Direct;
+use super::request::{Admission, Answer, Request, Sent};
 use super::wire::{Attempt, classify};
 use super::{ClientError, LimitedClient, LimitedResponse, RequestSpec};
 use crate::engine::Permit;
@@ -78,7 +84,28 @@ impl reqwest_middleware::Middleware for RateLimitMiddleware {
         extensions: &mut Extensions,
         next: Next<'_>,
     ) -> reqwest_middleware::Result<reqwest::Response> {
-        let (spec, outgoing) = Outgoing::new(request, extensions);
+        // Boxed: the direct path's future then carries a pointer, not the request's copy.
+        let pending = Box::new(Outgoing::new(request, extensions));
+        match Direct::admit(&self.client, &pending.0) {
+            Some(direct) => Outgoing::direct(pending, &self.client, direct, extensions, next).await,
+            // Boxed: the steps' state is large, and the direct path's future should not carry it.
+            None => {
+                let (spec, outgoing) = *pending;
+                Box::pin(self.stepped(spec, outgoing, extensions, next)).await
+            }
+        }
+    }
+}
+
+impl RateLimitMiddleware {
+    /// A request through the client's steps: the cache, coalescing, then its attempts.
+    async fn stepped(
+        &self,
+        spec: RequestSpec,
+        outgoing: Outgoing,
+        extensions: &mut Extensions,
+        next: Next<'_>,
+    ) -> reqwest_middleware::Result<reqwest::Response> {
         // Boxed: the request's state then moves as a pointer through the nested futures.
         let mut life = Box::new(Request::prepare(&self.client, spec).map_err(Error::middleware)?);
         if let Some(cached) = life.cached() {
@@ -89,14 +116,14 @@ impl reqwest_middleware::Middleware for RateLimitMiddleware {
             self.client.inner.coalescer.as_ref().and_then(|coalescer| Some((coalescer, life.flight_key()?)));
         let Some((coalescer, key)) = coalescing else {
             let buffered = self.client.inner.cache.is_some() || !life.spec().cost_rules.is_empty();
-            return outgoing.attempts(life, extensions, next, buffered).await?.into_reqwest();
+            return outgoing.attempts(life, extensions, next, buffered, None).await?.into_reqwest();
         };
         let url = life.spec().url.clone();
         let mut role = coalescer.join(key);
         loop {
             match role {
                 Role::Leader(leader) => {
-                    let finished = outgoing.attempts(life, extensions, next, true).await;
+                    let finished = outgoing.attempts(life, extensions, next, true, None).await;
                     leader.land(&landed(&finished, &url));
                     return finished?.into_reqwest();
                 }
@@ -179,6 +206,14 @@ struct Replay {
     version: Version,
 }
 
+/// An attempt already sent when the steps take the request over: how it was admitted, when
+/// it left, and what the chain answered.
+struct FirstAttempt {
+    admission: Admission,
+    sent_at: Instant,
+    answer: reqwest_middleware::Result<reqwest::Response>,
+}
+
 /// What an attempt leaves the caller besides what the client's steps read.
 enum Kept {
     /// The response whose body was not read: it streams on to the caller.
@@ -229,28 +264,59 @@ impl Outgoing {
         Some(request)
     }
 
-    /// Every attempt of a request that goes down the chain itself, to the response or error
-    /// the caller gets.
+    /// The direct path ([`Direct`]): the caller's request down the chain with its permit. An
+    /// answer the steps must see continues through them as the request's first attempt.
+    async fn direct(
+        mut pending: Box<(RequestSpec, Self)>,
+        client: &LimitedClient,
+        direct: Direct<'_>,
+        extensions: &mut Extensions,
+        next: Next<'_>,
+    ) -> reqwest_middleware::Result<reqwest::Response> {
+        let Some(request) = pending.1.first.take() else {
+            return Err(Error::middleware(ClientError::Build("the request was already sent".into())));
+        };
+        let answer = next.clone().run(request, extensions).await;
+        let Direct { permit, .. } = match answer {
+            Ok(response) if direct.passes_on(response.status()) => return holding(response, direct.permit),
+            _ => direct,
+        };
+        let first = FirstAttempt { admission: Admission::at_once(permit), sent_at: Instant::now(), answer };
+        let (spec, outgoing) = *pending;
+        let life = Box::new(Request::prepare(client, spec).map_err(Error::middleware)?);
+        Box::pin(outgoing.attempts(life, extensions, next, false, Some(first))).await?.into_reqwest()
+    }
+
+    /// Every attempt of a request that goes down the chain itself (after `first`, when one
+    /// was sent before the steps took over), to the response or error the caller gets.
     async fn attempts(
         mut self,
         mut life: Box<Request<'_>>,
         extensions: &mut Extensions,
         next: Next<'_>,
         buffered: bool,
+        mut first: Option<FirstAttempt>,
     ) -> reqwest_middleware::Result<Finished> {
         self.adds_headers = life.adds_headers();
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let admission = match life.admit_at_once(attempt) {
-                Some(admission) => admission,
-                None => life.admit(attempt).await.map_err(Error::middleware)?,
+            let (admission, sent_at, answer) = match first.take() {
+                Some(first) => (first.admission, first.sent_at, first.answer),
+                None => {
+                    let admission = match life.admit_at_once(attempt) {
+                        Some(admission) => admission,
+                        None => life.admit(attempt).await.map_err(Error::middleware)?,
+                    };
+                    let Some(outgoing) = self.next_try(&life) else {
+                        let already = ClientError::Build("the request body was already sent".into());
+                        return Err(Error::middleware(already));
+                    };
+                    let sent_at = life.sending(attempt);
+                    (admission, sent_at, next.clone().run(outgoing, extensions).await)
+                }
             };
-            let Some(outgoing) = self.next_try(&life) else {
-                return Err(Error::middleware(ClientError::Build("the request body was already sent".into())));
-            };
-            let sent_at = life.sending(attempt);
-            let (result, kept) = exchange(next.clone(), outgoing, extensions, buffered).await;
+            let (result, kept) = received(answer, buffered).await;
             let sent = life.answered(attempt, sent_at, result, &admission);
             let mut decision = life.decide(attempt, &sent);
             if self.replay.is_none() && matches!(decision, Decision::Retry { .. }) {
@@ -274,15 +340,10 @@ impl Outgoing {
     }
 }
 
-/// One attempt down the rest of the chain; the body read when `buffered` or when the answer is
-/// an error status (small, and it may carry retry hints).
-async fn exchange(
-    next: Next<'_>,
-    request: reqwest::Request,
-    extensions: &mut Extensions,
-    buffered: bool,
-) -> (Attempt, Kept) {
-    let response = match next.run(request, extensions).await {
+/// What the rest of the chain answered an attempt, for the steps: the body read when
+/// `buffered` or when the answer is an error status (small, and it may carry retry hints).
+async fn received(answer: reqwest_middleware::Result<reqwest::Response>, buffered: bool) -> (Attempt, Kept) {
+    let response = match answer {
         Ok(response) => response,
         Err(Error::Reqwest(err)) => return (classify(&err), Kept::Failed(Error::Reqwest(err))),
         Err(err) => return (Attempt::ConnectionError(err.to_string()), Kept::Failed(err)),
