@@ -492,6 +492,75 @@ async fn lock_free_admissions_hand_over_to_pauses_caps_and_queues() {
     assert!(limiter.try_acquire(1).is_err());
 }
 
+/// A lone bucket with a cap admits without the lock too: the cap is checked on the in-flight
+/// count, the bucket is charged, and a request at the cap waits for a returned permit.
+#[tokio::test(start_paused = true)]
+async fn a_capped_bucket_admits_up_to_its_cap_and_a_returned_permit_lets_the_next_in() {
+    let limiter = Limiter::new("api", bucket(10, "1/1s").with_concurrency(2)).unwrap();
+    let first = limiter.try_acquire(1).unwrap();
+    let second = limiter.try_acquire(1).unwrap();
+    assert_eq!(limiter.in_flight(), 2);
+    assert!(matches!(limiter.try_acquire(1), Err(TryAcquireError::WouldWait(Blocked::Concurrency { limit: 2 }))));
+    assert_eq!(limiter.in_flight(), 2, "a refused attempt gives its count back");
+    assert!((limiter.snapshot().budgets[0].available - 8.0).abs() < 1e-9, "two tokens spent, the refusal none");
+    let start = Instant::now();
+    let waiter = tokio::spawn({
+        let limiter = limiter.clone();
+        async move { limiter.acquire(Priority::Normal, 1).await.map(|permit| (Instant::now(), permit)) }
+    });
+    until_queued(&limiter, 1).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    drop(first);
+    let (admitted, _third) = waiter.await.unwrap().unwrap();
+    assert_eq!(admitted - start, Duration::from_secs(3), "admitted when the permit came back, not before");
+    drop(second);
+    // Lowered below what is in flight: the next admission waits until enough came back.
+    limiter.reconfigure(bucket(10, "1/1s").with_concurrency(1)).unwrap();
+    assert!(matches!(limiter.try_acquire(1), Err(TryAcquireError::WouldWait(Blocked::Concurrency { limit: 1 }))));
+}
+
+/// Threads racing lock-free admissions against locked ones (a snapshot takes the lock and
+/// parks the bucket's word) never hold more permits than the cap at once.
+#[test]
+fn a_cap_holds_while_lock_free_and_locked_admissions_race() {
+    const CAP: usize = 2;
+    let limiter = Limiter::new("api", bucket(1_000_000, "1000000/1s").with_concurrency(CAP)).unwrap();
+    let holding = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (most, refused) = (Arc::new(std::sync::atomic::AtomicUsize::new(0)), Arc::new(Mutex::new(0u64)));
+    let threads: Vec<_> = (0..6)
+        .map(|thread| {
+            let (limiter, holding, most, refused) =
+                (limiter.clone(), Arc::clone(&holding), Arc::clone(&most), Arc::clone(&refused));
+            std::thread::spawn(move || {
+                use std::sync::atomic::Ordering::SeqCst;
+                for round in 0..50_000u32 {
+                    match limiter.try_acquire(1) {
+                        Ok(permit) => {
+                            let now = holding.fetch_add(1, SeqCst) + 1;
+                            most.fetch_max(now, SeqCst);
+                            // Held across a yield, so other threads try while it is held.
+                            std::thread::yield_now();
+                            holding.fetch_sub(1, SeqCst);
+                            drop(permit);
+                        }
+                        Err(TryAcquireError::WouldWait(Blocked::Concurrency { limit: CAP })) => *refused.lock() += 1,
+                        Err(other) => panic!("only the cap may refuse: {other:?}"),
+                    }
+                    if (round + thread) % 3 == 0 {
+                        let _ = limiter.snapshot();
+                    }
+                }
+            })
+        })
+        .collect();
+    threads.into_iter().for_each(|thread| thread.join().unwrap());
+    let most = most.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(most <= CAP, "{most} permits were held at once under a cap of {CAP}");
+    assert_eq!(most, CAP, "the threads did reach the cap");
+    assert!(*refused.lock() > 0, "the cap refused some attempts");
+    assert_eq!(limiter.in_flight(), 0, "every count was given back");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_bucket_settled_below_its_estimate_refills_by_the_difference_and_above_it_goes_into_debt() {
     // 10 tokens refilled at 10/s; the lock-free path serves this limiter while it is idle.

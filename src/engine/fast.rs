@@ -1,8 +1,10 @@
-//! Lock-free admission for the commonest limiter: one token bucket, no concurrency cap.
+//! Lock-free admission for the commonest limiter: one token bucket, with or without a
+//! concurrency cap.
 //!
 //! While such a limiter is idle enough (nobody queued, no pause), its bucket lives
 //! in one atomic word holding the GCRA "theoretical arrival time" in the bucket's
-//! ticks, and an admission is a clock read and a compare-and-swap. Whenever the
+//! ticks, and an admission is a clock read and a compare-and-swap (a cap is checked on the
+//! limiter's atomic in-flight count, which the lock-free path increments before it spends). Whenever the
 //! limiter's lock is taken, the word is swapped to [`PARKED`] and its value moved
 //! into the locked state, so the locked path and the atomic path never both own
 //! the bucket; the lock hands it back on release when the limiter is idle again.
@@ -31,13 +33,11 @@ pub(crate) struct FastBucket {
 
 impl FastBucket {
     /// The fast parameters of `config`, if it qualifies: exactly one budget, a token bucket,
-    /// no concurrency cap, and tick counts that fit in 64 bits.
+    /// and tick counts that fit in 64 bits. Its concurrency cap, if any, is not part of them:
+    /// the limiter keeps it in an atomic the lock-free path reads.
     pub(crate) fn for_config(config: &LimiterConfig) -> Option<Self> {
         let [spec] = config.budgets.as_slice() else { return None };
         let BudgetKind::TokenBucket { capacity, refill } = spec.kind else { return None };
-        if config.concurrency.is_some() {
-            return None;
-        }
         let (ticks_per_ns, ticks_per_token) = reduced_ticks(refill.amount(), refill.per().as_nanos());
         Some(Self {
             unit: spec.unit.clone(),
@@ -93,10 +93,11 @@ mod tests {
     }
 
     #[test]
-    fn only_a_lone_uncapped_bucket_qualifies() {
+    fn only_a_lone_bucket_qualifies_whatever_its_cap() {
         let one = bucket_config(5, 3, Duration::from_secs(1));
         assert!(FastBucket::for_config(&one).is_some());
-        assert!(FastBucket::for_config(&one.clone().with_concurrency(4)).is_none());
+        let capped = FastBucket::for_config(&one.clone().with_concurrency(4));
+        assert_eq!(capped, FastBucket::for_config(&one), "a cap changes nothing of the bucket's constants");
         let two = one.with_budget(BudgetSpec::sliding_window("w", 10, Duration::from_secs(60)).unwrap());
         assert!(FastBucket::for_config(&two).is_none());
         assert!(FastBucket::for_config(&LimiterConfig::new()).is_none());

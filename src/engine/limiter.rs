@@ -46,7 +46,8 @@ struct Shared {
     /// Time zero of every budget's nanosecond clock.
     epoch: Instant,
     state: Mutex<State>,
-    /// The lock-free path's constants, when the limiter was built as one uncapped token bucket.
+    /// The lock-free path's constants, when the limiter was built as one token bucket (its cap,
+    /// if any, is `limit`).
     fast: Option<FastBucket>,
     /// That bucket's state while the limiter is idle, or `PARKED` while the lock owns it.
     fast_word: AtomicU64,
@@ -202,7 +203,10 @@ impl Limiter {
             return Err(TryAcquireError::WouldWait(blocked));
         }
         match state.readiness_checked(cost, now, &self.shared) {
-            Readiness::Now => Ok(state.admit(cost, now, &self.shared)),
+            Readiness::Now => match state.admit(cost, now, &self.shared) {
+                Some(permit) => Ok(permit),
+                None => Err(TryAcquireError::WouldWait(state.concurrency_blocked())),
+            },
             Readiness::At(_, blocked) | Readiness::Gate(blocked) => Err(TryAcquireError::WouldWait(blocked)),
             Readiness::Concurrency => Err(TryAcquireError::WouldWait(state.concurrency_blocked())),
             Readiness::Never(err) => Err(err.into()),
@@ -348,7 +352,8 @@ impl Shared {
         Locked { guard, shared: self }
     }
 
-    /// Admission without the lock: a single uncapped bucket with nobody queued and no pause.
+    /// Admission without the lock: a single bucket (under its cap, if it has one) with nobody
+    /// queued and no pause.
     /// `None` means "take the locked path", which decides every other case (a zero request
     /// count is an error only that path reports).
     #[inline]
@@ -378,8 +383,14 @@ impl Shared {
         if shared.fast_word.load(Ordering::Relaxed) == PARKED {
             return None;
         }
-        // Counted before the spend, so a cap set meanwhile already sees this request.
-        shared.in_flight.fetch_add(1, Ordering::SeqCst);
+        // Counted before the spend: a cap set meanwhile, and the locked path's readiness (it
+        // parks the word before it looks, so this spend then fails), already see this request.
+        let before = shared.in_flight.fetch_add(1, Ordering::SeqCst);
+        if before >= shared.limit.load(Ordering::SeqCst) {
+            // At the cap: the locked path decides (and names the wait).
+            shared.release_one();
+            return None;
+        }
         let now = duration_nanos(Instant::now().saturating_duration_since(shared.epoch));
         if fast.try_spend(&shared.fast_word, spend, now) {
             return Some(Permit { shared: Arc::clone(shared), ticket: None, charged: charged(), admitted_ns: now });
@@ -567,17 +578,25 @@ impl State {
         Readiness::Now
     }
 
-    /// Spends `cost` in every budget and takes a concurrency slot. The caller checked readiness.
-    fn admit(&mut self, cost: &CompactCost, now: Instant, shared: &Arc<Shared>) -> Permit {
+    /// Takes a concurrency slot, then spends `cost` in every budget. The caller checked
+    /// readiness. `None`: a lock-free admission counted itself since, and the slot readiness
+    /// saw is its; this request waits for a returned permit like any other at the cap.
+    fn admit(&mut self, cost: &CompactCost, now: Instant, shared: &Arc<Shared>) -> Option<Permit> {
+        // Counted and checked in one step, as the lock-free path does: of any two admissions,
+        // the one that counts second sees the first, so a cap never admits past itself.
+        let before = shared.in_flight.fetch_add(1, Ordering::SeqCst);
+        if before >= shared.limit.load(Ordering::SeqCst) {
+            // Under the lock, no waiter saw this count; the lock-free attempt that may have
+            // refused because of it takes the locked path and looks again.
+            shared.in_flight.fetch_sub(1, Ordering::SeqCst);
+            return None;
+        }
         let now_ns = self.nanos(now);
         for (spec, budget) in self.config.budgets.iter().zip(self.budgets.iter_mut()) {
             budget.consume(spec.spend(cost), now_ns);
         }
-        // Readiness saw a free slot under this lock. The lock-free path takes slots only while
-        // uncapped, and counts itself before it spends, so a cap never admits past itself.
-        shared.in_flight.fetch_add(1, Ordering::SeqCst);
         let ticket = self.gate.as_mut().map(|gate| cost.with_cost(|cost| gate.admit(now, cost)));
-        Permit { shared: Arc::clone(shared), ticket, charged: cost.clone(), admitted_ns: now_ns }
+        Some(Permit { shared: Arc::clone(shared), ticket, charged: cost.clone(), admitted_ns: now_ns })
     }
 
     /// Corrects what a permit admitted at `admitted_ns` spent in every budget from `charged`
@@ -694,7 +713,9 @@ impl Future for Acquire {
                 if state.lanes.total() == 0 {
                     match state.readiness(&this.cost, now, &shared) {
                         Readiness::Now => {
-                            return Poll::Ready(Ok(state.admit(&this.cost, now, &shared)));
+                            if let Some(permit) = state.admit(&this.cost, now, &shared) {
+                                return Poll::Ready(Ok(permit));
+                            }
                         }
                         Readiness::Never(err) => return Poll::Ready(Err(err)),
                         Readiness::At(..) | Readiness::Concurrency | Readiness::Gate(_) => {}
@@ -722,10 +743,14 @@ impl Future for Acquire {
             }
             match state.readiness(&this.cost, now, &shared) {
                 Readiness::Now => {
+                    let Some(permit) = state.admit(&this.cost, now, &shared) else {
+                        // A lock-free admission took the slot: wait for a permit like at the cap.
+                        this.sleep = None;
+                        return Poll::Pending;
+                    };
                     state.dequeue(ticket, true, &shared);
                     this.ticket = None;
                     this.sleep = None;
-                    let permit = state.admit(&this.cost, now, &shared);
                     state.wake_head(now);
                     return Poll::Ready(Ok(permit));
                 }

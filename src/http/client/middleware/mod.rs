@@ -9,7 +9,7 @@
 //! answer: the chain's next middleware (and finally reqwest) sends each attempt, and the
 //! caller gets reqwest's own `Response`. A client with nothing to read in a plain answer (no
 //! cache, coalescing, listener or cost rules, a key neither adaptive nor shared) sends on a
-//! direct path ([`direct`]) that skips the steps for a 2xx and hands them anything else.
+//! direct path (`direct.rs`) that skips the steps for a 2xx and hands them anything else.
 //!
 //! Bodies stream through untouched unless the client needs them: a response cache, coalescing
 //! (both share one body among callers) or cost rules (which read the answer) make the
