@@ -45,12 +45,22 @@ fn never_empty_bucket(name: &str) -> BudgetSpec {
     BudgetSpec::token_bucket(name, 1 << 40, Rate::new(1 << 39, Duration::from_secs(1)).unwrap()).unwrap()
 }
 
+/// One never-empty bucket and a cap of 64.
+fn capped_config() -> LimiterConfig {
+    LimiterConfig::new().with_budget(never_empty_bucket("rate")).with_concurrency(64)
+}
+
 fn uncontended(c: &mut Criterion) {
     let mut group = c.benchmark_group("uncontended_admission");
     group.throughput(Throughput::Elements(1));
     let limiter = Limiter::new("bench", LimiterConfig::new().with_budget(never_empty_bucket("rate"))).unwrap();
     group.bench_function("ratescope_try_acquire", |b| {
         b.iter(|| drop(black_box(limiter.try_acquire(black_box(1)))));
+    });
+    // The same bucket under a concurrency cap it never reaches: the cap checked on the count.
+    let capped = Limiter::new("bench", capped_config()).unwrap();
+    group.bench_function("ratescope_try_acquire_capped", |b| {
+        b.iter(|| drop(black_box(capped.try_acquire(black_box(1)))));
     });
     // The floor under any admission that reads tokio's clock (which paused-time tests need).
     group.bench_function("tokio_instant_now", |b| {
@@ -226,14 +236,19 @@ fn queue_drain(c: &mut Criterion) {
 
 criterion_group!(benches, uncontended, keyed, stacked_contended, queue_drain);
 
-/// `RATESCOPE_BENCH_SEQUENTIAL=stacked:N` skips criterion and admits N requests one after
-/// another through the stacked config on one thread: run under `valgrind --tool=callgrind`
-/// with N = 0 and N = 10,000, the difference over 10,000 is the instructions per admission of
-/// the locked path, a figure the machine's load does not move.
+/// `RATESCOPE_BENCH_SEQUENTIAL=CONFIG:N` (CONFIG `stacked`, or `capped` for one bucket and a
+/// cap) skips criterion and admits N requests one after another through that config on one
+/// thread: run under `valgrind --tool=callgrind` with N = 0 and N = 10,000, the difference
+/// over 10,000 is the instructions per admission, a figure the machine's load does not move.
 fn main() {
     if let Ok(spec) = std::env::var("RATESCOPE_BENCH_SEQUENTIAL") {
-        let count = spec.strip_prefix("stacked:").expect("RATESCOPE_BENCH_SEQUENTIAL=stacked:N");
-        let limiter = Limiter::new("bench", stacked_config()).unwrap();
+        let (config, count) = spec.split_once(':').expect("RATESCOPE_BENCH_SEQUENTIAL=CONFIG:N");
+        let config = match config {
+            "stacked" => stacked_config(),
+            "capped" => capped_config(),
+            other => panic!("unknown config {other}"),
+        };
+        let limiter = Limiter::new("bench", config).unwrap();
         for _ in 0..count.parse::<usize>().expect("an admission count") {
             drop(black_box(limiter.try_acquire(1)));
         }

@@ -366,7 +366,9 @@ impl Shared {
     }
 
     /// [`try_fast`](Self::try_fast) for a request count alone: no `Cost` is built.
-    #[inline]
+    // Always: the common `try_acquire` of a limiter without the lock-free path then pays only
+    // the inlined check, not a call.
+    #[inline(always)]
     fn try_fast_requests(shared: &Arc<Self>, requests: u64) -> Option<Permit> {
         let fast = shared.fast.as_ref().filter(|fast| requests > 0 && matches!(fast.unit(), Unit::Requests))?;
         Self::try_fast_spend(shared, fast, requests, || CompactCost::Requests(requests))
@@ -584,8 +586,10 @@ impl State {
     fn admit(&mut self, cost: &CompactCost, now: Instant, shared: &Arc<Shared>) -> Option<Permit> {
         // Counted and checked in one step, as the lock-free path does: of any two admissions,
         // the one that counts second sees the first, so a cap never admits past itself.
+        // Without a lock-free path every admission happens under this lock, and readiness's
+        // look at the count was exact.
         let before = shared.in_flight.fetch_add(1, Ordering::SeqCst);
-        if before >= shared.limit.load(Ordering::SeqCst) {
+        if shared.fast.is_some() && before >= shared.limit.load(Ordering::SeqCst) {
             // Under the lock, no waiter saw this count; the lock-free attempt that may have
             // refused because of it takes the locked path and looks again.
             shared.in_flight.fetch_sub(1, Ordering::SeqCst);
