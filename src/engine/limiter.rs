@@ -40,15 +40,11 @@ pub struct Limiter {
     shared: Arc<Shared>,
 }
 
+/// In declaration order (`repr(C)`): what the lock-free path reads and writes comes first,
+/// so with the `Arc`'s counts it spans two cache lines, not the far side of the locked state.
 #[derive(Debug)]
+#[repr(C)]
 struct Shared {
-    key: String,
-    /// Time zero of every budget's nanosecond clock.
-    epoch: Instant,
-    state: Mutex<State>,
-    /// The lock-free path's constants, when the limiter was built as one token bucket (its cap,
-    /// if any, is `limit`).
-    fast: Option<FastBucket>,
     /// That bucket's state while the limiter is idle, or `PARKED` while the lock owns it.
     fast_word: AtomicU64,
     /// Admitted and not yet finished, counting every permit however it was admitted.
@@ -58,6 +54,13 @@ struct Shared {
     limit: AtomicUsize,
     /// Waiters in all lanes; lets a returning permit skip the lock when nobody waits.
     queued: AtomicUsize,
+    /// Time zero of every budget's nanosecond clock.
+    epoch: Instant,
+    /// The lock-free path's constants, when the limiter was built as one token bucket (its cap,
+    /// if any, is `limit`).
+    fast: Option<FastBucket>,
+    key: String,
+    state: Mutex<State>,
 }
 
 #[derive(Debug)]
