@@ -438,16 +438,24 @@ fn given_up(
 fn holding(response: reqwest::Response, permit: Option<Permit>) -> reqwest_middleware::Result<reqwest::Response> {
     let Some(permit) = permit else { return Ok(response) };
     let url = response.url().clone();
-    // Back and forth through `http::Response`, the one way to swap a reqwest response's body;
-    // the head is moved, and the URL, which the way there drops, rides in the extensions.
-    let response: http::Response<reqwest::Body> = response.into();
-    let mut response = response.map(|body| reqwest::Body::wrap(SlotBody { body, permit: Some(permit) }));
-    let with_url = http::Response::builder()
-        .url(url)
-        .body(())
-        .map_err(|err| Error::middleware(ClientError::Build(err.to_string())))?;
-    response.extensions_mut().extend(with_url.into_parts().0.extensions);
-    Ok(response.into())
+    // Back and forth through `http::Response`, the one way to swap a reqwest response's body:
+    // the head stays where it is, and the URL, which the way there drops, goes back in.
+    let (mut parts, body) = http::Response::<reqwest::Body>::from(response).into_parts();
+    parts.extensions = with_url(std::mem::take(&mut parts.extensions), url)?;
+    let body = reqwest::Body::wrap(SlotBody { body, permit: Some(permit) });
+    Ok(http::Response::from_parts(parts, body).into())
+}
+
+/// `extensions` with the URL a reqwest response built from an `http::Response` reports:
+/// reqwest names its type only in the builder's `url` setter, so the extensions pass through a
+/// builder (moved in and out, not merged).
+fn with_url(extensions: Extensions, url: Url) -> reqwest_middleware::Result<Extensions> {
+    let mut builder = http::Response::builder();
+    if let Some(slot) = builder.extensions_mut() {
+        *slot = extensions;
+    }
+    let carrier = builder.url(url).body(()).map_err(|err| Error::middleware(ClientError::Build(err.to_string())))?;
+    Ok(carrier.into_parts().0.extensions)
 }
 
 /// A [`LimitedResponse`] (cached, coalesced or read) as reqwest's response.
@@ -472,15 +480,11 @@ struct Head {
 
 impl Head {
     fn with_body(self, body: impl Into<reqwest::Body>) -> reqwest_middleware::Result<reqwest::Response> {
-        let mut builder = http::Response::builder().status(self.status).version(self.version).url(self.url);
-        if let Some(headers) = builder.headers_mut() {
-            *headers = self.headers;
-        }
-        if let Some(extensions) = builder.extensions_mut() {
-            extensions.extend(self.extensions);
-        }
-        let response =
-            builder.body(body.into()).map_err(|err| Error::middleware(ClientError::Build(err.to_string())))?;
+        let mut response = http::Response::new(body.into());
+        *response.status_mut() = self.status;
+        *response.version_mut() = self.version;
+        *response.headers_mut() = self.headers;
+        *response.extensions_mut() = with_url(self.extensions, self.url)?;
         Ok(response.into())
     }
 }
