@@ -64,8 +64,8 @@ impl fmt::Display for LimitKey {
 }
 
 /// One key's limiter, created on first use, and the key and limits it is made from. A lookup
-/// reads only the limiter: the rest sits behind a box, so a host's entry in the map stays a
-/// few words long and a lookup touches fewer cache lines.
+/// reads only the limiter: the rest sits behind a box, so a host's entry in the map stays
+/// small (88 bytes, not 184) and a lookup touches fewer cache lines.
 #[derive(Debug)]
 struct Slot {
     limiter: OnceLock<Limiter>,
