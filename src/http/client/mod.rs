@@ -616,11 +616,17 @@ impl LimitedClient {
         self.inner.adaptive.covers(key)
     }
 
-    /// The limiter of a request to `url` (on `host`, lower case). In adaptive mode for every
+    /// The limiter of a request to `url` (none without a host). In adaptive mode for every
     /// host, a host with no limits gets an empty entry (keyed `host:port` when the URL names a
     /// port) on its first request: the server's word becomes its limit.
-    fn limiter_for(&self, host: &str, url: &Url) -> Option<Limiter> {
-        adaptive::limiter_for(&self.inner.registry, &self.inner.adaptive, host, url)
+    fn limiter_for(&self, url: &Url) -> Option<Limiter> {
+        let host = request::lower_case(url.host_str()?, url);
+        adaptive::limiter_for(&self.inner.registry, &self.inner.adaptive, &host, url)
+    }
+
+    /// The retry policy of a request under `limiter`: its key's own, else the client's.
+    fn retry_for(&self, limiter: Option<&Limiter>) -> &RetryPolicy {
+        limiter.and_then(|limiter| self.inner.key_retry.get(limiter.key())).unwrap_or(&self.inner.retry)
     }
 }
 

@@ -150,9 +150,10 @@ impl<'c> Request<'c> {
         let listening = inner.events.is_enabled();
         // Ids only name events; without a listener the shared counter is left alone.
         let id = if listening { inner.next_id.fetch_add(1, Ordering::Relaxed) } else { 0 };
-        // `url` lowercases the hosts of http(s) URLs already; other schemes may keep capitals.
-        let host = spec.url.host_str().ok_or_else(|| ClientError::NoHost(spec.url.clone()))?;
-        let limiter = client.limiter_for(&lower_case(host, &spec.url), &spec.url);
+        if spec.url.host_str().is_none() {
+            return Err(ClientError::NoHost(spec.url.clone()));
+        }
+        let limiter = client.limiter_for(&spec.url);
         let adaptive = limiter.as_ref().is_some_and(|limiter| client.adaptive_for(limiter.key()));
         if let (true, Some(limiter)) = (adaptive, &limiter) {
             adaptive::watch(limiter);
@@ -161,7 +162,7 @@ impl<'c> Request<'c> {
             Some(_) => Some(spec.url.as_str().parse().map_err(|_| ClientError::NoHost(spec.url.clone()))?),
             None => None,
         };
-        let retry = limiter.as_ref().and_then(|limiter| inner.key_retry.get(limiter.key())).unwrap_or(&inner.retry);
+        let retry = client.retry_for(limiter.as_ref());
         let headers = client.headers_for(&spec.url, &spec.headers);
         let estimate = cost::estimate(spec.cost, &spec.cost_rules, spec.body.as_deref());
         Ok(Self {

@@ -10,7 +10,6 @@
 
 use http::StatusCode;
 
-use super::super::request::lower_case;
 use super::super::{LimitedClient, RequestSpec};
 use crate::engine::{Cost, Permit};
 use crate::http::retry::RetryPolicy;
@@ -33,9 +32,10 @@ impl<'c> Direct<'c> {
         if steps_read_answers || !spec.cost_rules.is_empty() || client.adds_headers_for(&spec.url) {
             return None;
         }
-        let host = spec.url.host_str()?;
-        let Some(limiter) = client.limiter_for(&lower_case(host, &spec.url), &spec.url) else {
-            return Some(Self { permit: None, retry: &inner.retry });
+        // A URL without a host is the steps' to refuse.
+        spec.url.host_str()?;
+        let Some(limiter) = client.limiter_for(&spec.url) else {
+            return Some(Self { permit: None, retry: client.retry_for(None) });
         };
         let key = limiter.key();
         if client.adaptive_for(key) || inner.gates.contains_key(key) {
@@ -43,8 +43,7 @@ impl<'c> Direct<'c> {
         }
         // A refusal (it would wait, or never fits) is the steps' to wait out or report.
         let permit = limiter.try_acquire_cost(Cost::requests(spec.cost)).ok()?;
-        let retry = inner.key_retry.get(key).unwrap_or(&inner.retry);
-        Some(Self { permit: Some(permit), retry })
+        Some(Self { permit: Some(permit), retry: client.retry_for(Some(&limiter)) })
     }
 
     /// Whether the steps would only pass an answer of `status` on: it is not an error (a 403

@@ -30,7 +30,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{Extensions, HeaderMap, StatusCode, Version};
+use http::{Extensions, Version};
 use reqwest::ResponseBuilderExt;
 use reqwest_middleware::{Error, Next};
 use tokio::time::Instant;
@@ -276,12 +276,11 @@ impl Outgoing {
         let Some(request) = pending.1.first.take() else {
             return Err(Error::middleware(ClientError::Build("the request was already sent".into())));
         };
-        let answer = next.clone().run(request, extensions).await;
-        let Direct { permit, .. } = match answer {
+        let answer = match next.clone().run(request, extensions).await {
             Ok(response) if direct.passes_on(response.status()) => return holding(response, direct.permit),
-            _ => direct,
+            answer => answer,
         };
-        let first = FirstAttempt { admission: Admission::at_once(permit), sent_at: Instant::now(), answer };
+        let first = FirstAttempt { admission: Admission::at_once(direct.permit), sent_at: Instant::now(), answer };
         let (spec, outgoing) = *pending;
         let life = Box::new(Request::prepare(client, spec).map_err(Error::middleware)?);
         Box::pin(outgoing.attempts(life, extensions, next, false, Some(first))).await?.into_reqwest()
@@ -465,28 +464,12 @@ fn rebuilt(
     version: Version,
     extensions: Extensions,
 ) -> reqwest_middleware::Result<reqwest::Response> {
-    let head = Head { status: response.status, headers: response.headers, url: url.clone(), version, extensions };
-    head.with_body(response.body)
-}
-
-/// Everything of a reqwest response but its body.
-struct Head {
-    status: StatusCode,
-    headers: HeaderMap,
-    url: Url,
-    version: Version,
-    extensions: Extensions,
-}
-
-impl Head {
-    fn with_body(self, body: impl Into<reqwest::Body>) -> reqwest_middleware::Result<reqwest::Response> {
-        let mut response = http::Response::new(body.into());
-        *response.status_mut() = self.status;
-        *response.version_mut() = self.version;
-        *response.headers_mut() = self.headers;
-        *response.extensions_mut() = with_url(self.extensions, self.url)?;
-        Ok(response.into())
-    }
+    let mut rebuilt = http::Response::new(reqwest::Body::from(response.body));
+    *rebuilt.status_mut() = response.status;
+    *rebuilt.version_mut() = version;
+    *rebuilt.headers_mut() = response.headers;
+    *rebuilt.extensions_mut() = with_url(extensions, url.clone())?;
+    Ok(rebuilt.into())
 }
 
 /// A response body that holds its request's limiter permit (its concurrency slot) until the
