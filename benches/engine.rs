@@ -264,6 +264,63 @@ fn queue_drain(c: &mut Criterion) {
 
 criterion_group!(benches, uncontended, keyed, stacked_contended, queue_drain);
 
+/// Rounds in which ratescope and governor (on the monotonic clock) take turns at the same work,
+/// the one going first alternating; prints the median over rounds of ratescope's time over
+/// governor's in the same round, with its quartiles. On a shared machine whose speed drifts
+/// between runs (and within one), turns side by side are the fair comparison; criterion's
+/// separate figures for the two can be minutes apart.
+fn interleaved() {
+    const ROUNDS: usize = 61;
+    const UNKEYED: usize = 200_000;
+    const SWEEPS: u64 = 10;
+    let keyed = Keyed::new();
+    let limiter = Limiter::new("bench", LimiterConfig::new().with_budget(never_empty_bucket("rate"))).unwrap();
+    let governor = RateLimiter::direct_with_clock(Quota::per_second(NonZeroU32::MAX), MonotonicClock);
+    let timed = |admit: &dyn Fn()| {
+        let start = Instant::now();
+        for _ in 0..UNKEYED {
+            admit();
+        }
+        start.elapsed()
+    };
+    type Work<'a> = Box<dyn Fn() -> Duration + 'a>;
+    let pairs: [(&str, Work, Work); 3] = [
+        (
+            "unkeyed, one thread",
+            Box::new(|| timed(&|| drop(black_box(limiter.try_acquire(black_box(1)))))),
+            Box::new(|| timed(&|| drop(black_box(governor.check())))),
+        ),
+        (
+            "keyed, 10,000 hosts, one thread",
+            Box::new(|| keyed_run(1, SWEEPS, &|i| keyed.ratescope(i))),
+            Box::new(|| keyed_run(1, SWEEPS, &|i| keyed.governor(i))),
+        ),
+        (
+            "keyed, 10,000 hosts, two threads",
+            Box::new(|| keyed_run(2, SWEEPS, &|i| keyed.ratescope(i))),
+            Box::new(|| keyed_run(2, SWEEPS, &|i| keyed.governor(i))),
+        ),
+    ];
+    println!("interleaved, {ROUNDS} rounds: ratescope's time over governor's (monotonic clock), median of rounds");
+    for (name, ours, theirs) in &pairs {
+        let mut ratios: Vec<f64> = (0..ROUNDS)
+            .map(|round| {
+                let (ours, theirs) = if round % 2 == 0 {
+                    let ours = ours();
+                    (ours, theirs())
+                } else {
+                    let theirs = theirs();
+                    (ours(), theirs)
+                };
+                ours.as_secs_f64() / theirs.as_secs_f64()
+            })
+            .collect();
+        ratios.sort_by(f64::total_cmp);
+        let (low, median, high) = (ratios[ROUNDS / 4], ratios[ROUNDS / 2], ratios[3 * ROUNDS / 4]);
+        println!("  {name:<34} {median:.3}×  (quartiles {low:.3}–{high:.3})");
+    }
+}
+
 /// `RATESCOPE_BENCH_SEQUENTIAL=CONFIG:N` (CONFIG `stacked`, or `capped` for one bucket and a
 /// cap) skips criterion and admits N requests one after another through that config on one
 /// thread: run under `valgrind --tool=callgrind` with N = 0 and N = 10,000, the difference
@@ -299,5 +356,6 @@ fn main() {
         return;
     }
     benches();
+    interleaved();
     Criterion::default().configure_from_args().final_summary();
 }

@@ -19,17 +19,27 @@ use super::unit::Unit;
 pub(crate) const PARKED: u64 = u64::MAX;
 
 /// One token bucket's constants in the bucket's own ticks (see `budget::TokenBucket`).
+///
+/// In declaration order (`repr(C)`): an admission counting requests reads the first 24 bytes
+/// ([`HOT_BYTES`]), and `counts_requests` gives `Option<FastBucket>` its tag for free.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[repr(C)]
 pub(crate) struct FastBucket {
-    /// What the bucket counts: a request spends its amount of this unit.
-    unit: Unit,
-    /// Ticks per nanosecond.
-    ticks_per_ns: u64,
+    /// Ticks per nanosecond (a rate whose reduced amount needs more takes the locked path).
+    ticks_per_ns: u32,
+    /// Whether `unit` is requests, read without looking at the unit.
+    counts_requests: bool,
     /// Ticks one unit of request cost spends (the budget's cost per request included).
     step: u64,
     /// The bucket's capacity in ticks.
     tolerance: u64,
+    /// What the bucket counts: a request spends its amount of this unit.
+    unit: Unit,
 }
+
+/// The bytes at the start of a [`FastBucket`] that an admission counting requests reads.
+#[cfg(test)]
+pub(crate) const HOT_BYTES: usize = std::mem::offset_of!(FastBucket, tolerance) + size_of::<u64>();
 
 impl FastBucket {
     /// The fast parameters of `config`, if it qualifies: exactly one budget, a token bucket,
@@ -40,8 +50,9 @@ impl FastBucket {
         let BudgetKind::TokenBucket { capacity, refill } = spec.kind else { return None };
         let (ticks_per_ns, ticks_per_token) = reduced_ticks(refill.amount(), refill.per().as_nanos());
         Some(Self {
+            counts_requests: spec.unit == Unit::Requests,
             unit: spec.unit.clone(),
-            ticks_per_ns: u64::try_from(ticks_per_ns).ok()?,
+            ticks_per_ns: u32::try_from(ticks_per_ns).ok()?,
             step: u64::try_from(ticks_per_token.checked_mul(u128::from(spec.cost))?).ok()?,
             tolerance: u64::try_from(ticks_per_token.checked_mul(u128::from(capacity))?).ok()?,
         })
@@ -53,12 +64,18 @@ impl FastBucket {
         &self.unit
     }
 
+    /// Whether the bucket counts requests.
+    #[inline]
+    pub(crate) fn counts_requests(&self) -> bool {
+        self.counts_requests
+    }
+
     /// Spends `cost` at `now_ns` if the bucket holds it now. `false` means "ask the locked
     /// path": the bucket is parked, empty, or the numbers leave 64 bits.
     pub(crate) fn try_spend(&self, word: &AtomicU64, cost: u64, now_ns: u64) -> bool {
         // A zero cost is an error only the locked path reports.
         let spend = cost.checked_mul(self.step).filter(|spend| *spend > 0);
-        let (Some(now), Some(spend)) = (now_ns.checked_mul(self.ticks_per_ns), spend) else {
+        let (Some(now), Some(spend)) = (now_ns.checked_mul(u64::from(self.ticks_per_ns)), spend) else {
             return false;
         };
         let mut current = word.load(Ordering::Acquire);

@@ -40,8 +40,9 @@ pub struct Limiter {
     shared: Arc<Shared>,
 }
 
-/// In declaration order (`repr(C)`): what the lock-free path reads and writes comes first,
-/// so with the `Arc`'s counts it spans two cache lines, not the far side of the locked state.
+/// In declaration order (`repr(C)`): what the lock-free path reads and writes comes first and
+/// fits in 64 bytes (a test checks it), so with the `Arc`'s two counts it spans 80 bytes: two
+/// cache lines wherever the allocator (16-byte aligned) puts it, never three.
 #[derive(Debug)]
 #[repr(C)]
 struct Shared {
@@ -52,13 +53,13 @@ struct Shared {
     /// The concurrency cap (`UNCAPPED` without one); written under the lock. Without a cap a
     /// returning permit can unblock nobody.
     limit: AtomicUsize,
-    /// Waiters in all lanes; lets a returning permit skip the lock when nobody waits.
-    queued: AtomicUsize,
     /// Time zero of every budget's nanosecond clock.
     epoch: Instant,
     /// The lock-free path's constants, when the limiter was built as one token bucket (its cap,
     /// if any, is `limit`).
     fast: Option<FastBucket>,
+    /// Waiters in all lanes; lets a returning permit skip the lock when nobody waits.
+    queued: AtomicUsize,
     key: String,
     state: Mutex<State>,
 }
@@ -373,7 +374,7 @@ impl Shared {
     // the inlined check, not a call.
     #[inline(always)]
     fn try_fast_requests(shared: &Arc<Self>, requests: u64) -> Option<Permit> {
-        let fast = shared.fast.as_ref().filter(|fast| requests > 0 && matches!(fast.unit(), Unit::Requests))?;
+        let fast = shared.fast.as_ref().filter(|fast| requests > 0 && fast.counts_requests())?;
         Self::try_fast_spend(shared, fast, requests, || CompactCost::Requests(requests))
     }
 
@@ -861,5 +862,20 @@ impl Drop for Permit {
             state.wake_head(Instant::now());
         }
         self.shared.release_one();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::mem::{offset_of, size_of};
+
+    use super::*;
+    use crate::engine::fast::HOT_BYTES;
+
+    #[test]
+    fn what_a_lock_free_admission_reads_fits_in_the_first_64_bytes() {
+        assert_eq!(size_of::<Option<FastBucket>>(), size_of::<FastBucket>(), "the option's tag costs no bytes");
+        let hot_end = offset_of!(Shared, fast) + HOT_BYTES;
+        assert!(hot_end <= 64, "the lock-free path reads {hot_end} bytes of the shared state");
     }
 }

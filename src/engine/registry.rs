@@ -8,6 +8,7 @@ use std::str::FromStr;
 use std::sync::OnceLock;
 
 use dashmap::DashMap;
+use smol_str::SmolStr;
 
 use super::ConfigError;
 use super::config::LimiterConfig;
@@ -123,15 +124,52 @@ impl HostRules {
     }
 }
 
-/// Everything keyed on one host name: the rules for any port, and those for one port only
-/// (`localhost:8787`). Kept apart so a lookup by host and port builds no `host:port` string.
+/// Everything keyed on one host name, as the map holds it: two words, so a lookup reads one
+/// small entry. Most hosts have a single rule (the whole host, any port); once its limiter
+/// exists, `only` answers every lookup and the rules behind the box are not read.
 #[derive(Debug, Default)]
 struct HostEntry {
+    /// The limiter of every request to this host: set while the host's only rule is for the
+    /// whole host on any port and its limiter has been created; rebuilt from `rules` whenever
+    /// they change.
+    only: Option<Limiter>,
+    rules: Box<PortRules>,
+}
+
+impl HostEntry {
+    fn rules(&self, port: Option<u16>) -> Option<&HostRules> {
+        self.rules.rules(port)
+    }
+
+    /// The rules of `port` (any port for `None`), created empty if missing. Whoever changes
+    /// them calls [`refresh_only`](Self::refresh_only) afterwards.
+    fn rules_mut(&mut self, port: Option<u16>) -> &mut HostRules {
+        self.rules.rules_mut(port)
+    }
+
+    /// Brings `only` in line with the rules (and their limiter, if created).
+    fn refresh_only(&mut self) {
+        self.only = self.rules.single_whole().and_then(|slot| slot.limiter.get().cloned());
+    }
+
+    fn is_empty(&self) -> bool {
+        self.rules.any_port.is_empty() && self.rules.ports.is_empty()
+    }
+
+    fn slots(&self) -> impl Iterator<Item = &Slot> {
+        self.rules.any_port.slots().chain(self.rules.ports.iter().flat_map(|(_, rules)| rules.slots()))
+    }
+}
+
+/// A host's rules for any port, and those for one port only (`localhost:8787`). Kept apart so a
+/// lookup by host and port builds no `host:port` string.
+#[derive(Debug, Default)]
+struct PortRules {
     any_port: HostRules,
     ports: Vec<(u16, HostRules)>,
 }
 
-impl HostEntry {
+impl PortRules {
     fn rules(&self, port: Option<u16>) -> Option<&HostRules> {
         let rules = match port {
             None => &self.any_port,
@@ -152,12 +190,10 @@ impl HostEntry {
         &mut self.ports[index].1
     }
 
-    fn is_empty(&self) -> bool {
-        self.any_port.is_empty() && self.ports.is_empty()
-    }
-
-    fn slots(&self) -> impl Iterator<Item = &Slot> {
-        self.any_port.slots().chain(self.ports.iter().flat_map(|(_, rules)| rules.slots()))
+    /// The slot that answers every lookup of the host, whatever its port and path: the host
+    /// has one rule, for the whole host on any port.
+    fn single_whole(&self) -> Option<&Slot> {
+        (self.ports.is_empty() && self.any_port.prefixes.is_empty()).then_some(self.any_port.whole.as_ref())?
     }
 }
 
@@ -185,10 +221,11 @@ fn split_port(host: &str) -> (&str, Option<u16>) {
 ///
 /// A sharded map keyed on the host name alone: a lookup hashes the borrowed host, takes one
 /// shard's read lock and allocates nothing; lookups of hosts in other shards never touch the
-/// same lock word.
+/// same lock word. A host name of up to 23 bytes is kept inside the map's entry, so comparing
+/// it reads no other memory.
 #[derive(Debug, Default)]
 pub struct Registry {
-    hosts: DashMap<Box<str>, HostEntry, foldhash::fast::RandomState>,
+    hosts: DashMap<SmolStr, HostEntry, foldhash::fast::RandomState>,
 }
 
 impl Registry {
@@ -211,7 +248,7 @@ impl Registry {
     pub fn set(&self, key: LimitKey, config: LimiterConfig) -> Result<(), ConfigError> {
         config.validate()?;
         let (name, port) = split_port(&key.host);
-        let mut entry = self.hosts.entry(Box::from(name)).or_default();
+        let mut entry = self.hosts.entry(SmolStr::new(name)).or_default();
         let rules = entry.rules_mut(port);
         if let Some(slot) = rules.slot_mut(key.path_prefix.as_deref()) {
             if let Some(limiter) = slot.limiter.get() {
@@ -227,6 +264,7 @@ impl Registry {
                 rules.prefixes.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
             }
         }
+        entry.refresh_only();
         Ok(())
     }
 
@@ -243,7 +281,8 @@ impl Registry {
                 rules.prefixes.len() != before
             }
         };
-        entry.ports.retain(|(_, rules)| !rules.is_empty());
+        entry.rules.ports.retain(|(_, rules)| !rules.is_empty());
+        entry.refresh_only();
         let empty = entry.is_empty();
         // The shard's lock is released before the entry is taken out under it again.
         drop(entry);
@@ -257,12 +296,26 @@ impl Registry {
     /// `None` when no entry covers it and the request should pass straight through.
     pub fn limiter_for(&self, host: &str, port: Option<u16>, path: &str) -> Option<Limiter> {
         let entry = self.hosts.get(host);
+        if let Some(only) = entry.as_deref().and_then(|entry| entry.only.clone()) {
+            return Some(only);
+        }
         // The rules for this port, else those for the host as given (which may name a port itself).
         if let Some(rules) = entry.as_deref().and_then(|entry| port.and_then(|port| entry.rules(Some(port)))) {
             return rules.find(path).map(Slot::limiter);
         }
         match split_port(host) {
-            (_, None) => entry?.rules(None)?.find(path).map(Slot::limiter),
+            (_, None) => {
+                let entry = entry?;
+                let limiter = entry.rules(None)?.find(path).map(Slot::limiter)?;
+                if entry.rules.single_whole().is_some() {
+                    // The host's first request: from now on `only` answers. A write lock, once.
+                    drop(entry);
+                    if let Some(mut entry) = self.hosts.get_mut(host) {
+                        entry.refresh_only();
+                    }
+                }
+                Some(limiter)
+            }
             (name, port) => {
                 drop(entry);
                 self.hosts.get(name)?.rules(port)?.find(path).map(Slot::limiter)
@@ -385,6 +438,36 @@ mod tests {
         assert!(!registry.remove(&"[::1]:8080".parse().unwrap()), "removed once");
         assert_eq!(key("[::1]", Some(8080), "/").as_deref(), Some("[::1]"), "the host's rules remain");
         assert_eq!(registry.entries().len(), 5);
+    }
+
+    #[test]
+    fn a_hosts_lone_rule_answers_every_lookup_until_its_rules_change() {
+        let registry = Registry::from_table([("a.com".parse().unwrap(), config(1))]).unwrap();
+        let whole = registry.limiter_for("a.com", Some(443), "/x").unwrap();
+        assert!(
+            registry.hosts.get("a.com").unwrap().only.is_some(),
+            "the first lookup made the lone rule's limiter the answer"
+        );
+        let _spent = whole.try_acquire(1).unwrap();
+        assert!(
+            registry.limiter_for("a.com", Some(8080), "/y").unwrap().try_acquire(1).is_err(),
+            "the same limiter on any port and path"
+        );
+        // A prefix, then a port of its own: lookups see both at once.
+        registry.set("a.com/search".parse().unwrap(), config(2)).unwrap();
+        assert_eq!(registry.limiter_for("a.com", Some(443), "/search/q").unwrap().key(), "a.com/search");
+        assert_eq!(registry.limiter_for("a.com", Some(443), "/x").unwrap().key(), "a.com");
+        assert!(registry.remove(&"a.com/search".parse().unwrap()));
+        registry.set("a.com:8080".parse().unwrap(), config(2)).unwrap();
+        assert_eq!(registry.limiter_for("a.com", Some(8080), "/x").unwrap().key(), "a.com:8080");
+        assert_eq!(registry.limiter_for("a.com", Some(443), "/x").unwrap().key(), "a.com");
+        assert!(registry.remove(&"a.com:8080".parse().unwrap()));
+        // Alone again: the next lookup finds the same limiter, with what it spent.
+        assert!(registry.limiter_for("a.com", Some(8080), "/x").unwrap().try_acquire(1).is_err());
+        assert!(registry.hosts.get("a.com").unwrap().only.is_some());
+        assert!(registry.remove(&"a.com".parse().unwrap()));
+        assert!(registry.limiter_for("a.com", Some(443), "/x").is_none(), "a removed rule answers nothing");
+        assert!(registry.hosts.get("a.com").is_none());
     }
 
     #[test]
