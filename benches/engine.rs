@@ -57,6 +57,10 @@ fn uncontended(c: &mut Criterion) {
     group.bench_function("ratescope_try_acquire", |b| {
         b.iter(|| drop(black_box(limiter.try_acquire(black_box(1)))));
     });
+    // The same decision for work that holds no slot: no permit, as governor's `check`.
+    group.bench_function("ratescope_try_spend", |b| {
+        b.iter(|| black_box(limiter.try_spend(black_box(1))));
+    });
     // The same bucket under a concurrency cap it never reaches: the cap checked on the count.
     let capped = Limiter::new("bench", capped_config()).unwrap();
     group.bench_function("ratescope_try_acquire_capped", |b| {
@@ -272,23 +276,30 @@ criterion_group!(benches, uncontended, keyed, stacked_contended, queue_drain);
 fn interleaved() {
     const ROUNDS: usize = 61;
     const UNKEYED: usize = 200_000;
-    const SWEEPS: u64 = 10;
+    // Enough sweeps that the first, which refills the caches the other limiter's turn emptied,
+    // weighs little.
+    const SWEEPS: u64 = 30;
     let keyed = Keyed::new();
     let limiter = Limiter::new("bench", LimiterConfig::new().with_budget(never_empty_bucket("rate"))).unwrap();
     let governor = RateLimiter::direct_with_clock(Quota::per_second(NonZeroU32::MAX), MonotonicClock);
-    let timed = |admit: &dyn Fn()| {
+    fn timed(admit: impl Fn()) -> Duration {
         let start = Instant::now();
         for _ in 0..UNKEYED {
             admit();
         }
         start.elapsed()
-    };
+    }
     type Work<'a> = Box<dyn Fn() -> Duration + 'a>;
-    let pairs: [(&str, Work, Work); 3] = [
+    let pairs: [(&str, Work, Work); 4] = [
         (
-            "unkeyed, one thread",
-            Box::new(|| timed(&|| drop(black_box(limiter.try_acquire(black_box(1)))))),
-            Box::new(|| timed(&|| drop(black_box(governor.check())))),
+            "unkeyed, try_acquire (a permit)",
+            Box::new(|| timed(|| drop(black_box(limiter.try_acquire(black_box(1)))))),
+            Box::new(|| timed(|| drop(black_box(governor.check())))),
+        ),
+        (
+            "unkeyed, try_spend (no permit)",
+            Box::new(|| timed(|| drop(black_box(limiter.try_spend(black_box(1)))))),
+            Box::new(|| timed(|| drop(black_box(governor.check())))),
         ),
         (
             "keyed, 10,000 hosts, one thread",
@@ -321,9 +332,10 @@ fn interleaved() {
     }
 }
 
-/// `RATESCOPE_BENCH_SEQUENTIAL=CONFIG:N` (CONFIG `stacked`, or `capped` for one bucket and a
-/// cap) skips criterion and admits N requests one after another through that config on one
-/// thread: run under `valgrind --tool=callgrind` with N = 0 and N = 10,000, the difference
+/// `RATESCOPE_BENCH_SEQUENTIAL=CONFIG:N` (CONFIG `bucket` for one never-empty bucket, `capped`
+/// for the same under a cap, `stacked`; or `spend`, the bucket's `try_spend`, and `governor`,
+/// governor's `check` on the monotonic clock) skips criterion and admits N requests one after
+/// another on one thread: run under `valgrind --tool=callgrind` with N = 0 and N = 10,000, the difference
 /// over 10,000 is the instructions per admission, a figure the machine's load does not move.
 /// `keyed_ratescope:N` and `keyed_governor:N` do the same through the 10,000 warmed hosts of
 /// the keyed benchmark (cycling through them), for both limiters on one clock; with
@@ -344,14 +356,32 @@ fn main() {
             }
             return;
         }
-        let config = match config {
-            "stacked" => stacked_config(),
-            "capped" => capped_config(),
-            other => panic!("unknown config {other}"),
-        };
-        let limiter = Limiter::new("bench", config).unwrap();
-        for _ in 0..count {
-            drop(black_box(limiter.try_acquire(1)));
+        let bucket = || LimiterConfig::new().with_budget(never_empty_bucket("rate"));
+        match config {
+            "governor" => {
+                let governor = RateLimiter::direct_with_clock(Quota::per_second(NonZeroU32::MAX), MonotonicClock);
+                for _ in 0..count {
+                    drop(black_box(governor.check()));
+                }
+            }
+            "spend" => {
+                let limiter = Limiter::new("bench", bucket()).unwrap();
+                for _ in 0..count {
+                    drop(black_box(limiter.try_spend(black_box(1))));
+                }
+            }
+            config => {
+                let config = match config {
+                    "bucket" => bucket(),
+                    "stacked" => stacked_config(),
+                    "capped" => capped_config(),
+                    other => panic!("unknown config {other}"),
+                };
+                let limiter = Limiter::new("bench", config).unwrap();
+                for _ in 0..count {
+                    drop(black_box(limiter.try_acquire(black_box(1))));
+                }
+            }
         }
         return;
     }

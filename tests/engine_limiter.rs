@@ -519,6 +519,54 @@ async fn a_capped_bucket_admits_up_to_its_cap_and_a_returned_permit_lets_the_nex
     assert!(matches!(limiter.try_acquire(1), Err(TryAcquireError::WouldWait(Blocked::Concurrency { limit: 1 }))));
 }
 
+/// `try_spend` is `try_acquire` with the permit dropped at once, on the lock-free path and the
+/// locked one alike: budgets, cap and queue decide; nothing stays in flight.
+#[tokio::test(start_paused = true)]
+async fn try_spend_decides_as_an_admission_that_finishes_at_once() {
+    let limiter = Limiter::new("api", bucket(3, "3/1s").with_concurrency(1)).unwrap();
+    for _ in 0..3 {
+        limiter.try_spend(1).unwrap();
+    }
+    assert_eq!(limiter.in_flight(), 0, "a spend holds no slot, so a cap of one let three through");
+    let Err(TryAcquireError::WouldWait(Blocked::Budget { name, wait })) = limiter.try_spend(1) else {
+        panic!("an empty bucket refuses")
+    };
+    assert_eq!((name.as_str(), wait), ("rate", Duration::from_nanos(333_333_334)));
+    tokio::time::sleep(wait).await;
+    // A held slot fills the cap: a spend is refused as a permit would be, and spends nothing.
+    let held = limiter.try_acquire(1).unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(matches!(limiter.try_spend(1), Err(TryAcquireError::WouldWait(Blocked::Concurrency { limit: 1 }))));
+    drop(held);
+    assert!((limiter.snapshot().budgets[0].available - 3.0).abs() < 1e-9, "the refused spend took no token");
+    let emptied = Instant::now();
+    limiter.try_spend(3).unwrap();
+    assert!(matches!(limiter.try_spend(0), Err(TryAcquireError::Invalid(AcquireError::ZeroCost))));
+    assert!(matches!(limiter.try_spend(4), Err(TryAcquireError::Invalid(AcquireError::CostExceedsCapacity { .. }))));
+
+    // Someone queued keeps their turn: a spend may not take the token they wait for.
+    let waiter = tokio::spawn({
+        let limiter = limiter.clone();
+        async move { limiter.acquire(Priority::Normal, 1).await.map(|_| Instant::now()) }
+    });
+    until_queued(&limiter, 1).await;
+    assert!(limiter.try_spend(1).is_err());
+    let admitted = waiter.await.unwrap().unwrap();
+    // The first token back, a third of a second later (on the timer's millisecond).
+    assert_eq!(admitted - emptied, Duration::from_millis(334));
+
+    // Stacked budgets take the locked path: the window counts the spend, nothing is in flight.
+    let stacked =
+        bucket(5, "5/1s").with_budget(BudgetSpec::sliding_window("minute", 2, Duration::from_secs(60)).unwrap());
+    let limiter = Limiter::new("stacked", stacked).unwrap();
+    limiter.try_spend(1).unwrap();
+    limiter.try_spend(1).unwrap();
+    assert!(
+        matches!(limiter.try_spend(1), Err(TryAcquireError::WouldWait(Blocked::Budget { name, .. })) if name == "minute")
+    );
+    assert_eq!(limiter.in_flight(), 0);
+}
+
 /// Threads racing lock-free admissions against locked ones (a snapshot takes the lock and
 /// parks the bucket's word) never hold more permits than the cap at once.
 #[test]

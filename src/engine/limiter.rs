@@ -188,6 +188,20 @@ impl Limiter {
         self.try_acquire_locked(&CompactCost::Requests(cost))
     }
 
+    /// Spends `cost` requests now for work that holds no slot (a message sent, a log line
+    /// written), or says why not; never waits. The same decision as `try_acquire(cost)` with
+    /// its permit dropped at once: it needs room in every budget and a free slot under a cap,
+    /// and fails while others are queued. What it saves is the permit's bookkeeping (a
+    /// reference to the limiter and the in-flight count, each up and down), so on a lone
+    /// bucket it is one compare-and-swap, as governor's `check` is. A cost in other units
+    /// takes [`try_acquire_cost`](Self::try_acquire_cost) and a dropped permit.
+    pub fn try_spend(&self, cost: u64) -> Result<(), TryAcquireError> {
+        if self.shared.try_fast_spend_requests(cost) {
+            return Ok(());
+        }
+        self.try_acquire_locked(&CompactCost::Requests(cost)).map(drop)
+    }
+
     /// Like [`try_acquire`](Self::try_acquire) for a cost in several units.
     pub fn try_acquire_cost(&self, cost: Cost) -> Result<Permit, TryAcquireError> {
         let cost = CompactCost::from(cost);
@@ -403,6 +417,23 @@ impl Shared {
         }
         shared.release_one();
         None
+    }
+
+    /// [`try_spend`](Limiter::try_spend) without the lock: what `try_fast_requests` decides,
+    /// with the in-flight count read instead of taken (the work holds no slot, so the cap only
+    /// needs to have had room at one instant). `false` means "ask the locked path".
+    #[inline]
+    fn try_fast_spend_requests(&self, requests: u64) -> bool {
+        let Some(fast) = self.fast.as_ref().filter(|fast| requests > 0 && fast.counts_requests()) else {
+            return false;
+        };
+        if self.fast_word.load(Ordering::Relaxed) == PARKED
+            || self.in_flight.load(Ordering::SeqCst) >= self.limit.load(Ordering::SeqCst)
+        {
+            return false;
+        }
+        let now = duration_nanos(Instant::now().saturating_duration_since(self.epoch));
+        fast.try_spend(&self.fast_word, requests, now)
     }
 
     /// A permit came back (or a lock-free attempt gave up its count): wakes the head if it may
