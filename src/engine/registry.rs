@@ -471,6 +471,23 @@ mod tests {
     }
 
     #[test]
+    fn host_names_too_long_to_keep_inline_are_found_alike() {
+        let long = "generativelanguage.googleapis.com";
+        assert!(long.len() > 23, "longer than a name kept inside the entry");
+        let registry = Registry::from_table([
+            (long.parse().unwrap(), config(1)),
+            (format!("{long}:8443/v1").parse().unwrap(), config(2)),
+            ("short.io".parse().unwrap(), config(3)),
+        ])
+        .unwrap();
+        assert_eq!(registry.limiter_for(long, Some(443), "/v1").unwrap().key(), long);
+        assert_eq!(registry.limiter_for(long, Some(8443), "/v1/models").unwrap().key(), format!("{long}:8443/v1"));
+        assert_eq!(registry.limiter_for("short.io", None, "/").unwrap().key(), "short.io");
+        assert!(registry.limiter_for("generativelanguage.googleapis.co", Some(443), "/").is_none());
+        assert_eq!(registry.entries().len(), 3);
+    }
+
+    #[test]
     fn set_reconfigures_live_limiters_and_remove_passes_through() {
         let registry = Registry::from_table([("a.com".parse().unwrap(), config(1))]).unwrap();
         let limiter = registry.limiter_for("a.com", None, "/").unwrap();
