@@ -158,6 +158,12 @@ impl Keyed {
         drop(black_box(limiter.map(|limiter| limiter.try_acquire(1))));
     }
 
+    /// The same lookup, then the decision alone (`try_spend`: no permit), as `check_key` is.
+    fn ratescope_spend(&self, i: usize) {
+        let limiter = self.registry.limiter_for(black_box(&self.hosts[i]), Some(443), "/v1/items");
+        drop(black_box(limiter.map(|limiter| limiter.try_spend(1))));
+    }
+
     fn governor(&self, i: usize) {
         drop(black_box(self.governor.check_key(black_box(&self.hosts[i]))));
     }
@@ -290,7 +296,7 @@ fn interleaved() {
         start.elapsed()
     }
     type Work<'a> = Box<dyn Fn() -> Duration + 'a>;
-    let pairs: [(&str, Work, Work); 4] = [
+    let pairs: [(&str, Work, Work); 5] = [
         (
             "unkeyed, try_acquire (a permit)",
             Box::new(|| timed(|| drop(black_box(limiter.try_acquire(black_box(1)))))),
@@ -304,6 +310,11 @@ fn interleaved() {
         (
             "keyed, 10,000 hosts, one thread",
             Box::new(|| keyed_run(1, SWEEPS, &|i| keyed.ratescope(i))),
+            Box::new(|| keyed_run(1, SWEEPS, &|i| keyed.governor(i))),
+        ),
+        (
+            "keyed, one thread, try_spend",
+            Box::new(|| keyed_run(1, SWEEPS, &|i| keyed.ratescope_spend(i))),
             Box::new(|| keyed_run(1, SWEEPS, &|i| keyed.governor(i))),
         ),
         (
@@ -337,7 +348,7 @@ fn interleaved() {
 /// governor's `check` on the monotonic clock) skips criterion and admits N requests one after
 /// another on one thread: run under `valgrind --tool=callgrind` with N = 0 and N = 10,000, the difference
 /// over 10,000 is the instructions per admission, a figure the machine's load does not move.
-/// `keyed_ratescope:N` and `keyed_governor:N` do the same through the 10,000 warmed hosts of
+/// `keyed_ratescope:N`, `keyed_spend:N` and `keyed_governor:N` do the same through the 10,000 warmed hosts of
 /// the keyed benchmark (cycling through them), for both limiters on one clock; with
 /// `--cache-sim=yes` callgrind also counts the simulated cache misses a sweep of 10,000 keys
 /// causes, which is what the keyed wall-clock figures mostly measure.
@@ -350,6 +361,7 @@ fn main() {
             for i in 0..count {
                 match which {
                     "ratescope" => keyed.ratescope(i % HOSTS),
+                    "spend" => keyed.ratescope_spend(i % HOSTS),
                     "governor" => keyed.governor(i % HOSTS),
                     other => panic!("unknown keyed limiter {other}"),
                 }

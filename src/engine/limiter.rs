@@ -195,10 +195,20 @@ impl Limiter {
     /// reference to the limiter and the in-flight count, each up and down), so on a lone
     /// bucket it is one compare-and-swap, as governor's `check` is. A cost in other units
     /// takes [`try_acquire_cost`](Self::try_acquire_cost) and a dropped permit.
+    // Inline: the caller's loop then holds the lock-free attempt, and only the locked half is
+    // a call.
+    #[inline]
     pub fn try_spend(&self, cost: u64) -> Result<(), TryAcquireError> {
         if self.shared.try_fast_spend_requests(cost) {
             return Ok(());
         }
+        self.try_spend_locked(cost)
+    }
+
+    /// The locked half of `try_spend`.
+    #[cold]
+    #[inline(never)]
+    fn try_spend_locked(&self, cost: u64) -> Result<(), TryAcquireError> {
         self.try_acquire_locked(&CompactCost::Requests(cost)).map(drop)
     }
 
