@@ -398,8 +398,22 @@ impl Shared {
     // the inlined check, not a call.
     #[inline(always)]
     fn try_fast_requests(shared: &Arc<Self>, requests: u64) -> Option<Permit> {
-        let fast = shared.fast.as_ref().filter(|fast| requests > 0 && fast.counts_requests())?;
+        let fast = shared.fast_for_requests(requests)?;
         Self::try_fast_spend(shared, fast, requests, || CompactCost::Requests(requests))
+    }
+
+    /// The lock-free path's constants for a cost of `requests` requests alone: `None` without
+    /// a lock-free path, for a bucket of another unit, or for a zero count (an error only the
+    /// locked path reports).
+    #[inline(always)]
+    fn fast_for_requests(&self, requests: u64) -> Option<&FastBucket> {
+        self.fast.as_ref().filter(|fast| requests > 0 && fast.counts_requests())
+    }
+
+    /// Now on the budgets' nanosecond clock.
+    #[inline(always)]
+    fn now_ns(&self) -> u64 {
+        duration_nanos(Instant::now().saturating_duration_since(self.epoch))
     }
 
     #[inline]
@@ -421,7 +435,7 @@ impl Shared {
             shared.release_one();
             return None;
         }
-        let now = duration_nanos(Instant::now().saturating_duration_since(shared.epoch));
+        let now = shared.now_ns();
         if fast.try_spend(&shared.fast_word, spend, now) {
             return Some(Permit { shared: Arc::clone(shared), ticket: None, charged: charged(), admitted_ns: now });
         }
@@ -434,16 +448,13 @@ impl Shared {
     /// needs to have had room at one instant). `false` means "ask the locked path".
     #[inline]
     fn try_fast_spend_requests(&self, requests: u64) -> bool {
-        let Some(fast) = self.fast.as_ref().filter(|fast| requests > 0 && fast.counts_requests()) else {
-            return false;
-        };
+        let Some(fast) = self.fast_for_requests(requests) else { return false };
         if self.fast_word.load(Ordering::Relaxed) == PARKED
             || self.in_flight.load(Ordering::SeqCst) >= self.limit.load(Ordering::SeqCst)
         {
             return false;
         }
-        let now = duration_nanos(Instant::now().saturating_duration_since(self.epoch));
-        fast.try_spend(&self.fast_word, requests, now)
+        fast.try_spend(&self.fast_word, requests, self.now_ns())
     }
 
     /// A permit came back (or a lock-free attempt gave up its count): wakes the head if it may
