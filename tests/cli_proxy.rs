@@ -37,6 +37,23 @@ fn bad_routes_and_remote_addresses_are_refused_with_a_reason() {
     assert!(stderr.contains("'RATESCOPE_SURELY_UNSET' is not set"), "{stderr}");
 }
 
+#[test]
+fn framing_headers_and_dot_segment_prefixes_are_usage_errors() {
+    for header in ["content-length", "transfer-encoding", "host", "connection"] {
+        let output = Command::new(env!("CARGO_BIN_EXE_ratescope"))
+            .args(["proxy", "--route", "a=http://127.0.0.1:9", "--secret-env", &format!("{header}=RATESCOPE_FRAMING")])
+            .env("RATESCOPE_FRAMING", "5")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{header}: {stderr}");
+        assert!(stderr.contains(&format!("'{header}' cannot be a secret header")), "{stderr}");
+    }
+    let (code, stderr) = ratescope(&["proxy", "--route", "a/../b=http://127.0.0.1:9"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("'.' or '..' segments"), "{stderr}");
+}
+
 /// An upstream whose `/hold` reports each arrival (with its API key) and answers when released.
 async fn holding_upstream() -> (std::net::SocketAddr, mpsc::UnboundedReceiver<Option<String>>, Arc<Notify>) {
     let (arrived, arrivals) = mpsc::unbounded_channel();

@@ -156,7 +156,8 @@ async fn the_secret_reaches_the_upstream_replaces_the_callers_and_is_never_logge
     let (events, mut receiver) = EventSink::channel(1024);
     let mut config = config(&server, Some(bucket(5, "5/1s")));
     config.events = events;
-    config.routes[0] = config.routes[0].clone().with_secret("x-api-key".parse().unwrap(), SECRET.parse().unwrap());
+    config.routes[0] =
+        config.routes[0].clone().with_secret("x-api-key".parse().unwrap(), SECRET.parse().unwrap()).unwrap();
     assert!(!format!("{config:?}").contains(SECRET), "Debug of the config hides the value");
     let proxy = ProxyServer::start(config).await.unwrap();
     let client = caller();

@@ -92,7 +92,12 @@ pub struct ProxyArgs {
 
 impl ProxyArgs {
     fn config(&self) -> anyhow::Result<ProxyConfig> {
-        let mut routes = self.routes.iter().map(|text| text.parse::<Route>()).collect::<Result<Vec<_>, _>>()?;
+        let mut routes = self
+            .routes
+            .iter()
+            .map(|text| text.parse::<Route>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|err| super::as_usage(err.into()))?;
         for text in &self.secret_env {
             let (name, var) =
                 text.split_once('=').with_context(|| format!("--secret-env '{text}' is not HEADER=VAR"))?;
@@ -103,7 +108,11 @@ impl ProxyArgs {
             let value = HeaderValue::from_str(&value).with_context(|| {
                 format!("--secret-env {name}: the value of '{}' is not a valid header value", var.trim())
             })?;
-            routes = routes.into_iter().map(|route| route.with_secret(name.clone(), value.clone())).collect();
+            routes = routes
+                .into_iter()
+                .map(|route| route.with_secret(name.clone(), value.clone()))
+                .collect::<Result<_, _>>()
+                .map_err(|err| super::as_usage(err.into()))?;
         }
         let mut config = ProxyConfig::new(Vec::new());
         if let Some(retries) = self.retries {

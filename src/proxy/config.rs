@@ -12,6 +12,8 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use url::Url;
 
 use super::error::ProxyError;
+use super::hop;
+use super::path::{self, PathRefusal};
 use crate::engine::Registry;
 use crate::http::cache::CacheConfig;
 use crate::http::{Adaptive, EventSink, RetryPolicy};
@@ -63,6 +65,9 @@ impl Route {
         if trimmed.chars().any(|c| !(c.is_ascii_alphanumeric() || "-_./~".contains(c))) || trimmed.contains("//") {
             return Err(bad("the prefix may hold only letters, digits, '-', '_', '.', '~' and single '/'".into()));
         }
+        if trimmed.split('/').any(|segment| segment == "." || segment == "..") {
+            return Err(bad("the prefix may not have '.' or '..' segments".into()));
+        }
         let upstream =
             Url::parse(upstream.trim()).map_err(|err| bad(format!("'{}' is not a URL ({err})", upstream.trim())))?;
         if !matches!(upstream.scheme(), "http" | "https") {
@@ -80,14 +85,24 @@ impl Route {
         Ok(Self { prefix: format!("/{trimmed}"), upstream, secrets: HeaderMap::new() })
     }
 
-    /// Adds a secret header (replacing a caller's header of the same name).
-    pub fn with_secret(mut self, name: HeaderName, mut value: HeaderValue) -> Self {
-        value.set_sensitive(true);
-        self.secrets.insert(name, value);
-        self
+    /// Adds a secret header (replacing a caller's header of the same name). Headers that frame
+    /// the message or belong to one hop (`Content-Length`, `Transfer-Encoding`, `Host`,
+    /// `Connection`, ...) are refused: set by the proxy, they would corrupt every request.
+    pub fn with_secret(mut self, name: HeaderName, value: HeaderValue) -> Result<Self, ProxyError> {
+        self.add_secret(name, value)?;
+        Ok(self)
     }
 
-    /// The part of `path` after this route's prefix (`""`, or starting with `/`), if it matches.
+    /// [`with_secret`](Self::with_secret) in place.
+    pub(crate) fn add_secret(&mut self, name: HeaderName, mut value: HeaderValue) -> Result<(), ProxyError> {
+        check_secret_name(&self.prefix, &name)?;
+        value.set_sensitive(true);
+        self.secrets.insert(name, value);
+        Ok(())
+    }
+
+    /// The part of a normalised `path` ([`path::normalise`]) after this route's prefix (`""`, or
+    /// starting with `/`), if it matches.
     pub(crate) fn rest<'a>(&self, path: &'a str) -> Option<&'a str> {
         let rest = path.strip_prefix(&self.prefix)?;
         (rest.is_empty() || rest.starts_with('/')).then_some(rest)
@@ -200,6 +215,9 @@ impl ProxyConfig {
             if self.routes[..i].iter().any(|other| other.prefix == route.prefix) {
                 return Err(ProxyError::DuplicatePrefix(route.prefix.clone()));
             }
+            for name in route.secrets.keys() {
+                check_secret_name(&route.prefix, name)?;
+            }
         }
         if !self.allow_remote && !self.listen.ip().to_canonical().is_loopback() {
             return Err(ProxyError::NotLoopback(self.listen));
@@ -231,26 +249,228 @@ impl ProxyConfig {
         Ok(())
     }
 
-    /// The route serving `path` (longest prefix on whole segments) and the rest of the path.
+    /// The route serving a normalised `path` (longest prefix on whole segments) and the rest
+    /// of the path.
     pub(crate) fn route_for<'a>(&self, path: &'a str) -> Option<(&Route, &'a str)> {
         self.routes
             .iter()
             .filter_map(|route| Some((route, route.rest(path)?)))
             .max_by_key(|(route, _)| route.prefix.len())
     }
+
+    /// The route a caller's request-target names and the upstream URL to send it to: the path
+    /// normalised first ([`path::normalise`]), the route chosen on the result, and the URL
+    /// checked to lie on the route's upstream under its base path. Anything else is refused, so a
+    /// route's secrets go only to requests inside that route.
+    pub fn upstream_for(&self, uri: &http::Uri) -> Result<(&Route, Url), Unroutable> {
+        let path = path::normalise(uri.path()).map_err(Unroutable::Path)?;
+        let Some((route, rest)) = self.route_for(&path) else {
+            let prefixes: Vec<&str> = self.routes.iter().map(|route| route.prefix.as_str()).collect();
+            return Err(Unroutable::NoRoute { path, routes: prefixes.join(", ") });
+        };
+        let url = route.target(rest, uri.query()).map_err(|err| Unroutable::BadUrl(err.to_string()))?;
+        let inside = url.scheme() == route.upstream.scheme()
+            && url.host() == route.upstream.host()
+            && url.port_or_known_default() == route.upstream.port_or_known_default()
+            && path::is_under(url.path(), route.upstream.path());
+        if !inside {
+            return Err(Unroutable::Escapes);
+        }
+        Ok((route, url))
+    }
+}
+
+/// Why a caller's request names no upstream URL.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unroutable {
+    /// The path is refused before routing (400).
+    #[error("{0}")]
+    Path(PathRefusal),
+    /// No route's prefix matches (404).
+    #[error("no route for {path}; routes: {routes}")]
+    NoRoute {
+        /// The normalised path.
+        path: String,
+        /// The routes' prefixes, listed.
+        routes: String,
+    },
+    /// The upstream URL cannot be built (400).
+    #[error("cannot build the upstream URL: {0}")]
+    BadUrl(String),
+    /// The built URL left the route's upstream or base path (400).
+    #[error("the path leaves the route's base path")]
+    Escapes,
+}
+
+impl Unroutable {
+    /// The status the caller is answered with.
+    pub fn status(&self) -> http::StatusCode {
+        match self {
+            Self::NoRoute { .. } => http::StatusCode::NOT_FOUND,
+            Self::Path(_) | Self::BadUrl(_) | Self::Escapes => http::StatusCode::BAD_REQUEST,
+        }
+    }
+}
+
+/// Refuses a secret header the proxy must not set: the message's framing (`Content-Length`,
+/// `Transfer-Encoding`), `Host`, and the hop-by-hop fields.
+fn check_secret_name(prefix: &str, name: &HeaderName) -> Result<(), ProxyError> {
+    if hop::is_framing_or_hop(name) {
+        return Err(ProxyError::BadRoute {
+            prefix: prefix.to_owned(),
+            problem: format!(
+                "'{name}' cannot be a secret header: it frames the message or belongs to one hop, \
+                 and the proxy sets it itself"
+            ),
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// The path an upstream that decodes everything before routing would act on: every `%XX`
+    /// decoded (twice-encoded ones once), `\` read as `/`, dot segments resolved (clamped at
+    /// the root, as the URL parser does).
+    fn as_a_decoding_upstream_reads(path: &str) -> String {
+        let decoded: Vec<u8> = percent_decode(path.as_bytes());
+        let text = String::from_utf8_lossy(&decoded).replace('\\', "/");
+        let mut stack: Vec<&str> = Vec::new();
+        for segment in text.split('/').skip(1) {
+            match segment {
+                "." => {}
+                ".." => {
+                    stack.pop();
+                }
+                other => stack.push(other),
+            }
+        }
+        format!("/{}", stack.join("/"))
+    }
+
+    fn percent_decode(bytes: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(bytes.len());
+        let mut i = 0;
+        while i < bytes.len() {
+            let hex = |b: u8| (b as char).to_digit(16);
+            if bytes[i] == b'%'
+                && let (Some(hi), Some(lo)) =
+                    (bytes.get(i + 1).copied().and_then(hex), bytes.get(i + 2).copied().and_then(hex))
+            {
+                out.push((hi * 16 + lo) as u8);
+                i += 3;
+            } else {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+        out
+    }
+
+    fn segment() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just(".".to_owned()),
+            Just("..".to_owned()),
+            Just("%2e".to_owned()),
+            Just("%2E%2e".to_owned()),
+            Just(".%2e".to_owned()),
+            Just("%2e.".to_owned()),
+            Just("..%2f..".to_owned()),
+            Just("x%5c..".to_owned()),
+            Just("%2F".to_owned()),
+            Just("".to_owned()),
+            Just("...".to_owned()),
+            Just("a".to_owned()),
+            Just("b".to_owned()),
+            Just("admin".to_owned()),
+            "[a-z%2.]{1,6}",
+        ]
+    }
+
+    fn caller_path() -> impl Strategy<Value = String> {
+        proptest::collection::vec((segment(), prop_oneof![Just('/'), Just('\\')]), 0..8).prop_map(|parts| {
+            let mut path = String::from("/");
+            for (i, (segment, separator)) in parts.iter().enumerate() {
+                if i > 0 {
+                    path.push(*separator);
+                }
+                path.push_str(segment);
+            }
+            path
+        })
+    }
+
+    fn routes() -> impl Strategy<Value = Vec<(String, String)>> {
+        let prefix = prop_oneof![Just("a"), Just("a/b"), Just("c"), Just("b/a"), Just("x.y")];
+        let base = prop_oneof![Just("/"), Just("/api/v1"), Just("/a"), Just("/v1/"), Just("/admin")];
+        proptest::collection::vec((prefix, base), 1..4).prop_map(|routes| {
+            let mut seen = Vec::new();
+            routes
+                .into_iter()
+                .filter(|(prefix, _)| {
+                    let fresh = !seen.contains(prefix);
+                    seen.push(*prefix);
+                    fresh
+                })
+                .map(|(prefix, base)| (prefix.to_owned(), base.to_owned()))
+                .collect()
+        })
+    }
+
+    proptest! {
+        /// Whatever the caller writes, a forwarded URL is on its route's upstream, under the
+        /// route's base path as the URL parser and as a decoding upstream read it, and its
+        /// route is the longest prefix of the normalised path: so a route's key goes nowhere else.
+        #[test]
+        fn forwarded_paths_never_leave_their_route(routes in routes(), path in caller_path(), query in "(q=[a-z%.]{0,4})?") {
+            let routes: Vec<Route> = routes
+                .iter()
+                .enumerate()
+                .map(|(i, (prefix, base))| Route::new(prefix, &format!("http://127.0.0.{}:8080{base}", i + 1)).unwrap())
+                .collect();
+            let config = ProxyConfig::new(routes);
+            let target = if query.is_empty() { path.clone() } else { format!("{path}?{query}") };
+            let Ok(uri) = target.parse::<http::Uri>() else { return Ok(()) };
+            match config.upstream_for(&uri) {
+                Ok((route, url)) => {
+                    prop_assert_eq!(url.host(), route.upstream.host());
+                    prop_assert_eq!(url.port(), route.upstream.port());
+                    prop_assert!(path::is_under(url.path(), route.upstream.path()), "{} not under {}", url, route.upstream);
+                    let decoded = as_a_decoding_upstream_reads(url.path());
+                    let base = as_a_decoding_upstream_reads(route.upstream.path());
+                    prop_assert!(path::is_under(&decoded, &base), "{} decodes to {} outside {}", url, decoded, base);
+                    let normalised = path::normalise(uri.path()).unwrap();
+                    let longest = config.routes.iter().filter(|r| r.rest(&normalised).is_some()).map(|r| r.prefix.len()).max();
+                    prop_assert_eq!(Some(route.prefix.len()), longest);
+                }
+                Err(refusal) => {
+                    let status = refusal.status().as_u16();
+                    prop_assert!(status == 400 || status == 404);
+                    prop_assert!(refusal != Unroutable::Escapes, "normalising left a path that escapes: {}", target);
+                }
+            }
+        }
+    }
 
     #[test]
     fn routes_parse_normalise_and_refuse_nonsense() {
         let route: Route = "/gh/=https://api.github.com".parse().unwrap();
         assert_eq!(route.prefix, "/gh");
-        for bad in
-            ["no-equals", "=http://x", "a=ftp://x", "a=not a url", "a=http://u:p@x", "a=http://x/?k=1", "a b=http://x"]
-        {
+        for bad in [
+            "no-equals",
+            "=http://x",
+            "a=ftp://x",
+            "a=not a url",
+            "a=http://u:p@x",
+            "a=http://x/?k=1",
+            "a b=http://x",
+            "../x=http://x",
+            "a/./b=http://x",
+            ".=http://x",
+        ] {
             assert!(bad.parse::<Route>().is_err(), "{bad} should be refused");
         }
     }

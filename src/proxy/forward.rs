@@ -350,9 +350,14 @@ impl Proxy {
     async fn forward(&self, peer: IpAddr, request: Request) -> Response {
         let started = Instant::now();
         let (mut parts, body) = request.into_parts();
-        let (url, secrets) = match self.target(&parts.uri) {
-            Ok(target) => target,
-            Err((status, message)) => return plain(status, &message),
+        // The path is normalised and checked before anything else: the route's secrets go only
+        // to a URL inside that route.
+        let (url, secrets) = match self.config.upstream_for(&parts.uri) {
+            Ok((route, url)) => (url, &route.secrets),
+            Err(refusal) => {
+                tracing::info!("{} refused: {refusal}", parts.method);
+                return plain(refusal.status(), &refusal.to_string());
+            }
         };
         let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
         let limiter = adaptive::limiter_for(&self.config.registry, &self.config.adaptive, &host, &url);
@@ -419,22 +424,6 @@ impl Proxy {
                 (Some(cache), Some(uri)) => cache_and_answer(cache, uri, method, &headers, &host, response).await,
                 _ => streamed(response, admission.permit),
             };
-        }
-    }
-
-    /// The upstream URL of the route the caller's path names, and the route's secrets; or
-    /// what to answer the caller (404 naming the routes, 400 for a URL that cannot be built).
-    fn target(&self, uri: &http::Uri) -> Result<(Url, &HeaderMap), (StatusCode, String)> {
-        let Some((route, rest)) = self.config.route_for(uri.path()) else {
-            let prefixes: Vec<&str> = self.config.routes.iter().map(|route| route.prefix.as_str()).collect();
-            return Err((
-                StatusCode::NOT_FOUND,
-                format!("no route for {}; routes: {}", uri.path(), prefixes.join(", ")),
-            ));
-        };
-        match route.target(rest, uri.query()) {
-            Ok(url) => Ok((url, &route.secrets)),
-            Err(err) => Err((StatusCode::BAD_REQUEST, format!("cannot build the upstream URL: {err}"))),
         }
     }
 

@@ -8,7 +8,10 @@
 
 use std::net::IpAddr;
 
-use http::header::{CONNECTION, HOST, HeaderName, TE, TRAILER, TRANSFER_ENCODING, UPGRADE, VIA};
+use http::header::{
+    CONNECTION, CONTENT_LENGTH, EXPECT, HOST, HeaderName, PROXY_AUTHENTICATE, TE, TRAILER, TRANSFER_ENCODING, UPGRADE,
+    VIA,
+};
 use http::{HeaderMap, HeaderValue};
 
 const KEEP_ALIVE: &str = "keep-alive";
@@ -18,6 +21,15 @@ const X_FORWARDED_PROTO: &str = "x-forwarded-proto";
 const X_FORWARDED_HOST: &str = "x-forwarded-host";
 /// This proxy in `Via`: protocol version and a pseudonym (RFC 9110 §7.6.3).
 const VIA_ME: &str = "1.1 ratescope";
+
+/// Whether a header frames the message (`Content-Length`, `Transfer-Encoding`), names the
+/// target (`Host`) or belongs to one hop: the fields a proxy sets itself and never takes from
+/// anyone's configuration.
+pub(crate) fn is_framing_or_hop(name: &HeaderName) -> bool {
+    [CONNECTION, TE, TRAILER, TRANSFER_ENCODING, UPGRADE, HOST, CONTENT_LENGTH, EXPECT, PROXY_AUTHENTICATE]
+        .contains(name)
+        || [KEEP_ALIVE, PROXY_CONNECTION, "proxy-authorization"].contains(&name.as_str())
+}
 
 /// Removes the hop-by-hop fields: those named in `Connection`, then the fixed set.
 pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
@@ -31,7 +43,7 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
     for name in named {
         headers.remove(name);
     }
-    for name in [CONNECTION, TE, TRAILER, TRANSFER_ENCODING, UPGRADE, http::header::PROXY_AUTHENTICATE] {
+    for name in [CONNECTION, TE, TRAILER, TRANSFER_ENCODING, UPGRADE, PROXY_AUTHENTICATE] {
         headers.remove(name);
     }
     for name in [KEEP_ALIVE, PROXY_CONNECTION, "proxy-authorization"] {
@@ -44,7 +56,7 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
 pub(crate) fn upstream_request_headers(mut headers: HeaderMap, peer: IpAddr, secrets: &HeaderMap) -> HeaderMap {
     strip_hop_by_hop(&mut headers);
     // The caller's `Expect: 100-continue` was answered by our server; the upstream hop has its own.
-    headers.remove(http::header::EXPECT);
+    headers.remove(EXPECT);
     let host = headers.remove(HOST);
     append_list(&mut headers, HeaderName::from_static(X_FORWARDED_FOR), &peer.to_string());
     if let Some(host) = host {
@@ -121,5 +133,15 @@ mod tests {
         assert_eq!(sent["x-forwarded-host"], "127.0.0.1:8788");
         assert_eq!(sent["via"], "1.1 ratescope");
         assert!(!sent.contains_key("host"));
+    }
+
+    #[test]
+    fn framing_and_hop_fields_are_named_as_such() {
+        for name in ["content-length", "Transfer-Encoding", "host", "connection", "keep-alive", "te", "upgrade"] {
+            assert!(is_framing_or_hop(&HeaderName::from_bytes(name.as_bytes()).unwrap()), "{name}");
+        }
+        for name in ["authorization", "x-api-key", "cookie", "content-type"] {
+            assert!(!is_framing_or_hop(&HeaderName::from_bytes(name.as_bytes()).unwrap()), "{name}");
+        }
     }
 }

@@ -4,6 +4,7 @@
 //! - [`config`]: routes `PREFIX=UPSTREAM`, listen address, shedding, timeouts, validated;
 //! - `forward`: one request's path (admission, upstream, retries, cache, 502/504);
 //! - `hop`: hop-by-hop headers (RFC 9110) and forwarding headers;
+//! - [`path`]: a caller's path normalised, and refused when it could leave its route;
 //! - `profile`: routes, limits, retries and secrets from a profile;
 //! - `shed`: queue lengths, expected waits, the 429 with draft `RateLimit` headers;
 //! - [`server`]: [`ProxyServer`], HTTP/1.1 on loopback by default, a deadline for request heads,
@@ -13,11 +14,14 @@ pub mod config;
 mod error;
 mod forward;
 mod hop;
+pub mod path;
 mod profile;
 pub mod server;
 mod shed;
 
-pub use config::{DEFAULT_HEAD_TIMEOUT, DEFAULT_LISTEN, DEFAULT_REPLAY_LIMIT, ProxyConfig, Route, Shedding};
+pub use config::{
+    DEFAULT_HEAD_TIMEOUT, DEFAULT_LISTEN, DEFAULT_REPLAY_LIMIT, ProxyConfig, Route, Shedding, Unroutable,
+};
 pub use error::ProxyError;
 pub use profile::profile_routes;
 pub use server::{Drained, ProxyServer};

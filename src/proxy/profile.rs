@@ -55,7 +55,7 @@ impl ProxyConfig {
             for (name, value) in secrets.headers_for(&profile.name, host)? {
                 current = name.or(current);
                 if let Some(name) = &current {
-                    route.secrets.insert(name.clone(), value);
+                    route.add_secret(name.clone(), value)?;
                 }
             }
         }

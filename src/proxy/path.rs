@@ -1,0 +1,180 @@
+//! A caller's path made safe to route: read the way the WHATWG URL parser reads an `http` path
+//! (`\` is `/`, `%2e` is `.`), `.` segments dropped, and any path that could climb out of a
+//! route's base path refused before a route is chosen or a key attached.
+//!
+//! The proxy attaches a route's API key to what it forwards, so the path it forwards must stay
+//! under the route's upstream base path whatever the caller wrote. Three things could move it:
+//!
+//! - a `..` segment, spelled `..`, `.%2e`, `%2e.` or `%2e%2e` (the URL parser resolves them all
+//!   when the upstream URL is built, and an upstream may resolve them again);
+//! - a backslash, which the URL parser treats as `/` in `http` URLs, so `..\..\admin` climbs too;
+//! - an encoded separator (`%2f`, `%5c`) beside dots, as in `..%2f..%2fadmin`: the proxy would
+//!   keep it as one segment, but an upstream that decodes before routing sees `../../admin`.
+//!
+//! No ordinary client sends any of these: curl, browsers and HTTP libraries resolve dot segments
+//! before a request leaves them (curl keeps them only under `--path-as-is`). So a `..` anywhere is
+//! refused rather than resolved; a resolved path could still cross from one route into another,
+//! and a refusal is the one answer that is right for every route table. `.` segments are
+//! harmless and dropped, so `/a/./b/x` is routed as `/a/b/x`. Encoded separators without dots
+//! (`projects/group%2Fname`, as GitLab's API uses) pass through untouched.
+
+use thiserror::Error;
+
+/// Why a caller's path is refused (answered 400; nothing is sent upstream).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum PathRefusal {
+    /// The path does not start with `/` (an authority-form or asterisk-form target).
+    #[error("the path must start with '/'")]
+    NotAbsolute,
+    /// A `..` segment, in any spelling the URL parser resolves.
+    #[error("the path has a '..' segment (perhaps percent-encoded or behind a backslash); send the path resolved")]
+    DotDot,
+    /// An encoded `/` or `\` next to dots, which an upstream that decodes it reads as `..`.
+    #[error("the path hides a dot segment behind an encoded '/' or '\\' (%2F or %5C)")]
+    EncodedDotSegment,
+}
+
+/// The caller's path with `\` read as `/` and `.` segments dropped, or why it is refused.
+///
+/// The result starts with `/`, holds no `.` or `..` segment in any spelling and no backslash;
+/// empty segments (`//`) and every other byte are kept as they came.
+pub fn normalise(raw: &str) -> Result<String, PathRefusal> {
+    let Some(after_root) = raw.strip_prefix(['/', '\\']) else {
+        return Err(PathRefusal::NotAbsolute);
+    };
+    let segments: Vec<&str> = after_root.split(['/', '\\']).collect();
+    let mut kept: Vec<&str> = Vec::with_capacity(segments.len());
+    let last = segments.len() - 1;
+    for (index, segment) in segments.iter().enumerate() {
+        if is_double_dot(segment) {
+            return Err(PathRefusal::DotDot);
+        }
+        if is_single_dot(segment) {
+            // `/a/.` means the directory `/a/`: keep the trailing slash as the URL parser does.
+            if index == last {
+                kept.push("");
+            }
+            continue;
+        }
+        if hides_dot_segment(segment) {
+            return Err(PathRefusal::EncodedDotSegment);
+        }
+        kept.push(segment);
+    }
+    let mut path = String::with_capacity(raw.len());
+    for segment in kept {
+        path.push('/');
+        path.push_str(segment);
+    }
+    if path.is_empty() {
+        path.push('/');
+    }
+    Ok(path)
+}
+
+/// Whether `segment` is `.` as the URL parser reads it: `.` or `%2e`, any case.
+fn is_single_dot(segment: &str) -> bool {
+    segment == "." || segment.eq_ignore_ascii_case("%2e")
+}
+
+/// Whether `segment` is `..` as the URL parser reads it: `..`, `.%2e`, `%2e.` or `%2e%2e`.
+fn is_double_dot(segment: &str) -> bool {
+    matches!(segment.len(), 2 | 4 | 6) && {
+        let lower = segment.to_ascii_lowercase();
+        matches!(lower.as_str(), ".." | ".%2e" | "%2e." | "%2e%2e")
+    }
+}
+
+/// Whether a segment holding `%2f` or `%5c` splits, once those are decoded, into a dot segment.
+fn hides_dot_segment(segment: &str) -> bool {
+    let lower = segment.to_ascii_lowercase();
+    if !(lower.contains("%2f") || lower.contains("%5c")) {
+        return false;
+    }
+    lower.replace("%5c", "%2f").split("%2f").any(|piece| is_single_dot(piece) || is_double_dot(piece))
+}
+
+/// Whether `path` lies under `base` on whole segments (`/v1` holds `/v1` and `/v1/x`, not
+/// `/v10`). Both are paths of parsed URLs.
+pub fn is_under(path: &str, base: &str) -> bool {
+    let base = base.trim_end_matches('/');
+    match path.strip_prefix(base) {
+        Some(rest) => rest.is_empty() || rest.starts_with('/'),
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_spelling_of_dot_dot_is_refused() {
+        for path in [
+            "/c/../../admin",
+            "/c/%2e%2e/%2e%2e/admin/users",
+            "/c/%2E%2e/x",
+            "/c/.%2e/x",
+            "/c/%2e./x",
+            "/c/..",
+            "/c/..\\..\\admin",
+            "/c\\..\\admin",
+            "/c/x/../y",
+            "/..",
+        ] {
+            assert_eq!(normalise(path), Err(PathRefusal::DotDot), "{path}");
+        }
+    }
+
+    #[test]
+    fn dots_behind_encoded_separators_are_refused() {
+        for path in ["/c/..%2f..%2fadmin", "/c/..%2F..%2Fadmin", "/c/%2e%2e%5cadmin", "/c/x%2f.%2fy", "/c/a%2F.."] {
+            assert_eq!(normalise(path), Err(PathRefusal::EncodedDotSegment), "{path}");
+        }
+    }
+
+    #[test]
+    fn single_dots_and_backslashes_are_resolved_like_the_url_parser() {
+        assert_eq!(normalise("/a/./b/x").unwrap(), "/a/b/x");
+        assert_eq!(normalise("/a/%2E/b").unwrap(), "/a/b");
+        assert_eq!(normalise("/a/.").unwrap(), "/a/");
+        assert_eq!(normalise("/a\\b").unwrap(), "/a/b");
+        assert_eq!(normalise("/").unwrap(), "/");
+        assert_eq!(normalise("/.").unwrap(), "/");
+        for (path, url) in [("/a/./b/x", "http://h/a/b/x"), ("/a/.", "http://h/a/"), ("/a\\b", "http://h/a/b")] {
+            let parsed = url::Url::parse(&format!("http://h{path}")).unwrap();
+            assert_eq!(parsed.as_str(), url, "the URL parser agrees on {path}");
+        }
+    }
+
+    #[test]
+    fn ordinary_paths_pass_untouched() {
+        for path in [
+            "/api/v4/projects/group%2Fname/issues",
+            "/c//x",
+            "/c/...",
+            "/c/.well-known/x",
+            "/c/a..b",
+            "/c/%2e%2e%2e",
+            "/c/caf%C3%A9",
+            "/c/x/",
+        ] {
+            assert_eq!(normalise(path).unwrap(), path, "{path}");
+        }
+    }
+
+    #[test]
+    fn targets_that_are_not_paths_are_refused() {
+        assert_eq!(normalise("*"), Err(PathRefusal::NotAbsolute));
+        assert_eq!(normalise(""), Err(PathRefusal::NotAbsolute));
+    }
+
+    #[test]
+    fn under_means_on_whole_segments() {
+        assert!(is_under("/v1", "/v1"));
+        assert!(is_under("/v1/x", "/v1/"));
+        assert!(is_under("/anything", "/"));
+        assert!(!is_under("/v10", "/v1"));
+        assert!(!is_under("/admin", "/v1"));
+    }
+}

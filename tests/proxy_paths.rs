@@ -1,0 +1,151 @@
+//! The proxy's routing against hostile paths, over loopback: a caller's request-target is sent
+//! byte for byte (as `curl --path-as-is` would), and an upstream that records every request it
+//! gets shows what reached it and with which key. Dot segments in any spelling, backslashes and
+//! encoded separators never carry the route's key outside its base path; `.` segments are
+//! resolved before the route is chosen.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{HeaderMap, Uri};
+use parking_lot::Mutex;
+use ratescope::proxy::{ProxyConfig, ProxyServer, Route};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+const KEY: &str = "Bearer sk-route-c-only";
+
+/// One request as the upstream got it: its path and query, and its `authorization`.
+type Request = (String, Option<String>);
+
+/// What the upstream saw, in order.
+#[derive(Clone, Default)]
+struct Seen(Arc<Mutex<Vec<Request>>>);
+
+async fn record(State(seen): State<Seen>, uri: Uri, headers: HeaderMap) -> &'static str {
+    let key = headers.get("authorization").and_then(|value| value.to_str().ok()).map(str::to_owned);
+    seen.0.lock().push((uri.to_string(), key));
+    "upstream says hi"
+}
+
+/// An upstream that answers every path and records it.
+async fn recording_upstream() -> (SocketAddr, Seen) {
+    let seen = Seen::default();
+    let app = Router::new().fallback(record).with_state(seen.clone());
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (addr, seen)
+}
+
+/// A proxy with `routes` (prefix, upstream path) to one recording upstream, the key on route `c`.
+async fn proxy(routes: &[(&str, &str)]) -> (ProxyServer, Seen, SocketAddr) {
+    let (upstream, seen) = recording_upstream().await;
+    let routes = routes
+        .iter()
+        .map(|(prefix, path)| {
+            let route = Route::new(prefix, &format!("http://{upstream}{path}")).unwrap();
+            if *prefix == "c" {
+                route.with_secret("authorization".parse().unwrap(), KEY.parse().unwrap()).unwrap()
+            } else {
+                route
+            }
+        })
+        .collect();
+    let config = ProxyConfig { listen: "127.0.0.1:0".parse().unwrap(), ..ProxyConfig::new(routes) };
+    let server = ProxyServer::start(config).await.unwrap();
+    let addr = server.addr();
+    (server, seen, addr)
+}
+
+/// Sends `GET target` exactly as written and returns the status code and the body.
+async fn get_as_is(addr: SocketAddr, target: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let head = format!("GET {target} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n");
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await.unwrap();
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let status = answer.get(9..12).and_then(|code| code.parse().ok()).unwrap_or(0);
+    let body = answer.split_once("\r\n\r\n").map(|(_, body)| body.to_owned()).unwrap_or_default();
+    (status, body)
+}
+
+#[tokio::test]
+async fn dot_segments_in_every_spelling_are_refused_before_the_upstream() {
+    let (_server, seen, addr) = proxy(&[("c", "/api/v1")]).await;
+    for target in [
+        "/c/%2e%2e/%2e%2e/admin/users",
+        "/c/../../admin",
+        "/c/..%2f..%2fadmin",
+        "/c/..%2F..%2Fadmin",
+        "/c/..\\..\\admin",
+        "/c/..",
+        "/c/%2E%2E",
+        "/c/.%2e/.%2e/admin",
+        "/c/x/../../../admin",
+        "/c/%2e%2e%5cadmin",
+    ] {
+        let (status, body) = get_as_is(addr, target).await;
+        assert_eq!(status, 400, "{target} answered {status}: {body}");
+        assert!(body.contains("ratescope proxy"), "the refusal says who refused: {body}");
+    }
+    assert_eq!(seen.0.lock().clone(), [], "nothing reached the upstream");
+}
+
+#[tokio::test]
+async fn the_key_goes_only_to_paths_inside_its_route() {
+    let (_server, seen, addr) = proxy(&[("c", "/api/v1"), ("open", "/public")]).await;
+    for target in ["/c/items?x=1", "/c", "/c/./items", "/c\\items", "/c//items", "/c/projects/group%2Fname", "/open/x"]
+    {
+        let (status, body) = get_as_is(addr, target).await;
+        assert_eq!((status, body.as_str()), (200, "upstream says hi"), "{target}");
+    }
+    let seen = seen.0.lock().clone();
+    let key = Some(KEY.to_owned());
+    assert_eq!(
+        seen,
+        [
+            ("/api/v1/items?x=1".to_owned(), key.clone()),
+            ("/api/v1".to_owned(), key.clone()),
+            ("/api/v1/items".to_owned(), key.clone()),
+            ("/api/v1/items".to_owned(), key.clone()),
+            ("/api/v1//items".to_owned(), key.clone()),
+            ("/api/v1/projects/group%2Fname".to_owned(), key),
+            ("/public/x".to_owned(), None),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn the_route_is_chosen_after_normalising() {
+    let (_server, seen, addr) = proxy(&[("a", "/from-a"), ("a/b", "/from-ab")]).await;
+    for target in ["/a/./b/x", "/a/%2e/b/x", "/a\\b\\x"] {
+        assert_eq!(get_as_is(addr, target).await.0, 200, "{target}");
+    }
+    let paths: Vec<String> = seen.0.lock().iter().map(|(path, _)| path.clone()).collect();
+    assert_eq!(paths, ["/from-ab/x", "/from-ab/x", "/from-ab/x"], "all three go to a/b's upstream");
+}
+
+#[tokio::test]
+async fn a_path_outside_every_route_is_a_404_naming_the_routes() {
+    let (_server, seen, addr) = proxy(&[("c", "/api/v1")]).await;
+    let (status, body) = get_as_is(addr, "/admin/users").await;
+    assert_eq!(status, 404);
+    assert!(body.contains("no route for /admin/users; routes: /c"), "{body}");
+    let (status, _) = get_as_is(addr, "/cx/y").await;
+    assert_eq!(status, 404, "prefixes match whole segments");
+    assert_eq!(seen.0.lock().clone(), []);
+}
+
+#[test]
+fn framing_and_hop_headers_cannot_be_secrets() {
+    let route = Route::new("c", "http://127.0.0.1:9/api").unwrap();
+    for name in ["content-length", "transfer-encoding", "host", "connection", "te", "upgrade", "keep-alive"] {
+        let refused = route.clone().with_secret(name.parse().unwrap(), "5".parse().unwrap()).unwrap_err();
+        assert!(refused.to_string().contains("cannot be a secret header"), "{name}: {refused}");
+    }
+    assert!(route.with_secret("authorization".parse().unwrap(), "Bearer k".parse().unwrap()).is_ok());
+}
