@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use ratescope::gui::charts::{EMPTY_TEXT, PROXY_EMPTY_TEXT};
+use ratescope::gui::quit::{QUIT_TITLE, Quit};
 use ratescope::gui::{App, AppOptions, ArrivalChoice, DemoStatus, ProxyStatus, RunStatus, Tab};
 
 thread_local! {
@@ -157,7 +158,8 @@ fn fields_validate_as_typed_and_ctrl_s_saves() {
         await_news();
     }
     assert!(dir.path().join("profiles/demo.toml.bak").exists(), "the previous version is kept");
-    assert!(!harness.state().editor().profiles[harness.state().editor().current].is_dirty());
+    // The marker goes when the background confirms the write.
+    step_until(&mut harness, "the save's confirmation", |app| !app.editor().profiles[app.editor().current].is_dirty());
 
     // A restarted app reads the saved profile back.
     let mut reloaded = harness_for(dir.path());
@@ -670,4 +672,122 @@ fn export_writes_the_profile_to_a_typed_path_and_says_where() {
     });
     assert!(std::fs::read_to_string(&target).unwrap().contains("demo"));
     assert!(harness.state().save_as().is_none(), "the window closed");
+}
+
+/// A button of the quit prompt (the composer has a Cancel too, disabled while nothing runs).
+fn quit_prompt_button<'h>(harness: &'h Harness<'_, App>, label: &'h str) -> egui_kittest::Node<'h> {
+    let by = egui_kittest::kittest::By::new().label(label).predicate(|node| !node.is_disabled());
+    harness.get(by)
+}
+
+/// Presses the window's close button for one frame; returns what the app told the window.
+fn press_close(harness: &mut Harness<'_, App>) -> Vec<egui::ViewportCommand> {
+    let root = harness.input_mut().viewports.entry(egui::ViewportId::ROOT).or_default();
+    root.events.push(egui::ViewportEvent::Close);
+    harness.step();
+    window_commands(harness)
+}
+
+fn window_commands(harness: &Harness<'_, App>) -> Vec<egui::ViewportCommand> {
+    harness.output().viewport_output.get(&egui::ViewportId::ROOT).map(|out| out.commands.clone()).unwrap_or_default()
+}
+
+/// Steps frames until the app tells the window to close (at most a short while).
+fn step_until_closed(harness: &mut Harness<'_, App>) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !window_commands(harness).contains(&egui::ViewportCommand::Close) {
+        assert!(Instant::now() < deadline, "the window was never closed: {:?}", harness.state().quit());
+        harness.step();
+        await_news();
+    }
+}
+
+fn demo_file(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("profiles/demo.toml")).unwrap()
+}
+
+#[test]
+fn a_clean_app_closes_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut harness = harness_for(dir.path());
+    ready(&mut harness);
+    let commands = press_close(&mut harness);
+    assert!(!commands.contains(&egui::ViewportCommand::CancelClose), "{commands:?}");
+    assert!(harness.query_by_label(QUIT_TITLE).is_none());
+}
+
+/// The data loss of the first review: an edited burst, the window closed, the file unchanged.
+/// Now the close is held and a prompt asks; Cancel keeps everything, Save and quit writes the
+/// file and closes once the write is confirmed.
+#[test]
+fn quitting_with_unsaved_changes_asks_and_saves_on_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut harness = harness_for(dir.path());
+    ready(&mut harness);
+    type_key_by_key(&mut harness, "refill rate", "7/1s");
+    let commands = press_close(&mut harness);
+    assert!(commands.contains(&egui::ViewportCommand::CancelClose), "the close is held: {commands:?}");
+    assert_eq!(harness.state().quit(), &Quit::Asking { unsaved: vec!["demo".into()] });
+    harness.run_steps(2);
+    harness.get_by_label_contains("The profile 'demo' has changes that are not saved");
+
+    quit_prompt_button(&harness, "Cancel").click();
+    harness.run_steps(2);
+    assert_eq!(harness.state().quit(), &Quit::Staying);
+    assert!(harness.query_by_label(QUIT_TITLE).is_none(), "the prompt went");
+    assert!(!demo_file(dir.path()).contains("7/1s"));
+    assert!(harness.state().editor().profiles[harness.state().editor().current].is_dirty(), "the edit is kept");
+
+    assert!(press_close(&mut harness).contains(&egui::ViewportCommand::CancelClose));
+    harness.run_steps(2);
+    harness.get_by_label("Save and quit").click();
+    step_until_closed(&mut harness);
+    assert!(demo_file(dir.path()).contains("7/1s"), "saved before closing");
+    assert_eq!(harness.state().quit(), &Quit::Leaving);
+}
+
+#[test]
+fn quit_without_saving_closes_and_leaves_the_file_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut harness = harness_for(dir.path());
+    ready(&mut harness);
+    let before = demo_file(dir.path());
+    type_key_by_key(&mut harness, "refill rate", "7/1s");
+    press_close(&mut harness);
+    harness.run_steps(2);
+    harness.get_by_label("Quit without saving").click();
+    harness.step();
+    assert!(window_commands(&harness).contains(&egui::ViewportCommand::Close));
+    assert_eq!(demo_file(dir.path()), before);
+}
+
+/// A profile that cannot be saved (invalid, or the disk refuses) keeps the window open and says why.
+#[test]
+fn a_save_that_fails_while_quitting_keeps_the_window_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut harness = harness_for(dir.path());
+    ready(&mut harness);
+    type_key_by_key(&mut harness, "base URL", "ftp://x");
+    press_close(&mut harness);
+    harness.run_steps(2);
+    harness.get_by_label("Save and quit").click();
+    harness.run_steps(2);
+    assert_eq!(harness.state().quit(), &Quit::Staying, "an invalid profile stops the quit");
+    let texts = harness.state().toasts().texts().join(" | ");
+    assert!(texts.contains("'demo' not saved") && texts.contains("quit without saving"), "{texts}");
+    assert!(harness.query_by_label(QUIT_TITLE).is_none(), "the prompt went");
+    harness.run_steps(3);
+    type_key_by_key(&mut harness, "base URL", "http://127.0.0.1:8787");
+    // The disk refuses: the profile's file is a directory now.
+    let file = dir.path().join("profiles/demo.toml");
+    std::fs::remove_file(&file).unwrap();
+    std::fs::create_dir(&file).unwrap();
+    press_close(&mut harness);
+    harness.run_steps(2);
+    harness.get_by_label("Save and quit").click();
+    step_until(&mut harness, "the failed save", |app| app.quit() == &Quit::Staying);
+    assert!(!window_commands(&harness).contains(&egui::ViewportCommand::Close));
+    let texts = harness.state().toasts().texts().join(" | ");
+    assert!(texts.contains("the window stays open"), "{texts}");
+    assert!(harness.state().editor().profiles[harness.state().editor().current].is_dirty(), "still marked unsaved");
 }

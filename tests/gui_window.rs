@@ -38,4 +38,5 @@ fn the_window_opens_draws_and_closes() {
     assert!(frames >= 5, "only {frames} frames drawn: {line}");
     assert!(line.contains("demo API: http://127.0.0.1:"), "the demo API was running: {line}");
     assert!(config.path().join("profiles/demo.toml").exists(), "the demo profile was written on first start");
+    assert!(config.path().join("app.ron").exists(), "the window's state lives in RATESCOPE_CONFIG_DIR");
 }

@@ -15,6 +15,7 @@ use super::editor::{Editor, EditorAction};
 use super::history::{History, history_ui};
 use super::log::{details_ui, log_ui};
 use super::proxy::{ProxyAction, ProxyPanel, ProxyStatus, proxy_ui};
+use super::quit::{Quit, QuitAction, quit_prompt_ui};
 use super::save_as::{SaveAs, SaveAsAction};
 use super::screenshot::ScreenshotStep;
 use super::server::server_ui;
@@ -128,6 +129,10 @@ pub struct App {
     pub(crate) hosts_open: bool,
     /// The keyboard shortcuts overlay is open.
     pub(crate) help_open: bool,
+    /// Whether a close of the window is held for unsaved work.
+    pub(crate) quit: Quit,
+    /// Close the window on the next frame (every save the quit prompt asked for is done).
+    close_now: bool,
     /// A PNG of the charts being captured: the charts' rectangle and the slot the capture fills.
     chart_capture: Option<ChartCapture>,
     /// The charts' rectangle on screen last frame (for a PNG of them).
@@ -165,6 +170,8 @@ impl App {
             save_as: None,
             hosts_open: true,
             help_open: false,
+            quit: Quit::default(),
+            close_now: false,
             chart_capture: None,
             charts_rect: None,
             events: None,
@@ -287,12 +294,22 @@ impl App {
                     self.shown_run = self.history.runs.back().map(|run| run.number);
                     self.run = RunStatus::Done { summary, results };
                 }
-                Update::Error(err) if err.starts_with("not saved") => self.toasts.error_about("save", err),
                 Update::Error(err) => self.toasts.error(err),
                 Update::Info(text) => self.toasts.info(text),
-                Update::Saved(text) => {
+                Update::Saved { profile, message } => {
                     self.toasts.resolve("save");
-                    self.toasts.info(text);
+                    self.toasts.info(message);
+                    let name = profile.name.clone();
+                    self.editor.mark_saved(*profile);
+                    self.close_now |= self.quit.saved(&name);
+                }
+                Update::SaveFailed { name: _, error } => {
+                    if matches!(self.quit, Quit::Saving { .. }) {
+                        self.quit.save_failed();
+                        self.toasts.error_about("save", format!("{error}; the window stays open"));
+                    } else {
+                        self.toasts.error_about("save", error);
+                    }
                 }
                 Update::Profiles { profiles, problems, secrets } => self.profiles_loaded(profiles, problems, *secrets),
                 Update::Imported(profile) => {
@@ -419,9 +436,47 @@ impl App {
         }
     }
 
+    /// Where leaving the app stands (a close held for unsaved work, saves awaited).
+    pub fn quit(&self) -> &Quit {
+        &self.quit
+    }
+
+    /// The window's close button (or the desktop's) was pressed: it closes at once when
+    /// nothing is unsaved, and otherwise is held while the prompt asks what to do.
+    fn close_requested_ui(&mut self, ctx: &egui::Context) {
+        if ctx.input(|input| input.viewport().close_requested()) && !self.quit.close_requested(self.editor.unsaved()) {
+            ctx.send_viewport_cmd(egui::ViewportCommand::CancelClose);
+        }
+        match quit_prompt_ui(ctx, &self.quit) {
+            QuitAction::None => {}
+            QuitAction::Cancel => self.quit = Quit::Staying,
+            QuitAction::Discard => {
+                self.quit = Quit::Leaving;
+                self.close_now = true;
+            }
+            QuitAction::SaveAll => match self.editor.save_all_requests() {
+                Ok(requests) => {
+                    let waiting = requests.iter().map(|(profile, _)| profile.name.clone()).collect();
+                    self.quit = Quit::Saving { waiting };
+                    for (profile, secrets) in requests {
+                        self.backend.send(Command::Save { profile: Box::new(profile), secrets: Box::new(secrets) });
+                    }
+                }
+                Err(err) => {
+                    self.quit = Quit::Staying;
+                    self.toasts.error_about("save", format!("{err}; fix it, or quit without saving"));
+                }
+            },
+        }
+        if std::mem::take(&mut self.close_now) {
+            ctx.send_viewport_cmd(egui::ViewportCommand::Close);
+        }
+    }
+
     /// One frame of the whole window.
     pub fn frame_ui(&mut self, ui: &mut egui::Ui) {
         self.drain();
+        self.close_requested_ui(ui.ctx());
         self.shortcuts(ui);
         egui::Panel::top("top").show(ui, |ui| self.top_bar_ui(ui));
         match self.tab {

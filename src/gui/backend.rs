@@ -152,8 +152,20 @@ pub enum Update {
     },
     /// Something finished that the user should hear about.
     Info(String),
-    /// The profile was saved (any error about saving it is over).
-    Saved(String),
+    /// A profile was saved (any error about saving it is over).
+    Saved {
+        /// The profile as written.
+        profile: Box<Profile>,
+        /// Where, in words.
+        message: String,
+    },
+    /// A profile could not be saved; it keeps its unsaved marker.
+    SaveFailed {
+        /// The profile's name.
+        name: String,
+        /// Why, in words.
+        error: String,
+    },
     /// A profile was imported from a file.
     Imported(Box<Profile>),
     /// The Simulator tab's two results.
@@ -534,12 +546,16 @@ fn load_profiles(locations: &Locations) -> Update {
 
 fn save(locations: &Locations, profile: &Profile, secrets: &SecretStore) -> Update {
     let saved = locations.store().and_then(|store| store.save(profile).map_err(|err| err.to_string()));
+    let failed = |error: String| Update::SaveFailed { name: profile.name.clone(), error };
     match saved {
         Ok(path) => match secrets.save() {
-            Ok(()) => Update::Saved(format!("saved '{}' to {}", profile.name, path.display())),
-            Err(err) => Update::Error(format!("profile saved, but the secrets were not: {err}")),
+            Ok(()) => Update::Saved {
+                profile: Box::new(profile.clone()),
+                message: format!("saved '{}' to {}", profile.name, path.display()),
+            },
+            Err(err) => failed(format!("'{}' saved, but the secrets were not: {err}", profile.name)),
         },
-        Err(err) => Update::Error(format!("not saved: {err}")),
+        Err(err) => failed(format!("'{}' not saved: {err}", profile.name)),
     }
 }
 

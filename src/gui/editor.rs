@@ -402,12 +402,46 @@ impl Editor {
         }
     }
 
-    /// The current profile and secrets to save, if the profile is valid.
-    pub fn save_request(&mut self) -> Result<SaveRequest, String> {
-        let doc = self.profiles.get_mut(self.current).ok_or("there is no profile to save")?;
+    /// The current profile and secrets to save, if the profile is valid. It counts as saved
+    /// once the background confirms ([`mark_saved`](Self::mark_saved)).
+    pub fn save_request(&self) -> Result<SaveRequest, String> {
+        let doc = self.profiles.get(self.current).ok_or("there is no profile to save")?;
         doc.profile.validate().map_err(|err| format!("not saved: {err}"))?;
-        doc.saved = Some(doc.profile.clone());
         Ok((doc.profile.clone(), self.secrets.clone()))
+    }
+
+    /// Every profile with unsaved edits and the secrets, to save them all; or the first that
+    /// is invalid (then selected, so its error is in view) and why.
+    pub fn save_all_requests(&mut self) -> Result<Vec<SaveRequest>, String> {
+        let mut requests = Vec::new();
+        for (index, doc) in self.profiles.iter().enumerate().filter(|(_, doc)| doc.is_dirty()) {
+            if let Err(err) = doc.profile.validate() {
+                let name = doc.profile.name.clone();
+                self.select(index);
+                return Err(format!("'{name}' not saved: {err}"));
+            }
+            requests.push((doc.profile.clone(), self.secrets.clone()));
+        }
+        Ok(requests)
+    }
+
+    /// The names of the profiles with edits not on disk.
+    pub fn unsaved(&self) -> Vec<String> {
+        self.profiles.iter().filter(|doc| doc.is_dirty()).map(|doc| doc.profile.name.clone()).collect()
+    }
+
+    /// The background wrote `profile`: that version is now the one on disk.
+    pub fn mark_saved(&mut self, profile: Profile) {
+        if let Some(doc) = self.profiles.iter_mut().find(|doc| doc.profile.name == profile.name) {
+            doc.saved = Some(profile);
+        }
+    }
+
+    fn select(&mut self, index: usize) {
+        if index != self.current {
+            self.current = index;
+            self.host = 0;
+        }
     }
 
     /// Adds a pasted curl command's host and endpoint to the current profile (the host with

@@ -17,6 +17,7 @@ mod help;
 pub mod history;
 pub mod log;
 pub mod proxy;
+pub mod quit;
 mod request;
 mod save_as;
 mod screenshot;
@@ -42,19 +43,21 @@ pub const DEMO_PORT: u16 = 8787;
 pub fn run(screenshot: Option<(std::path::PathBuf, std::time::Duration)>) -> anyhow::Result<()> {
     // A library user's start: the command line has set it already.
     crate::telemetry::process_start();
+    let size = window_size();
+    let state = StateLocation::new(
+        screenshot.is_some(),
+        size.is_some(),
+        std::env::var_os(crate::profile::CONFIG_DIR_ENV).map(std::path::PathBuf::from),
+    );
     let options = eframe::NativeOptions {
         renderer: eframe::Renderer::Glow,
         viewport: egui::ViewportBuilder::default()
             .with_title("ratescope")
             .with_app_id("ratescope")
-            .with_inner_size(window_size().unwrap_or([1360.0, 860.0]))
+            .with_inner_size(size.unwrap_or([1360.0, 860.0]))
             .with_min_inner_size([800.0, 560.0]),
-        // A screenshot run starts from the default layout, whatever the user left last time
-        // (window size, panel widths): its state goes to a directory of its own.
-        persist_window: screenshot.is_none(),
-        persistence_path: screenshot
-            .is_some()
-            .then(|| std::env::temp_dir().join(format!("ratescope-screenshot-{}", std::process::id()))),
+        persist_window: state.persist_window,
+        persistence_path: state.file,
         ..Default::default()
     };
     let close_after = std::env::var("RATESCOPE_SMOKE_SECONDS")
@@ -80,10 +83,53 @@ pub fn run(screenshot: Option<(std::path::PathBuf, std::time::Duration)>) -> any
     .map_err(|err| anyhow::anyhow!("the window could not open: {err}"))
 }
 
+/// Where the window's own state (size, panel widths, theme, last profile) is kept, and whether
+/// the window's size and place are restored from it.
+#[derive(Debug, PartialEq)]
+struct StateLocation {
+    persist_window: bool,
+    /// The state file; `None` for eframe's per-user default (`~/.local/share/ratescope/app.ron`).
+    file: Option<std::path::PathBuf>,
+}
+
+impl StateLocation {
+    /// A screenshot run starts from the default layout, whatever the user left last time: its
+    /// state goes to a file of its own. `RATESCOPE_WINDOW_SIZE` wins over a saved size. With
+    /// `RATESCOPE_CONFIG_DIR` set, the state lives there beside the profiles, so a fresh config
+    /// directory is a fresh app.
+    fn new(screenshot: bool, size_given: bool, config_dir: Option<std::path::PathBuf>) -> Self {
+        let file = if screenshot {
+            Some(std::env::temp_dir().join(format!("ratescope-screenshot-{}.ron", std::process::id())))
+        } else {
+            config_dir.filter(|dir| !dir.as_os_str().is_empty()).map(|dir| dir.join("app.ron"))
+        };
+        Self { persist_window: !screenshot && !size_given, file }
+    }
+}
+
 /// The window's size from `RATESCOPE_WINDOW_SIZE=WIDTHxHEIGHT` (for screenshots at a given size).
 fn window_size() -> Option<[f32; 2]> {
     let text = std::env::var("RATESCOPE_WINDOW_SIZE").ok()?;
     let (width, height) = text.split_once('x')?;
     let size = [width.trim().parse::<f32>().ok()?, height.trim().parse::<f32>().ok()?];
     size.iter().all(|side| side.is_finite() && *side >= 200.0).then_some(size)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::StateLocation;
+
+    #[test]
+    fn a_given_size_wins_and_a_config_dir_holds_the_window_state() {
+        let plain = StateLocation::new(false, false, None);
+        assert_eq!(plain, StateLocation { persist_window: true, file: None });
+        let sized = StateLocation::new(false, true, Some(PathBuf::from("/cfg")));
+        assert_eq!(sized, StateLocation { persist_window: false, file: Some(PathBuf::from("/cfg/app.ron")) });
+        assert_eq!(StateLocation::new(false, false, Some(PathBuf::new())).file, None, "an empty variable is unset");
+        let shot = StateLocation::new(true, false, Some(PathBuf::from("/cfg")));
+        assert!(!shot.persist_window);
+        assert!(shot.file.is_some_and(|file| file.starts_with(std::env::temp_dir())));
+    }
 }
