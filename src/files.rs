@@ -47,6 +47,15 @@ impl FileError {
         move |source| Self::Io { action, path, source }
     }
 
+    /// The same error as a failure to write `path`, the file the user named (a temporary file
+    /// next to it, or the end of its symlinks, is how it was to be written, not what they asked).
+    fn naming(self, path: &Path) -> Self {
+        match self {
+            Self::Io { source, .. } => Self::Io { action: "write", path: path.to_owned(), source },
+            other => other,
+        }
+    }
+
     /// The operating system's error, if this is one.
     pub fn io_error(&self) -> Option<&io::Error> {
         match self {
@@ -142,9 +151,30 @@ pub fn write_with(
             let mut out = BufWriter::new(file);
             fill(&mut out).and_then(|()| out.flush()).map_err(FileError::io("write", target))?;
         }
-        Destination::Replace(target) => replace(target, options, fill)?,
+        Destination::Replace(target) => replace(target, options, fill).map_err(|err| err.naming(path))?,
     }
     Ok(destination)
+}
+
+/// Checks, before any work whose result is to be written there, that `path` can be written
+/// as [`write_with`] would: `-`, an existing FIFO or device, or a regular file (or none yet)
+/// in a directory where a new file can be made (one is made and removed to be sure).
+pub fn check_writable(path: &Path) -> Result<(), FileError> {
+    match destination(path)? {
+        Destination::Stdout | Destination::Stream(_) => Ok(()),
+        Destination::Replace(target) => {
+            temp_file_in(parent_dir(&target), false).map_err(|err| err.naming(path))?;
+            Ok(())
+        }
+    }
+}
+
+/// The directory a file at `path` lives in (`.` for a bare name).
+fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    }
 }
 
 fn replace(
@@ -152,10 +182,7 @@ fn replace(
     options: WriteOptions,
     fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
 ) -> Result<(), FileError> {
-    let dir = match target.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    };
+    let dir = parent_dir(target);
     let kept_permissions = fs::metadata(target).ok().map(|meta| meta.permissions());
     let mut file = temp_file_in(dir, options.private)?;
     {
@@ -166,7 +193,7 @@ fn replace(
         file.as_file().set_permissions(permissions).map_err(FileError::io("set the permissions of", target))?;
     }
     file.as_file().sync_all().map_err(FileError::io("write", target))?;
-    file.persist(target).map_err(|err| FileError::io("replace", target)(err.error))?;
+    file.persist(target).map_err(|err| FileError::io("replace", target)(without_path(err.error)))?;
     sync_dir(dir);
     Ok(())
 }
@@ -174,10 +201,7 @@ fn replace(
 /// Writes `bytes` as a new file at `path` unless one exists; returns whether it wrote it.
 /// Never replaces anything, not even a broken file (another writer's file wins a race).
 pub fn write_new(path: &Path, bytes: &[u8]) -> Result<bool, FileError> {
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    };
+    let dir = parent_dir(path);
     let mut file = temp_file_in(dir, false)?;
     file.write_all(bytes).and_then(|()| file.as_file().sync_all()).map_err(FileError::io("write", path))?;
     match file.persist_noclobber(path) {
@@ -200,7 +224,18 @@ fn temp_file_in(dir: &Path, private: bool) -> Result<tempfile::NamedTempFile, Fi
     }
     #[cfg(not(unix))]
     let _ = private;
-    builder.tempfile_in(dir).map_err(FileError::io("create a temporary file in", dir))
+    builder.tempfile_in(dir).map_err(|err| FileError::io("create a file in", dir)(without_path(err)))
+}
+
+/// `err` without the temporary file's name `tempfile` adds to it: a message names the user's
+/// file, not a `.ratescope-XXXX.tmp` they never asked for.
+fn without_path(err: io::Error) -> io::Error {
+    // tempfile wraps the operating system's error in one that appends ` at path "…"`.
+    let inner = err.get_ref().map(ToString::to_string);
+    match inner.as_deref().and_then(|text| text.rsplit_once(" at path ")) {
+        Some((message, _)) => io::Error::new(err.kind(), message.to_owned()),
+        None => err,
+    }
 }
 
 /// Makes a rename in `dir` durable (best effort: not every platform can open a directory).

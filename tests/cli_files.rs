@@ -182,3 +182,46 @@ fn usage_errors_exit_2_like_claps_own() {
         assert!(!stderr.contains("s3cret"), "{args:?} echoed a header value: {stderr}");
     }
 }
+
+/// Issue #32, finding 12: refusals echo what was typed (or a compact form of it) and say what
+/// is accepted instead.
+#[test]
+fn refused_numbers_are_echoed_as_typed_and_the_accepted_range_given() {
+    let config = tempfile::tempdir().unwrap();
+    let refused = |args: &[&str]| {
+        let run = ratescope(config.path(), args);
+        assert_eq!(run.status.code(), Some(2), "{args:?}: {}", text(&run.stderr));
+        text(&run.stderr)
+    };
+    let stderr = refused(&["pace", "-n", "1", "--rate", "0.0000001/1s"]);
+    assert!(!stderr.contains("greater than zero"), "{stderr}");
+    assert!(stderr.contains("rounds to zero") && stderr.contains("the smallest is 0.000001/1s"), "{stderr}");
+    let stderr = refused(&["pace", "-n", "1", "--rate", "18446744073709551615/1s"]);
+    assert!(stderr.contains("'18446744073709551615' is too large"), "{stderr}");
+    assert!(stderr.contains("1099511627776") && !stderr.contains("18446744073709552000"), "{stderr}");
+    for args in [
+        &["pace", "-n", "1", "--rate", "1/1s", "--high", "1e308"][..],
+        &["burst", "http://127.0.0.1:9/", "--high", "1e308"],
+        &["burst", "http://127.0.0.1:9/", "--low", "1e308"],
+    ] {
+        let stderr = refused(args);
+        assert!(stderr.contains("'1e308' is not a share between 0 and 1"), "{args:?}: {stderr}");
+        assert!(stderr.len() < 400, "{stderr}");
+    }
+    let stderr = refused(&["burst", "http://127.0.0.1:9/", "--rate", "1/1s", "--burst", "18446744073709551615"]);
+    assert!(stderr.contains("18446744073709551615 is too large"), "{stderr}");
+}
+
+/// Issue #32, finding 12: `--rate 1.5/1s` lets through its amount as written, rounded up (2),
+/// as the README says, not the 3 of its lowest terms (3/2s).
+#[test]
+fn the_burst_defaults_to_the_rates_amount_as_written() {
+    let config = tempfile::tempdir().unwrap();
+    for (rate, capacity) in [("1.5/1s", "2"), ("10/1s", "10"), ("0.5/1s", "1"), ("2.5/1s", "3")] {
+        let run = ratescope(config.path(), &["pace", "-n", "1", "--rate", rate]);
+        assert!(run.status.success(), "{}", text(&run.stderr));
+        let stdout = text(&run.stdout);
+        let limiter = stdout.lines().next().unwrap();
+        assert!(limiter.contains(&format!("bucket {capacity} ")), "{rate}: {limiter}");
+    }
+}

@@ -66,3 +66,16 @@ fn an_endless_input_is_cut_at_a_mebibyte_with_a_clear_error() {
     assert!(!ok);
     assert!(stderr.contains("/dev/zero holds more than 1 MiB"), "{stderr}");
 }
+
+/// Issue #32, finding 12: a huge number is printed compactly, not as 309 digits.
+#[test]
+fn huge_numbers_are_printed_compactly() {
+    let input = "HTTP/1.1 200 OK\nx-ratelimit-limit: 1e308\nx-ratelimit-remaining: 99999999999999999999999\n\n";
+    let (ok, stdout, stderr) = headers(&[], input);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("1e308") && stdout.contains("1e23"), "{stdout}");
+    assert!(stdout.lines().all(|line| line.len() < 200), "{stdout}");
+    let (ok, _, stderr) = headers(&["--now", "1e308"], input);
+    assert!(!ok);
+    assert!(stderr.contains("--now 1e308 is not"), "{stderr}");
+}

@@ -269,3 +269,199 @@ async fn token_budgets_in_the_headers_are_reported_beside_the_request_suggestion
     assert!(report.to_string().contains("also counts: tokens 'tokens' 40000"), "{report}");
     assert!(report.unit_budgets.iter().all(|budget| budget.unit != "requests"), "requests are the suggestion's");
 }
+
+/// A server on loopback that answers every request 200 with `headers`; returns its address and
+/// the count of requests it received.
+async fn lying_server(
+    headers: &'static [(&'static str, &'static str)],
+) -> (SocketAddr, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let count = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&count);
+    let app = axum::Router::new().fallback(move || {
+        let counted = Arc::clone(&counted);
+        async move {
+            counted.fetch_add(1, Ordering::SeqCst);
+            let mut map = axum::http::HeaderMap::new();
+            for (name, value) in headers {
+                map.append(*name, value.parse().unwrap());
+            }
+            (map, "ok")
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (addr, count)
+}
+
+/// Issue #32, finding 10: a limit of 10^23, a negative remaining and a NaN reset.
+const ABSURD: &[(&str, &str)] =
+    &[("x-ratelimit-limit", "99999999999999999999999"), ("x-ratelimit-remaining", "-5"), ("x-ratelimit-reset", "NaN")];
+/// A request quota of 100 with a negative remaining and a negative reset: no concurrency cap.
+const NEGATIVE: &[(&str, &str)] =
+    &[("x-ratelimit-limit", "100"), ("x-ratelimit-remaining", "-5"), ("x-ratelimit-reset", "-100")];
+/// Two dialects contradicting each other, and a remaining above its limit.
+const CONTRADICTORY: &[(&str, &str)] = &[
+    ("ratelimit-limit", "50"),
+    ("ratelimit-remaining", "49"),
+    ("ratelimit-reset", "30"),
+    ("x-ratelimit-limit", "100"),
+    ("x-ratelimit-remaining", "99"),
+    ("x-ratelimit-reset", "30"),
+];
+const REMAINING_ABOVE_LIMIT: &[(&str, &str)] =
+    &[("x-ratelimit-limit", "10"), ("x-ratelimit-remaining", "500"), ("x-ratelimit-reset", "60")];
+
+#[tokio::test(start_paused = true)]
+async fn impossible_headers_lower_confidence_are_named_and_never_make_a_concurrency_cap() {
+    for (headers, named) in [
+        (ABSURD, &["\"-5\" is negative", "\"NaN\"", "a limit of 1e23 is beyond any plausible quota"][..]),
+        (NEGATIVE, &["\"-5\" is negative", "\"-100\""]),
+        (CONTRADICTORY, &["says a limit of 50 where 'default' (x-ratelimit) says 100"]),
+        (REMAINING_ABOVE_LIMIT, &["500 remaining is more than its limit of 10"]),
+    ] {
+        let (addr, count) = lying_server(headers).await;
+        let url = format!("http://{addr}/x").parse().unwrap();
+        let options = ProbeOptions { max_requests: 6, ..ProbeOptions::default() };
+        let report = probe(LimitedClient::builder().without_timers(), &url, &options).await.unwrap();
+        assert_eq!(report.confidence, Confidence::Low, "{headers:?}\n{report}");
+        assert_eq!(report.suggested.concurrency, None, "a quota is never a concurrency cap\n{report}");
+        assert!(report.suggested.budgets.is_empty(), "nothing was met, and the headers are not believed\n{report}");
+        let reasons = report.reasons.join("\n");
+        for part in named {
+            assert!(reasons.contains(part), "{part} is not named:\n{report}");
+        }
+        assert!(report.limiter_config().is_ok(), "{report}");
+        assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), report.requests_used);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_windowless_quota_is_measured_not_read_as_a_concurrency_cap() {
+    // X-RateLimit-Limit alone (no remaining, reset or window): once read as "concurrency 100".
+    let (addr, _) = lying_server(&[("x-ratelimit-limit", "100")]).await;
+    let url = format!("http://{addr}/x").parse().unwrap();
+    let options = ProbeOptions { max_requests: 4, ..ProbeOptions::default() };
+    let report = probe(LimitedClient::builder().without_timers(), &url, &options).await.unwrap();
+    assert_eq!(report.suggested.concurrency, None, "{report}");
+    assert_ne!(report.confidence, Confidence::High, "{report}");
+    assert!(report.reasons.iter().any(|r| r.contains("not a concurrency cap")), "{report}");
+    assert_eq!(report.requests_used, 4, "it measured instead");
+}
+
+/// The probe CLI against a lying server: both outputs name the doubts, no concurrency cap is
+/// suggested, and `--save` saves what is suggested.
+#[test]
+fn the_cli_names_impossible_headers_and_saves_what_it_suggests() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    for headers in [ABSURD, NEGATIVE] {
+        let (addr, _) = runtime.block_on(lying_server(headers));
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("http://{addr}/x");
+        let run = |extra: &[&str]| {
+            let output = Command::new(env!("CARGO_BIN_EXE_ratescope"))
+                .args(["probe", &url, "--max-requests", "3"])
+                .args(extra)
+                .env("RATESCOPE_CONFIG_DIR", dir.path())
+                .output()
+                .unwrap();
+            let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+            (output.status.code(), text(&output.stdout), text(&output.stderr))
+        };
+        let (code, stdout, stderr) = run(&["--save", "lying"]);
+        assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+        assert!(stdout.contains("confidence: low"), "{stdout}");
+        assert!(stdout.contains("\"-5\" is negative"), "{stdout}");
+        let suggested = stdout.lines().find(|line| line.starts_with("suggested:")).unwrap();
+        assert!(!suggested.contains("concurrency"), "{stdout}");
+        assert!(!stdout.contains("18446744073709551615"), "{stdout}");
+        assert!(stdout.contains("saved as profile 'lying'"), "{stdout}");
+        let saved = ratescope::profile::ProfileStore::at(dir.path().join("profiles")).load("lying").unwrap();
+        assert_eq!(saved.hosts.len(), 1);
+
+        let (code, stdout, stderr) = run(&["--json", "--save", "lying"]);
+        assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+        let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        assert_eq!(json["confidence"], "low", "{json}");
+        assert!(json["suggested"]["concurrency"].is_null(), "{json}");
+        let reasons = json["reasons"].as_array().unwrap();
+        assert!(reasons.iter().any(|r| r.as_str().is_some_and(|r| r.contains("\"-5\" is negative"))), "{json}");
+    }
+}
+
+/// Runs the binary with its config directory in `config`: exit code, stdout, stderr.
+fn cli(config: &std::path::Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let output =
+        Command::new(env!("CARGO_BIN_EXE_ratescope")).args(args).env("RATESCOPE_CONFIG_DIR", config).output().unwrap();
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    (output.status.code(), text(&output.stdout), text(&output.stderr))
+}
+
+/// A loopback port nothing listens on.
+fn dead_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+#[test]
+fn a_dead_host_is_reported_unreachable_whatever_the_request_allowance() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = dead_port();
+    let url = format!("http://127.0.0.1:{port}/x");
+    for max in ["2", "100"] {
+        let (code, _, stderr) = cli(dir.path(), &["probe", &url, "--max-requests", max]);
+        assert_eq!(code, Some(1), "{stderr}");
+        assert!(stderr.contains(&format!("could not reach 127.0.0.1:{port}")), "{max}: {stderr}");
+        assert!(!stderr.contains("needs at least") && !stderr.contains("did not answer"), "{max}: {stderr}");
+    }
+}
+
+#[test]
+fn credentials_in_the_probed_url_appear_in_no_message() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let (addr, _) = runtime.block_on(lying_server(&[]));
+    let dir = tempfile::tempdir().unwrap();
+    let live = format!("http://alice:PW-s3cret@{addr}/x?api_key=KEY-s3cret&page=2");
+    let dead = format!("http://alice:PW-s3cret@127.0.0.1:{}/x?access_token=KEY-s3cret", dead_port());
+    for (url, json) in [(&live, false), (&live, true), (&dead, false)] {
+        let mut args = vec!["probe", url.as_str(), "--max-requests", "2"];
+        if json {
+            args.push("--json");
+        }
+        let (_, stdout, stderr) = cli(dir.path(), &args);
+        let everything = format!("{stdout}{stderr}");
+        assert!(!everything.contains("s3cret"), "{everything}");
+        if !json && url == &live {
+            assert!(stderr.contains("probing http://alice:***@"), "{stderr}");
+            assert!(stderr.contains("api_key=***&page=2"), "{stderr}");
+        }
+    }
+    // A profile without the URL's host: the usage error names the URL, redacted.
+    std::fs::create_dir_all(dir.path().join("profiles")).unwrap();
+    let other = "name = \"other\"\n[[hosts]]\nname = \"x\"\nbase_url = \"http://example.invalid\"\n";
+    std::fs::write(dir.path().join("profiles/other.toml"), other).unwrap();
+    let (code, _, stderr) = cli(dir.path(), &["probe", &live, "--profile", "other"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("has no host for http://alice:***@") && !stderr.contains("s3cret"), "{stderr}");
+}
+
+#[test]
+fn a_save_that_cannot_be_written_is_refused_before_any_request() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let (addr, count) = runtime.block_on(lying_server(&[]));
+    let url = format!("http://{addr}/x");
+    let dir = tempfile::tempdir().unwrap();
+    // The profiles directory is a file: nothing can be saved in it.
+    std::fs::write(dir.path().join("profiles"), "not a directory").unwrap();
+    let (code, _, stderr) = cli(dir.path(), &["probe", &url, "--max-requests", "3", "--save", "found"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--save") && stderr.contains("profiles"), "{stderr}");
+    assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 0, "nothing was sent");
+    // A name no file can have, likewise.
+    let other = tempfile::tempdir().unwrap();
+    let (code, _, stderr) = cli(other.path(), &["probe", &url, "--max-requests", "3", "--save", ""]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 0, "nothing was sent");
+}

@@ -14,7 +14,7 @@ use super::LimitArgs;
 use super::shared::SharedArgs;
 use crate::engine::{Rate, parse_duration};
 use crate::files::{self, WriteOptions};
-use crate::http::{BatchPlan, CostRule, LimitedClient, RetryPolicy};
+use crate::http::{BatchPlan, CostRule, LimitedClient, RetryPolicy, redact_url};
 use crate::profile::{MAX_BODY_BYTES, Profile, ProfileStore, SecretStore};
 use crate::run::{ArrivalPattern, Burst, BurstSpec, Endpoint, PriorityMix, content_type_of, write_csv};
 
@@ -82,9 +82,9 @@ pub struct BurstArgs {
     #[arg(long, value_name = "FROM:TO:OVER")]
     pub ramp: Option<String>,
     /// Shares of the high and low lanes (the rest is normal), e.g. --high 0.2 --low 0.3.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = super::share_arg)]
     pub high: f64,
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = super::share_arg)]
     pub low: f64,
     /// Take the limits, retry policy and headers for the URLs' hosts from a profile: a file, or
     /// the name of a saved profile.
@@ -160,11 +160,6 @@ impl BurstArgs {
             }
             (None, _, None) => ArrivalPattern::AllAtOnce,
         };
-        for (name, share) in [("--high", self.high), ("--low", self.low)] {
-            if !(0.0..=1.0).contains(&share) {
-                usage!("{name} must be between 0 and 1, got {share}");
-            }
-        }
         if self.high + self.low > 1.0 {
             usage!("--high and --low add up to more than 1");
         }
@@ -266,7 +261,7 @@ fn profile_client(profile: &Profile, args: &BurstArgs, spec: &mut BurstSpec) -> 
             usage!(
                 "profile '{}' has no host for {}; its hosts: {}",
                 profile.name,
-                endpoint.url,
+                redact_url(&endpoint.url),
                 describe_hosts(profile)
             );
         }
@@ -284,7 +279,17 @@ fn describe_hosts(profile: &Profile) -> String {
     profile.hosts.iter().map(|host| host.base_url.as_str()).collect::<Vec<_>>().join(", ")
 }
 
+/// Refuses, before anything is sent, a `--csv` that could not be written at the end.
+fn check_csv(args: &BurstArgs) -> anyhow::Result<()> {
+    let Some(path) = &args.csv else { return Ok(()) };
+    if args.json && path == Path::new("-") {
+        usage!("--csv - and --json would both write to standard output: give --csv a file");
+    }
+    files::check_writable(path).map_err(|err| super::as_usage(anyhow::Error::new(err).context("--csv")))
+}
+
 pub fn run(args: BurstArgs) -> anyhow::Result<ExitCode> {
+    check_csv(&args)?;
     let profile = args.profile.as_deref().map(load_profile).transpose()?;
     let mut spec = args.spec(profile.as_ref())?;
     let runtime = super::runtime()?;
@@ -331,13 +336,16 @@ pub fn run(args: BurstArgs) -> anyhow::Result<ExitCode> {
         bar.finish_and_clear();
         anyhow::Ok(burst.finish().await)
     })?;
-    if let Some(path) = &args.csv {
-        save_csv(path, &results)?;
-    }
+    // A CSV that cannot be written after all loses the rows, never the summary.
+    let csv = args.csv.as_deref().map(|path| save_csv(path, &results)).transpose();
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&summary.to_json())?)?;
     } else {
         out!("{summary}")?;
+    }
+    if let Err(err) = csv {
+        eprintln!("error: --csv: {}", super::error_text(&err));
+        return Ok(ExitCode::from(super::OUTPUT_NOT_WRITTEN));
     }
     Ok(if summary.failed > 0 || summary.cancelled > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }

@@ -40,7 +40,7 @@ pub fn run(args: HeadersArgs) -> anyhow::Result<ExitCode> {
     let now = match args.now {
         None => SystemTime::now(),
         Some(epoch) if epoch.is_finite() && (0.0..1e11).contains(&epoch) => UNIX_EPOCH + Duration::from_secs_f64(epoch),
-        Some(epoch) => usage!("--now {epoch} is not a Unix time in seconds"),
+        Some(epoch) => usage!("--now {} is not a Unix time in seconds", crate::engine::format_amount(epoch)),
     };
     let head = parse_response_head(&text)?;
     let mut info = RateLimitInfo::parse(head.status, &head.headers, head.body.as_deref(), now);

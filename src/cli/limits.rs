@@ -1,17 +1,42 @@
 //! Limiter flags shared by commands: `--rate`, `--burst`, `--window`, `-c`.
 
+use std::str::FromStr;
+
 use anyhow::Context;
 use clap::Args;
 
-use crate::engine::{BudgetSpec, LimiterConfig, Rate, Unit, parse_duration};
+use crate::engine::{BudgetSpec, ConfigError, LimiterConfig, Rate, Unit, parse_duration};
+
+/// `--rate` as written: the rate, and the burst it lets through by default, its amount as
+/// written rounded up to whole requests (`1.5/1s`: 2, although the rate is kept as `3/2s`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateFlag {
+    /// The refill.
+    pub rate: Rate,
+    /// The amount as written, rounded up (at least 1).
+    pub amount: u64,
+}
+
+impl FromStr for RateFlag {
+    type Err = ConfigError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let rate: Rate = text.parse()?;
+        // It parsed, so the amount before the '/' is a number no larger than the engine's cap.
+        let written = text.split_once('/').and_then(|(amount, _)| amount.trim().parse::<f64>().ok());
+        let amount = written.map_or(rate.amount(), |amount| amount.ceil() as u64).max(1);
+        Ok(Self { rate, amount })
+    }
+}
 
 /// The limit flags shared by `burst`, `pace` and `proxy`: a bucket, windows and a concurrency cap.
 #[derive(Debug, Clone, Args)]
 pub struct LimitArgs {
     /// Token bucket refill, e.g. 10/1s or 600/1m.
     #[arg(long, value_name = "N/DURATION")]
-    pub rate: Option<Rate>,
-    /// Token bucket capacity (the burst let through at once); defaults to the rate's amount.
+    pub rate: Option<RateFlag>,
+    /// Token bucket capacity (the burst let through at once); defaults to the rate's amount as
+    /// written, rounded up (10/1s: 10, 1.5/1s: 2).
     #[arg(long, value_name = "B")]
     pub burst: Option<u64>,
     /// Exact sliding window, e.g. 1000/1h; repeat for several. A unit other than requests
@@ -31,8 +56,8 @@ impl LimitArgs {
 
     fn build(&self) -> anyhow::Result<LimiterConfig> {
         let mut config = LimiterConfig::new();
-        if let Some(rate) = self.rate {
-            let capacity = self.burst.unwrap_or(rate.amount().max(1));
+        if let Some(RateFlag { rate, amount }) = self.rate {
+            let capacity = self.burst.unwrap_or(amount);
             config = config.with_budget(BudgetSpec::token_bucket("rate", capacity, rate).context("--rate/--burst")?);
         } else if self.burst.is_some() {
             usage!("--burst needs --rate (the bucket's refill)");

@@ -41,7 +41,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use http::{HeaderMap, HeaderName, HeaderValue};
 
-pub use limits::LimitArgs;
+pub use limits::{LimitArgs, RateFlag};
 
 /// Explore and respect HTTP API rate limits.
 #[derive(Debug, Parser)]
@@ -105,6 +105,10 @@ pub fn main(cli: Cli) -> ExitCode {
     }
 }
 
+/// The exit status of a command that did its work but could not write what it was asked to
+/// write at the end (`burst --csv`, `probe --save`); what it prints was printed all the same.
+pub const OUTPUT_NOT_WRITTEN: u8 = 3;
+
 /// A command line that asks for something impossible (made by the `usage!` macro; the command exits with status 2).
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -156,10 +160,15 @@ fn is_broken_pipe(err: &anyhow::Error) -> bool {
 /// With no subcommand: the desktop app, or the help where it was built without one.
 fn open_app(screenshot: Option<std::path::PathBuf>, after: f64) -> anyhow::Result<ExitCode> {
     if !after.is_finite() || !(0.0..=3600.0).contains(&after) {
-        usage!("--after {after} is not a number of seconds between 0 and 3600");
+        usage!("--after {} is not a number of seconds between 0 and 3600", crate::engine::format_amount(after));
     }
     #[cfg(feature = "gui")]
     {
+        if let Some(path) = &screenshot {
+            // Refused before the app runs its burst, not after.
+            crate::files::check_writable(path)
+                .map_err(|err| as_usage(anyhow::Error::new(err).context("--screenshot")))?;
+        }
         crate::gui::run(screenshot.map(|path| (path, std::time::Duration::from_secs_f64(after))))?;
         Ok(ExitCode::SUCCESS)
     }
@@ -184,8 +193,16 @@ fn init_tracing() {
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).try_init();
 }
 
+/// The most `-H` options a command takes. Far above any real request (servers refuse a head of
+/// more than about a hundred fields), far below the 24,576 entries past which `http`'s
+/// `HeaderMap` panics.
+pub const MAX_HEADER_FLAGS: usize = 1000;
+
 /// `-H 'Name: value'` flags as a header map. Errors never repeat a value (it may be a key).
 fn header_map(flags: &[String]) -> anyhow::Result<HeaderMap> {
+    if flags.len() > MAX_HEADER_FLAGS {
+        usage!("-H is given {} times: a request takes at most {MAX_HEADER_FLAGS} headers", flags.len());
+    }
     let mut headers = HeaderMap::new();
     for (i, header) in flags.iter().enumerate() {
         let Some((name, value)) = header.split_once(':') else {
@@ -209,6 +226,14 @@ fn clipped_name(name: &str) -> String {
         name.to_owned()
     } else {
         format!("{}…", name.chars().take(64).collect::<String>())
+    }
+}
+
+/// A share between 0 and 1 (`--high 0.2`); anything else is refused with the text as typed.
+fn share_arg(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(share) if (0.0..=1.0).contains(&share) => Ok(share),
+        _ => Err(format!("'{}' is not a share between 0 and 1", clipped_name(text))),
     }
 }
 

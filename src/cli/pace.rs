@@ -21,7 +21,7 @@ pub struct PaceArgs {
     #[arg(long, default_value = "100ms", value_parser = parse_duration_arg)]
     pub work: Duration,
     /// Share of requests in the high lane (0.0 to 1.0); the rest are normal.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = super::share_arg)]
     pub high: f64,
 }
 
@@ -37,9 +37,6 @@ fn parse_duration_arg(text: &str) -> Result<Duration, String> {
 }
 
 pub fn run(args: PaceArgs) -> anyhow::Result<ExitCode> {
-    if !(0.0..=1.0).contains(&args.high) {
-        usage!("--high must be between 0 and 1, got {}", args.high);
-    }
     if args.requests > 1_000_000 {
         usage!("-n {} is more than pace simulates (1,000,000)", args.requests);
     }

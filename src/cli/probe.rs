@@ -8,7 +8,7 @@ use http::{HeaderMap, Method};
 use url::Url;
 
 use crate::engine::{LimitKey, LimiterConfig, Registry, parse_duration};
-use crate::http::LimitedClient;
+use crate::http::{LimitedClient, redact_url};
 use crate::probe::{ProbeOptions, ProfileCheck, probe};
 use crate::profile::{HostProfile, Profile, ProfileStore, SecretStore};
 
@@ -73,7 +73,7 @@ fn against(name: &str, url: &Url) -> anyhow::Result<Against> {
     let found = (profile.hosts.iter().find(|host| Some(key_of(host)) == with_port))
         .or_else(|| profile.hosts.iter().find(|host| key_of(host) == host_name));
     let Some(host) = found.cloned() else {
-        usage!("profile '{name}' has no host for {url}; its hosts: {}", host_list(&profile))
+        usage!("profile '{name}' has no host for {}; its hosts: {}", redact_url(url), host_list(&profile))
     };
     let registry = Registry::from_table(profile.entries()?)?;
     let (key, config) = match registry.limiter_for(&host_name, url.port_or_known_default(), url.path()) {
@@ -89,6 +89,11 @@ fn host_list(profile: &Profile) -> String {
 }
 
 pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
+    if let Some(name) = &args.save {
+        // Refused before any request: a probe's requests may spend a quota.
+        let checked = ProfileStore::default_location().and_then(|store| store.check_save(name));
+        checked.map_err(|err| super::as_usage(anyhow::Error::new(err).context("--save")))?;
+    }
     let against = args.profile.as_deref().map(|name| against(name, &args.url)).transpose()?;
     let mut headers = HeaderMap::new();
     if let Some(against) = &against {
@@ -104,16 +109,13 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
         max_wait: args.max_wait,
     };
     if !args.json {
-        eprintln!("probing {} (at most {} requests)…", args.url, options.max_requests);
+        eprintln!("probing {} (at most {} requests)…", redact_url(&args.url), options.max_requests);
     }
     let report = super::runtime()?.block_on(probe(LimitedClient::builder(), &args.url, &options))?;
-    if let Some(name) = &args.save {
-        let base = args.url.origin().ascii_serialization();
-        let profile = report.to_profile(name, &base)?;
-        let path = ProfileStore::default_location()?.save(&profile)?;
-        if !args.json {
-            outln!("saved as profile '{name}' in {}", path.display())?;
-        }
+    // A save that fails after all loses the profile, never the report.
+    let saved = args.save.as_deref().map(|name| save(&report, name, &args.url)).transpose();
+    if let (Ok(Some(path)), Some(name), false) = (&saved, &args.save, args.json) {
+        outln!("saved as profile '{name}' in {}", path.display())?;
     }
     let check = against.map(|against| {
         ProfileCheck::new(&against.profile.name, &against.host.name, &against.key, &against.config, &report)
@@ -127,5 +129,15 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
             out!("\n{check}")?;
         }
     }
+    if let Err(err) = saved {
+        eprintln!("error: --save: {}", super::error_text(&err));
+        return Ok(ExitCode::from(super::OUTPUT_NOT_WRITTEN));
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Saves the report's suggestion as profile `name` for `url`'s origin; returns the file.
+fn save(report: &crate::probe::ProbeReport, name: &str, url: &Url) -> anyhow::Result<std::path::PathBuf> {
+    let profile = report.to_profile(name, &url.origin().ascii_serialization())?;
+    Ok(ProfileStore::default_location()?.save(&profile)?)
 }

@@ -90,7 +90,7 @@ impl BudgetSpec {
             return Err(ConfigError::ZeroCapacity(self.name.clone()));
         }
         if capacity > MAX_AMOUNT {
-            return Err(ConfigError::AmountTooLarge(capacity as f64));
+            return Err(ConfigError::CountTooLarge(capacity));
         }
         if let BudgetKind::SlidingWindow { window, .. } = self.kind {
             // Reuse Rate's checks on the period (zero, too long).

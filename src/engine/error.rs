@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
+use super::rate::format_amount;
 use super::snapshot::Blocked;
 
 /// A setting the engine refuses, because it would hang, overflow or mean nothing.
@@ -19,14 +20,25 @@ pub enum ConfigError {
     #[error("a period of {0:?} is longer than ten years")]
     DurationTooLong(Duration),
     /// An amount above the engine's maximum (2^40).
-    #[error("{0} is too large (the most a budget can hold is 2^40)")]
+    #[error("{} is too large (the most a budget can hold is 2^40, {max})", format_amount(*.0), max = super::rate::MAX_AMOUNT)]
     AmountTooLarge(f64),
+    /// A whole count (a capacity, a rate's amount) above the engine's maximum (2^40).
+    #[error("{0} is too large (the most a budget can hold is 2^40, {max})", max = super::rate::MAX_AMOUNT)]
+    CountTooLarge(u64),
     /// An amount that is NaN or infinite.
-    #[error("{0} is not a finite number")]
+    #[error("{} is not a finite number", format_amount(*.0))]
     NotFinite(f64),
     /// An amount that is zero or negative where it must be positive.
-    #[error("{0} must be greater than zero")]
+    #[error("{} must be greater than zero", format_amount(*.0))]
     NotPositive(f64),
+    /// A positive amount that rounds to zero at the decimals a rate keeps.
+    #[error("{}", super::rate::too_fine(*amount, *per))]
+    TooFine {
+        /// The amount given.
+        amount: f64,
+        /// The period it was given over.
+        per: Duration,
+    },
     /// Text that does not parse as a rate, duration or limit description; the message says why.
     #[error("{0}")]
     Syntax(String),

@@ -23,7 +23,7 @@ pub use error::{AcquireError, ConfigError, TryAcquireError};
 pub use gate::{AdmissionGate, GateReadiness};
 pub use limiter::{Acquire, Limiter, Permit};
 pub use priority::Priority;
-pub use rate::{Rate, format_period, format_wait, parse_duration};
+pub use rate::{Rate, format_amount, format_number, format_period, format_wait, parse_duration};
 pub use registry::{LimitKey, Registry};
 pub use shed::{Overload, QueueCounts, QueuePlace, Shedding, estimated_wait};
 pub use snapshot::{Blocked, BudgetSnapshot, HeadSnapshot, PauseSnapshot, Snapshot};

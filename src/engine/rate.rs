@@ -29,7 +29,7 @@ impl Rate {
             return Err(ConfigError::DurationTooLong(per));
         }
         if amount > MAX_AMOUNT {
-            return Err(ConfigError::AmountTooLarge(amount as f64));
+            return Err(ConfigError::CountTooLarge(amount));
         }
         Ok(Self { amount, per })
     }
@@ -47,12 +47,12 @@ impl Rate {
         }
         // Scale by powers of ten until the amount is (close to) whole.
         let mut scale: u32 = 1;
-        while scale < 1_000_000 && (amount * f64::from(scale)).fract().abs() > 1e-9 {
+        while scale < 10u32.pow(MAX_DECIMALS) && (amount * f64::from(scale)).fract().abs() > 1e-9 {
             scale *= 10;
         }
         let scaled = (amount * f64::from(scale)).round();
         if scaled < 1.0 {
-            return Err(ConfigError::NotPositive(amount));
+            return Err(ConfigError::TooFine { amount, per });
         }
         // Only the scaling is taken back out: 2.5/1s is 25/10s, then 5/2s; 10/1s stays 10/1s.
         let (amount, scale) = lowest_terms(scaled as u64, scale);
@@ -86,6 +86,30 @@ fn lowest_terms(amount: u64, scale: u32) -> (u64, u32) {
     (amount / common, (u64::from(scale) / common) as u32)
 }
 
+/// The most decimals an amount keeps (`0.000001/1s` is one per 11.6 days; a slower rate is
+/// written over a longer period).
+const MAX_DECIMALS: u32 = 6;
+
+/// Why `amount` per `per` is refused as rounding to zero, with the slowest rate that is
+/// accepted and the same rate written so that it is (`1/116d`), when it fits in ten years.
+pub(super) fn too_fine(amount: f64, per: Duration) -> String {
+    let smallest = format!("0.{}1", "0".repeat(MAX_DECIMALS as usize - 1));
+    let period = per.as_secs_f64() / amount;
+    let days = (period / 86_400.0).ceil();
+    let rewrite = if period.is_finite() && days * 86_400e9 <= MAX_PERIOD_NANOS as f64 {
+        format!("; about this rate, written over a longer period: 1/{days}d")
+    } else {
+        String::new()
+    };
+    format!(
+        "{}/{} is less than one per {} and rounds to zero (an amount keeps {MAX_DECIMALS} decimals): the smallest is {smallest}/{}{rewrite}",
+        format_amount(amount),
+        format_period(per),
+        format_period(per.saturating_mul(10u32.pow(MAX_DECIMALS))),
+        format_period(per)
+    )
+}
+
 /// Longest period accepted: about 10 years, enough for any real budget and far from overflow.
 const MAX_PERIOD_NANOS: u128 = 10 * 366 * 24 * 3600 * 1_000_000_000;
 /// Largest amount accepted; keeps every product of the engine's integer math in range.
@@ -106,8 +130,14 @@ impl FromStr for Rate {
         let (amount, per) = text
             .split_once('/')
             .ok_or_else(|| ConfigError::Syntax(format!("'{text}' is not of the form AMOUNT/DURATION, e.g. 10/1s")))?;
-        let amount: f64 =
-            amount.trim().parse().map_err(|_| ConfigError::Syntax(format!("'{}' is not a number", amount.trim())))?;
+        let typed = amount.trim();
+        let amount: f64 = typed.parse().map_err(|_| ConfigError::Syntax(format!("'{typed}' is not a number")))?;
+        if amount > MAX_AMOUNT as f64 {
+            // Echoed as typed: the float would print another number (2^64 - 1 as ...552000).
+            return Err(ConfigError::Syntax(format!(
+                "'{typed}' is too large: a rate's amount is at most 2^40 ({MAX_AMOUNT})"
+            )));
+        }
         let per = parse_duration(per)?;
         Self::from_f64(amount, per)
     }
@@ -141,6 +171,26 @@ pub fn format_period(per: Duration) -> String {
         }
     }
     humantime::format_duration(per).to_string()
+}
+
+/// A number as it was given, compactly: whole numbers without a fraction (`5`), others in the
+/// shortest form that reads back (`0.5`, `1e-7`, `1e308`, `NaN`), never hundreds of digits.
+pub fn format_amount(value: f64) -> String {
+    if value.fract() == 0.0 && value.abs() < 1e15 { format!("{value:.0}") } else { format!("{value:?}") }
+}
+
+/// A number for people: at most three decimals without trailing zeros (`596.5`, `0.125`, `100`),
+/// and in exponent form from 10^15 on (`1e308`), where every further digit is noise.
+pub fn format_number(value: f64) -> String {
+    if !value.is_finite() {
+        return format!("{value:?}");
+    }
+    if value.abs() >= 1e15 {
+        return format!("{value:e}");
+    }
+    let text = format!("{:.3}", (value * 1000.0).round() / 1000.0);
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    if text == "-0" { "0".to_owned() } else { text.to_owned() }
 }
 
 /// A wait in at most its two most significant units: `12m 3s`, `1.2s`, `250ms`, `3h 5m`.
@@ -186,6 +236,32 @@ mod tests {
         }
         assert!(Rate::from_f64(f64::NAN, Duration::from_secs(1)).is_err());
         assert!(Rate::new(1, Duration::from_secs(400 * 365 * 86_400)).is_err());
+    }
+
+    #[test]
+    fn refusals_echo_what_was_typed_and_say_what_is_accepted() {
+        let huge = "18446744073709551615/1s".parse::<Rate>().unwrap_err().to_string();
+        assert!(huge.contains("'18446744073709551615' is too large") && huge.contains("1099511627776"), "{huge}");
+        let fine = "0.0000001/1s".parse::<Rate>().unwrap_err().to_string();
+        assert!(!fine.contains("greater than zero"), "{fine}");
+        assert!(fine.contains("1e-7/1s is less than one per 1000000s and rounds to zero"), "{fine}");
+        assert!(fine.contains("the smallest is 0.000001/1s") && fine.contains("1/116d"), "{fine}");
+        assert_eq!("1/116d".parse::<Rate>().unwrap().to_string(), "1/116d", "the suggestion is accepted");
+        assert_eq!("0.000001/1s".parse::<Rate>().unwrap().to_string(), "1/1000000s", "so is the smallest");
+        let never = "1e-300/1s".parse::<Rate>().unwrap_err().to_string();
+        assert!(never.len() < 200 && !never.contains("longer period"), "{never}");
+        let big = Rate::from_f64(1e308, Duration::from_secs(1)).unwrap_err().to_string();
+        assert!(big.starts_with("1e308 is too large"), "{big}");
+    }
+
+    #[test]
+    fn numbers_for_people_have_three_decimals_or_an_exponent() {
+        let cases = [(100.0, "100"), (596.5, "596.5"), (0.1234, "0.123"), (-0.0001, "0"), (1e308, "1e308")];
+        for (value, shown) in cases {
+            assert_eq!(format_number(value), shown);
+        }
+        assert_eq!(format_number(99999999999999999999999.0), "1e23");
+        assert_eq!(format_number(f64::NAN), "NaN");
     }
 
     #[test]

@@ -8,8 +8,9 @@
 //! 1. **The headers publish every limit with its window** (IETF `RateLimit-Policy`, one item
 //!    per policy): one request is enough. Each policy becomes a sliding window of its size
 //!    (safe whether the server counts with a bucket, a fixed or a sliding window); several
-//!    policies are stacked windows, and all are kept. A policy with a quota but neither
-//!    window nor reset is read as a concurrency limit.
+//!    policies are stacked windows, and all are kept. A structured policy with a quota but
+//!    neither window nor reset is read as a concurrency limit, as the demo API publishes one;
+//!    a quota from any other dialect (`X-RateLimit-Limit` alone) never is.
 //! 2. **The headers give limit, remaining and reset but no window** (`X-RateLimit-*`,
 //!    GitHub, the older IETF trio): requests go one after another while `remaining` says
 //!    there is room, so no request is refused; when it reaches 0 the probe waits out the
@@ -29,12 +30,19 @@
 //!    that passed through and the one that would have let the refusal through too. A bucket found this way counts as two discoveries, its capacity and its
 //!    rate, each costing one refusal.
 //!
+//! Headers are believed only as far as they are possible (`trust`): a limit beyond any plausible
+//! quota, more remaining than the limit, a window or reset of years, values the parser dropped
+//! (negative, not a number) or two dialects contradicting each other are named in the reasons,
+//! make the confidence low, and the budgets they touch are not used (the probe measures instead).
+//! Whatever is suggested is a valid limiter configuration (`--save` can save it).
+//!
 //! Every suggestion keeps a margin below what was found ([`ProbeOptions::margin`], 5% by
 //! default): fewer requests per window, or, where that would round to the same whole
 //! number, a longer window.
 
 mod check;
 mod report;
+mod trust;
 
 use std::time::Duration;
 
@@ -46,9 +54,9 @@ use url::Url;
 pub use check::{LimitCheck, ProfileCheck, Verdict};
 pub use report::{Confidence, ProbeReport, SuggestedBudget, Suggestion, UnitBudget};
 
-use crate::engine::format_wait;
+use crate::engine::{LimiterConfig, format_wait};
 use crate::http::headers::ServerBudget;
-use crate::http::{ClientBuilder, ClientError, LimitedClient, RateLimitInfo, RequestSpec, RetryPolicy};
+use crate::http::{ClientBuilder, ClientError, LimitedClient, RateLimitInfo, RequestSpec, RetryPolicy, redact_url};
 use report::trim;
 
 /// Tries for a first answer when the server errs or drops the connection.
@@ -96,15 +104,28 @@ pub enum ProbeError {
         given: usize,
     },
     /// A margin outside 0 to 0.5.
-    #[error("margin {0} is not a share between 0 and 0.5")]
+    #[error("margin {} is not a share between 0 and 0.5", crate::engine::format_amount(*.0))]
     Margin(f64),
     /// The URL did not answer with a success to begin with, so there is nothing to measure.
-    #[error("{url} did not answer the first requests with a success (last: {last}); probe a URL that answers 2xx")]
+    #[error(
+        "{} did not answer the first requests with a success (last: {last}); probe a URL that answers 2xx",
+        redact_url(url)
+    )]
     FirstStatus {
         /// The URL probed.
         url: Url,
         /// The last status or error it gave.
         last: String,
+    },
+    /// The host never answered the first tries (refused, reset, unknown name).
+    #[error("could not reach {host}: {message} ({tries} tries); check the URL and that the server is up")]
+    Unreachable {
+        /// The host and port tried.
+        host: String,
+        /// How many requests were sent.
+        tries: usize,
+        /// Why the last one got no answer.
+        message: String,
     },
     /// A probe request failed without a response.
     #[error(transparent)]
@@ -133,6 +154,9 @@ pub async fn probe(builder: ClientBuilder, url: &Url, options: &ProbeOptions) ->
         start: Instant::now(),
         samples: Vec::new(),
         evidence: Vec::new(),
+        doubts: trust::Doubts::default(),
+        notes: Vec::new(),
+        last_failure: None,
     };
     let found = prober.run().await?;
     Ok(prober.report(found))
@@ -165,6 +189,9 @@ struct Sample {
     answered: f64,
     status: u16,
     info: RateLimitInfo,
+    /// The answer has a structured `RateLimit-Policy` field (and not the older trio), where a
+    /// quota without window or reset is a concurrency limit ([`trust::published_concurrency`]).
+    structured_policy: bool,
 }
 
 impl Sample {
@@ -193,6 +220,12 @@ struct Prober {
     start: Instant,
     samples: Vec<Sample>,
     evidence: Vec<String>,
+    /// What the answers gave reason to doubt.
+    doubts: trust::Doubts,
+    /// Reasons about the headers to give whatever path is taken.
+    notes: Vec<String>,
+    /// Why the last request that got no response got none.
+    last_failure: Option<String>,
 }
 
 impl Prober {
@@ -213,21 +246,29 @@ impl Prober {
         request.headers = self.options.headers.clone();
         let sent = self.now();
         let sample = match self.client.send(request).await {
-            Ok(response) => {
-                Sample { sent, answered: self.now(), status: response.status.as_u16(), info: response.rate_limit }
-            }
+            Ok(response) => Sample {
+                sent,
+                answered: self.now(),
+                status: response.status.as_u16(),
+                structured_policy: response.headers.contains_key("ratelimit-policy")
+                    && !response.headers.contains_key("ratelimit-limit"),
+                info: response.rate_limit,
+            },
             // A dropped connection is not a refusal: note it and go on.
             Err(ClientError::Transport { message, .. }) => {
                 self.evidence.push(format!("request {}: no response ({message})", self.samples.len() + 1));
+                self.last_failure = Some(message);
                 Sample {
                     sent,
                     answered: self.now(),
                     status: 0,
                     info: RateLimitInfo::parse(None, &HeaderMap::new(), None, std::time::SystemTime::now()),
+                    structured_policy: false,
                 }
             }
             Err(err) => return Err(err.into()),
         };
+        self.doubts.note(&sample.info);
         self.samples.push(sample.clone());
         Ok(Some(sample))
     }
@@ -246,47 +287,78 @@ impl Prober {
         true
     }
 
+    /// Why the first tries gave nothing to measure: the host never answered, or the URL did
+    /// not answer with a success.
+    fn no_first_answer(&self) -> ProbeError {
+        let url = self.url.clone();
+        if self.samples.iter().all(|sample| sample.status == 0) {
+            let host = self.url.host_str().unwrap_or_default();
+            let host =
+                self.url.port_or_known_default().map_or_else(|| host.to_owned(), |port| format!("{host}:{port}"));
+            let message = self.last_failure.clone().unwrap_or_else(|| "no response".to_owned());
+            return ProbeError::Unreachable { host, tries: self.samples.len(), message };
+        }
+        let last = self.samples.last().map_or(0, |sample| sample.status);
+        let last = if last == 0 { "no response".to_owned() } else { last.to_string() };
+        ProbeError::FirstStatus { url, last }
+    }
+
     async fn run(&mut self) -> Result<Found, ProbeError> {
         // A server error or a dropped connection may be passing: the first answer gets three tries.
         let first = loop {
-            let Some(sample) = self.send().await? else {
-                return Err(ProbeError::TooFewRequests { min: 2, given: self.options.max_requests });
-            };
+            // `max_requests` is at least 2, so `None` comes after a failed try at the earliest.
+            let Some(sample) = self.send().await? else { return Err(self.no_first_answer()) };
             if sample.passed() || sample.refused() {
                 break sample;
             }
             let passing = sample.status == 0 || sample.status >= 500;
             if !passing || self.samples.len() >= FIRST_TRIES {
-                let last = if sample.status == 0 { "no response".to_owned() } else { sample.status.to_string() };
-                return Err(ProbeError::FirstStatus { url: self.url.clone(), last });
+                return Err(self.no_first_answer());
             }
         };
-        let budgets = request_budgets(&first.info);
+        let budgets = trust::trusted(&first.info);
         self.evidence.push(format!("request {}: {}", self.samples.len(), describe_response(&first)));
-        if !budgets.is_empty()
-            && budgets.iter().all(|b| b.limit.is_some() && (b.window.is_some() || b.reset_after.is_none()))
-        {
-            return Ok(self.published(&budgets));
+        let structured = first.structured_policy;
+        let published = |b: &ServerBudget| b.window.is_some() || trust::published_concurrency(b, structured);
+        if !budgets.is_empty() && budgets.iter().all(|b| b.limit.is_some() && published(b)) {
+            return Ok(self.published(&budgets, structured));
         }
         if let Some(budget) = budgets.iter().find(|b| b.limit.is_some() && b.remaining.is_some()) {
             let budget = (*budget).clone();
             return self.drain(budget).await;
         }
+        for budget in budgets.iter().filter(|b| b.limit.is_some() && !published(b)) {
+            self.notes.push(format!(
+                "{} gives a limit of {} but neither its window nor what remains: a quota over a time the headers do not say (not a concurrency cap), so the limit was measured instead",
+                trust::label(budget),
+                trim(budget.limit.unwrap_or_default())
+            ));
+        }
         self.without_headers(first).await
     }
 
     /// Path 1: every limit and its window is in the headers.
-    fn published(&mut self, budgets: &[&ServerBudget]) -> Found {
+    fn published(&mut self, budgets: &[&ServerBudget], structured: bool) -> Found {
         let margin = self.options.margin;
         let mut found = Suggestion::default();
         for budget in budgets {
             let limit = budget.limit.unwrap_or(1.0).floor().max(1.0) as u64;
             match budget.window {
-                Some(window) => found.budgets.push(window_found(&budget.name, limit, window.as_secs_f64())),
-                None => {
+                Some(window) => {
+                    let window_s = window.as_secs_f64();
+                    let same = |known: &SuggestedBudget| matches!(known, SuggestedBudget::SlidingWindow { limit: l, window_s: w, .. } if *l == limit && *w == window_s);
+                    if found.budgets.iter().any(same) {
+                        continue; // two dialects saying the same
+                    }
+                    let taken = found.budgets.iter().any(|known| known.name() == budget.name);
+                    let name = if taken { format!("{}-{}", budget.name, budget.source) } else { budget.name.clone() };
+                    found.budgets.push(window_found(&name, limit, window_s));
+                }
+                None if trust::published_concurrency(budget, structured) => {
                     let cap = limit as usize;
                     found.concurrency = Some(found.concurrency.map_or(cap, |c| c.min(cap)));
                 }
+                None => {}
             }
         }
         let source = budgets.first().map_or("headers", |b| b.source.as_str()).to_owned();
@@ -301,11 +373,17 @@ impl Prober {
             "a sliding window of the published size is safe whether the server counts with a bucket, a fixed or a sliding window"
                 .into(),
         );
-        if found.concurrency.is_some() {
-            reasons.push("a policy with a quota but no window or reset is read as a concurrency limit".into());
-        }
+        let confidence = if found.concurrency.is_some() {
+            reasons.push(
+                "a structured policy with a quota but no window, whose remaining has no reset, is read as a concurrency limit (as the demo API publishes one; the IETF draft itself has none)"
+                    .into(),
+            );
+            Confidence::Medium
+        } else {
+            Confidence::High
+        };
         reasons.push(margin_reason(margin));
-        Found { discovered: budgets.len(), found, confidence: Confidence::High, reasons }
+        Found { discovered: budgets.len(), found, confidence, reasons }
     }
 
     /// Path 2: limit, remaining and reset, but no window: spend what `remaining` allows, wait
@@ -363,8 +441,11 @@ impl Prober {
             }
             if sample.refused() {
                 spent.interrupted = true;
-                let message =
-                    format!("request {}: refused although {} were said to remain", self.samples.len(), spent.remaining);
+                let message = format!(
+                    "request {}: refused although {} were said to remain",
+                    self.samples.len(),
+                    trim(spent.remaining)
+                );
                 self.evidence.push(message);
                 break;
             }
@@ -388,8 +469,9 @@ impl Prober {
     fn not_drained(&mut self, spent: &Spent, drain_time: f64) -> Found {
         let Spent { name, limit, remaining, first_reset, longest_reset, .. } = spent;
         self.evidence.push(format!(
-            "'{name}': {} requests in {drain_time:.2}s left {remaining} of {limit}; the maximum was reached before it ran out",
-            spent.spent
+            "'{name}': {} requests in {drain_time:.2}s left {} of {limit}; the maximum was reached before it ran out",
+            spent.spent,
+            trim(*remaining)
         ));
         let grew = *longest_reset > *first_reset + Duration::from_secs(1);
         let (period, how) = if grew {
@@ -546,14 +628,15 @@ impl Prober {
         let Some(refusal) = refusal else {
             let span = self.now();
             self.evidence.push(format!(
-                "{} requests one after another over {span:.2}s: all passed, none refused, no rate-limit header",
+                "{} requests one after another over {span:.2}s: all passed, none refused, no usable rate-limit header",
                 passed.len()
             ));
             return Ok(Found {
                 found: Suggestion::default(),
                 confidence: Confidence::Low,
                 reasons: vec![
-                    "no limit was met within --max-requests sent one at a time, and the headers say nothing".into(),
+                    "no limit was met within --max-requests sent one at a time, and the headers say nothing usable"
+                        .into(),
                     "raise --max-requests to look further, or send concurrently with `ratescope burst`".into(),
                 ],
                 discovered: 0,
@@ -631,7 +714,7 @@ impl Prober {
                 found: Suggestion { budgets: vec![window_found("window", n1, window)], concurrency: None },
                 confidence: Confidence::Medium,
                 reasons: vec![
-                    "no rate-limit headers: the limit was found by the first refusal".into(),
+                    "no usable rate-limit headers: the limit was found by the first refusal".into(),
                     format!("the whole quota came back at once after Retry-After: a window, measured from the first request to its reopening ({}s, Retry-After has whole seconds)", trim(window)),
                     "counting from the first request, the window can only be overestimated, which errs on the safe side".into(),
                 ],
@@ -652,7 +735,7 @@ impl Prober {
             found: Suggestion { budgets: vec![bucket_found("bucket", capacity, per_s)], concurrency: None },
             confidence: if k >= 5 { Confidence::Medium } else { Confidence::Low },
             reasons: vec![
-                format!("no rate-limit headers: the first refusal showed a burst of {n1}"),
+                format!("no usable rate-limit headers: the first refusal showed a burst of {n1}"),
                 format!("only {k} came back after Retry-After: a slow bucket, whose rate follows from them"),
                 "a bucket costs two refusals to find: one for its capacity, one for its rate".into(),
             ],
@@ -666,7 +749,7 @@ impl Prober {
             found: Suggestion { budgets: vec![window_found("window", n1, window)], concurrency: None },
             confidence: Confidence::Low,
             reasons: vec![
-                format!("no rate-limit headers: the first refusal showed a burst of {n1}"),
+                format!("no usable rate-limit headers: the first refusal showed a burst of {n1}"),
                 "what comes back after Retry-After could not be measured: the window is a guess".into(),
             ],
             discovered: 1,
@@ -723,7 +806,7 @@ impl Prober {
             trim(per_s)
         ));
         let mut reasons = vec![
-            format!("no rate-limit headers: the first refusal showed a burst of {n1}"),
+            format!("no usable rate-limit headers: the first refusal showed a burst of {n1}"),
             "Retry-After was short: the quota refills gradually (a bucket); a ramp after the refusal measured the refill".into(),
             "a bucket costs two refusals to find: one for its capacity, one for its rate".into(),
         ];
@@ -741,14 +824,25 @@ impl Prober {
         })
     }
 
-    fn report(&self, found: Found) -> ProbeReport {
+    fn report(&self, mut found: Found) -> ProbeReport {
+        let margin = self.options.margin;
+        let mut reasons = self.doubts.reasons();
+        reasons.extend(self.notes.iter().cloned());
+        reasons.append(&mut found.reasons);
+        if !self.doubts.is_empty() {
+            found.confidence = Confidence::Low;
+        }
+        if let Some(left_out) = configurable(&mut found.found, margin) {
+            reasons.push(left_out);
+            found.confidence = Confidence::Low;
+        }
         ProbeReport {
-            suggested: found.found.with_margin(self.options.margin),
+            suggested: found.found.with_margin(margin),
             found: found.found.with_margin(0.0),
             evidence: self.evidence.clone(),
             requests_used: self.samples.len(),
             confidence: found.confidence,
-            reasons: found.reasons,
+            reasons,
             throttled: self.samples.iter().filter(|s| s.refused()).count(),
             discovered: found.discovered,
             elapsed_s: self.now(),
@@ -776,6 +870,30 @@ impl Prober {
         }
         seen
     }
+}
+
+/// Leaves out of `found` what, less `margin`, a limiter could not be configured with (a budget
+/// of an impossible size, a concurrency cap beyond the engine's), so the suggestion can always
+/// be saved; says what was left out.
+fn configurable(found: &mut Suggestion, margin: f64) -> Option<String> {
+    let mut left_out = Vec::new();
+    found.budgets.retain(|budget| match budget.with_margin(margin).to_spec() {
+        Ok(_) => true,
+        Err(err) => {
+            left_out.push(format!("{} ({err})", budget.describe()));
+            false
+        }
+    });
+    if let Some(cap) = found.concurrency.filter(|cap| LimiterConfig::new().with_concurrency(*cap).validate().is_err()) {
+        left_out.push(format!("concurrency {cap}"));
+        found.concurrency = None;
+    }
+    let config = ProbeReport::config_of(&found.with_margin(margin));
+    if let Err(err) = config {
+        left_out.push(format!("every budget ({err})"));
+        found.budgets.clear();
+    }
+    (!left_out.is_empty()).then(|| format!("left out, as no limiter can hold it: {}", left_out.join(", ")))
 }
 
 /// A bucket that was refused at `t0` (holding half a token then) and refills at `rate`, up to
@@ -840,14 +958,11 @@ fn measured_window(first: Option<(f64, f64)>, restored: (f64, f64), proof: f64) 
     }
 }
 
-/// Budgets counting requests (tokens and points are another matter).
-fn request_budgets(info: &RateLimitInfo) -> Vec<&ServerBudget> {
-    info.budgets.iter().filter(|b| b.unit == "requests").collect()
-}
-
 /// The budget named `name` with limit `limit` in `info`, if the server still reports it.
 fn same_budget<'a>(info: &'a RateLimitInfo, name: &str, limit: u64) -> Option<&'a ServerBudget> {
-    info.budgets.iter().find(|b| b.name == name && b.limit.is_some_and(|l| l.floor() as u64 == limit))
+    info.budgets
+        .iter()
+        .find(|b| b.name == name && b.limit.is_some_and(|l| l.floor() as u64 == limit) && trust::plausible(b))
 }
 
 /// The dialect that reported the budget `name` (e.g. `x-ratelimit`, `github`).

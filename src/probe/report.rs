@@ -36,6 +36,13 @@ pub enum SuggestedBudget {
 }
 
 impl SuggestedBudget {
+    /// The name it gets in a limiter or a saved profile.
+    pub fn name(&self) -> &str {
+        match self {
+            Self::TokenBucket { name, .. } | Self::SlidingWindow { name, .. } => name,
+        }
+    }
+
     /// The engine's budget.
     pub fn to_spec(&self) -> Result<BudgetSpec, ConfigError> {
         match self {
@@ -212,11 +219,16 @@ impl ProbeReport {
 
     /// The suggestion as limiter settings.
     pub fn limiter_config(&self) -> Result<LimiterConfig, ConfigError> {
+        Self::config_of(&self.suggested)
+    }
+
+    /// `suggestion` as limiter settings.
+    pub(super) fn config_of(suggestion: &Suggestion) -> Result<LimiterConfig, ConfigError> {
         let mut config = LimiterConfig::new();
-        for budget in &self.suggested.budgets {
+        for budget in &suggestion.budgets {
             config = config.with_budget(budget.to_spec()?);
         }
-        if let Some(limit) = self.suggested.concurrency {
+        if let Some(limit) = suggestion.concurrency {
             config = config.with_concurrency(limit);
         }
         config.validate()?;
@@ -266,10 +278,9 @@ impl fmt::Display for ProbeReport {
     }
 }
 
-/// A number with at most three decimals and no trailing zeros.
+/// A number with at most three decimals and no trailing zeros (an exponent from 10^15 on).
 pub(crate) fn trim(value: f64) -> String {
-    let text = format!("{:.3}", round_to(value, 1000.0));
-    text.trim_end_matches('0').trim_end_matches('.').to_owned()
+    crate::engine::format_number(value)
 }
 
 fn round3(value: f64) -> f64 {

@@ -174,21 +174,41 @@ impl ProfileStore {
         Ok(files::write_new(&path, DEMO_TOML.as_bytes())?)
     }
 
+    /// Checks, before the work that makes a profile named `name` (a probe), that
+    /// [`save`](Self::save) could write it: a valid name, no file of another profile or a
+    /// broken one in its place, a directory where a file can be made. Returns its path.
+    pub fn check_save(&self, name: &str) -> Result<PathBuf, ProfileError> {
+        let path = self.path_of(name)?;
+        fs::create_dir_all(&self.dir).map_err(ProfileError::io("create", &self.dir))?;
+        self.replaced(name, &path)?;
+        files::check_writable(&path)?;
+        Ok(path)
+    }
+
+    /// The bytes of the file at `path` that a save of `name` would replace (none when there is
+    /// no file); refuses a file that does not hold a valid profile of that name.
+    fn replaced(&self, name: &str, path: &Path) -> Result<Option<Vec<u8>>, ProfileError> {
+        match fs::read(path) {
+            Ok(existing) => {
+                let current = parse_bytes(path, &existing)
+                    .map_err(|error| ProfileError::Broken { path: path.to_owned(), error: Box::new(error) })?;
+                if current.name != name {
+                    let path = path.to_owned();
+                    return Err(ProfileError::NameClash { new: name.to_owned(), existing: current.name, path });
+                }
+                Ok(Some(existing))
+            }
+            Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(err) => Err(ProfileError::io("read", path)(err)),
+        }
+    }
+
     /// Writes `text` as the file of profile `name`, after the checks of [`save`](Self::save).
     fn write(&self, name: &str, text: &str) -> Result<PathBuf, ProfileError> {
         let path = self.path_of(name)?;
         fs::create_dir_all(&self.dir).map_err(ProfileError::io("create", &self.dir))?;
-        match fs::read(&path) {
-            Ok(existing) => {
-                let current = parse_bytes(&path, &existing)
-                    .map_err(|error| ProfileError::Broken { path: path.clone(), error: Box::new(error) })?;
-                if current.name != name {
-                    return Err(ProfileError::NameClash { new: name.to_owned(), existing: current.name, path });
-                }
-                files::write_bytes(&backup_of(&path), &existing, WriteOptions::default())?;
-            }
-            Err(err) if err.kind() == io::ErrorKind::NotFound => {}
-            Err(err) => return Err(ProfileError::io("read", &path)(err)),
+        if let Some(existing) = self.replaced(name, &path)? {
+            files::write_bytes(&backup_of(&path), &existing, WriteOptions::default())?;
         }
         files::write_bytes(&path, text.as_bytes(), WriteOptions::default())?;
         tracing::debug!(profile = name, path = %path.display(), "profile saved");

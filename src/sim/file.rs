@@ -150,7 +150,7 @@ impl BurstFile {
         };
         for (name, share) in [("high", self.high), ("low", self.low)] {
             if !(0.0..=1.0).contains(&share) {
-                return Err(format!("{name} must be between 0 and 1, got {share}"));
+                return Err(format!("{name} must be between 0 and 1, got {}", crate::engine::format_amount(share)));
             }
         }
         if self.high + self.low > 1.0 {

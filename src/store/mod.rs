@@ -306,10 +306,9 @@ pub enum StoreError {
     },
     /// The store will not let us in however long we wait: a wrong password, a user whose ACL
     /// lacks the commands, or a server that does not speak Redis. Every request fails at once,
-    /// whatever the fail policy: retrying would only hide a configuration error.
-    #[error(
-        "the budget store refused us: {0} (check the URL's user and password, the user's ACL, the CA file for rediss://, and that the port is Redis)"
-    )]
+    /// whatever the fail policy: retrying would only hide a configuration error. The message
+    /// says which, and what to check.
+    #[error("{0}")]
     Refused(String),
     /// The store answered with an error or an unexpected reply (a key of the wrong type, a
     /// script bug, no permission to run scripts).

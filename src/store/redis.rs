@@ -109,6 +109,8 @@ pub struct RedisStore {
     link: Link,
     prefix: String,
     options: RedisStoreOptions,
+    /// The nodes as messages name them (`host:port`, never the URL's password).
+    servers: std::sync::Arc<str>,
 }
 
 /// The connection: one node through a reconnecting manager, or a cluster client that follows
@@ -222,7 +224,7 @@ impl RedisStore {
         let after = options.connect_timeout;
         match tokio::time::timeout(after, link.query::<()>(&redis::cmd("PING"))).await {
             Ok(Ok(())) => Ok(store),
-            Ok(Err(err)) => Err(classify(&err, "connect", after)),
+            Ok(Err(err)) => Err(classify(&err, "connect", after, &store.servers)),
             Err(_) => Err(StoreError::Timeout { operation: "connect", after }),
         }
     }
@@ -242,16 +244,17 @@ impl RedisStore {
     ) -> Result<Self, StoreError> {
         options.validate()?;
         validate_prefix(prefix)?;
+        let servers = servers(address);
         let link = if address.is_cluster() {
             Link::Cluster(
                 cluster_client(address, options)?.get_pending_async_connection_with_config(cluster_config(options)),
             )
         } else {
             let connection = ConnectionManager::new_lazy_with_config(node_client(address)?, options.manager_config())
-                .map_err(|err| classify(&err, "connect", options.connect_timeout))?;
+                .map_err(|err| classify(&err, "connect", options.connect_timeout, &servers))?;
             Link::Node(connection)
         };
-        Ok(Self { link, prefix: prefix.to_owned(), options })
+        Ok(Self { link, prefix: prefix.to_owned(), options, servers: servers.into() })
     }
 
     /// Whether this store talks to a Redis Cluster.
@@ -409,7 +412,7 @@ impl RedisStore {
         };
         match tokio::time::timeout(after, attempt).await {
             Ok(Ok(reply)) => Ok(reply),
-            Ok(Err(err)) => Err(classify(&err, operation, after)),
+            Ok(Err(err)) => Err(classify(&err, operation, after, &self.servers)),
             Err(_) => Err(StoreError::Timeout { operation, after }),
         }
     }
@@ -537,20 +540,39 @@ fn decision(reply: &[i64], budgets: usize) -> Result<(StoreDecision, Option<Admi
     }
 }
 
+/// `host:port` of each of `address`'s nodes (a socket's path), for messages.
+fn servers(address: &StoreAddress) -> String {
+    let server = |node: &String| match url::Url::parse(node) {
+        Ok(url) => match url.host_str() {
+            Some(host) => format!("{host}:{}", url.port().unwrap_or(6379)),
+            None => url.path().to_owned(),
+        },
+        Err(_) => "?".to_owned(),
+    };
+    address.nodes().iter().map(server).collect::<Vec<_>>().join(", ")
+}
+
 /// Sorts a Redis error into "could not ask" (unreachable or timeout), "will never be let in"
 /// (a wrong password, an ACL without the scripts, a server that does not speak Redis) and
-/// "asked, and it failed".
-fn classify(err: &RedisError, operation: &'static str, after: Duration) -> StoreError {
+/// "asked, and it failed". `servers` names the nodes asked.
+fn classify(err: &RedisError, operation: &'static str, after: Duration, servers: &str) -> StoreError {
     if err.is_timeout() {
         return StoreError::Timeout { operation, after };
     }
-    let refused = matches!(
-        err.kind(),
-        ErrorKind::AuthenticationFailed | ErrorKind::Parse | ErrorKind::Server(ServerErrorKind::NoPerm)
-    ) || matches!(err.code(), Some("NOAUTH" | "WRONGPASS" | "NOPERM"))
+    if err.kind() == ErrorKind::Parse {
+        // What came back was not the Redis protocol (an HTTP server, say): the redis crate's
+        // message quotes the bytes it choked on over several lines, which say nothing more.
+        return StoreError::Refused(format!(
+            "the server at {servers} did not answer as Redis: check that the URL's port is Redis's (6379 unless set otherwise)"
+        ));
+    }
+    let refused = matches!(err.kind(), ErrorKind::AuthenticationFailed | ErrorKind::Server(ServerErrorKind::NoPerm))
+        || matches!(err.code(), Some("NOAUTH" | "WRONGPASS" | "NOPERM"))
         || is_tls_failure(err);
     if refused {
-        return StoreError::Refused(err.to_string());
+        return StoreError::Refused(format!(
+            "the budget store refused us: {err} (check the URL's user and password, the user's ACL, the CA file for rediss://, and that the port is Redis)"
+        ));
     }
     // A cluster mid-failover or mid-resharding (no node for a slot yet, redirections that
     // outlasted the client's retries) is away for now, like a restarting server.

@@ -217,33 +217,19 @@ impl fmt::Display for SharedReport {
     }
 }
 
-/// `redis://user:secret@host` → `redis://user:***@host`.
 /// Whether a URL query parameter named `name` carries a secret (`password`, `auth_token`, ...).
 pub fn is_secret_parameter(name: &str) -> bool {
     let name = name.to_ascii_lowercase();
     ["pass", "auth", "token", "secret"].iter().any(|word| name.contains(word))
 }
 
+/// `redis://user:secret@host` → `redis://user:***@host` ([`crate::http::redact_url`]).
 fn redacted_url(text: &str) -> String {
-    let Ok(mut url) = url::Url::parse(text) else {
+    match url::Url::parse(text) {
+        Ok(url) => crate::http::redact_url(&url),
         // Not a URL: keep only what follows the last '@' (the host), if there is one.
-        return text.rsplit_once('@').map_or_else(|| text.to_owned(), |(_, host)| format!("***@{host}"));
-    };
-    if url.password().is_some() {
-        let _ = url.set_password(Some("***"));
+        Err(_) => text.rsplit_once('@').map_or_else(|| text.to_owned(), |(_, host)| format!("***@{host}")),
     }
-    let secret = |name: &str| is_secret_parameter(name);
-    if url.query_pairs().any(|(name, _)| secret(&name)) {
-        let pairs: Vec<(String, String)> = url
-            .query_pairs()
-            .map(|(name, value)| {
-                let value = if secret(&name) { "***".to_owned() } else { value.into_owned() };
-                (name.into_owned(), value)
-            })
-            .collect();
-        url.query_pairs_mut().clear().extend_pairs(pairs);
-    }
-    url.to_string()
 }
 
 #[cfg(test)]

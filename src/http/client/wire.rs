@@ -73,7 +73,7 @@ fn wire_request(spec: &RequestSpec, headers: &HeaderMap) -> Result<http::Request
     *request.headers_mut() = headers.clone();
     match spec.url.as_str().parse() {
         Ok(uri) => *request.uri_mut() = uri,
-        Err(err) => return Err(format!("'{}' is not a URI: {err}", spec.url)),
+        Err(err) => return Err(format!("'{}' is not a URI: {err}", crate::http::redact_url(&spec.url))),
     }
     Ok(request)
 }
@@ -96,7 +96,13 @@ pub(super) fn classify(err: &reqwest::Error) -> Attempt {
     if err.is_timeout() && !err.is_connect() {
         return Attempt::Timeout;
     }
-    Attempt::ConnectionError(error_chain(err))
+    let message = error_chain(err);
+    // reqwest names the URL, query and all: a key in it stays out of the message.
+    let message = match err.url() {
+        Some(url) => message.replace(url.as_str(), &crate::http::redact_url(url)),
+        None => message,
+    };
+    Attempt::ConnectionError(message)
 }
 
 impl LimitedClient {

@@ -229,14 +229,10 @@ pub fn explain_table(info: &RateLimitInfo) -> String {
     out
 }
 
-/// `100`, `596.5`, `0.125`: integers without decimals, others to three places.
+/// `100`, `596.5`, `0.125`, `1e308`: integers without decimals, others to three places, huge
+/// ones with an exponent.
 fn human_number(n: f64) -> String {
-    if n.fract() == 0.0 && n.abs() < 1e15 {
-        format!("{n:.0}")
-    } else {
-        let s = format!("{n:.3}");
-        s.trim_end_matches('0').trim_end_matches('.').to_owned()
-    }
+    crate::engine::format_number(n)
 }
 
 /// `20ms`, `1.5s`, `12m 3s`, `1h`, `2d 3h`.
