@@ -200,3 +200,19 @@ async fn a_lying_usage_of_2_pow_64_does_not_wrap_a_window() {
     assert_eq!(settled, 1000);
     assert!(waited >= Duration::from_secs(3599) && waited <= Duration::from_secs(3601), "waited {waited:?}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn lying_answers_to_requests_in_flight_together_do_not_pile_up_debt() {
+    let authority = lying_server().await;
+    let bucket = BudgetSpec::token_bucket("tpm", 1000, "1000/1m".parse().unwrap()).unwrap().with_unit(Unit::tokens());
+    let (client, _events) = one_budget(&authority, bucket);
+    // Five requests of 10 fit at once, and each answer says a million: each counts 1000, but
+    // together they leave the bucket one capacity in debt, not four.
+    let lies = (0..5).map(|_| lie(&client, &authority, "1000000"));
+    for (waited, settled) in futures_util::future::join_all(lies).await {
+        assert_eq!((waited, settled), (Duration::ZERO, 1000));
+    }
+    let (waited, _) = lie(&client, &authority, "0").await;
+    // One capacity owed, repaid in a minute, then the request's own 10 tokens (0.6 s).
+    assert_eq!(waited, Duration::from_millis(60_600));
+}
