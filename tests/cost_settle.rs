@@ -129,3 +129,90 @@ async fn the_drop_of_the_remaining_tokens_header_settles_each_answer_after_the_f
     assert_eq!(settled, [500, used[1], used[2], 500, used[4]]);
     server.shutdown().await.unwrap();
 }
+
+/// A loopback API whose `/chat/N` answers say `N` tokens were used, whatever was asked.
+async fn lying_server() -> String {
+    let app = Router::new().route(
+        "/chat/{tokens}",
+        post(|axum::extract::Path(tokens): axum::extract::Path<String>| async move {
+            format!(r#"{{"usage": {{"total_tokens": {tokens}}}}}"#)
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    addr.to_string()
+}
+
+/// Sends a request estimated at 10 tokens to `/chat/{said}`; returns how long it took (all of
+/// it waiting in the limiter, on paused time) and the tokens it settled at.
+async fn lie(client: &LimitedClient, authority: &str, said: &str) -> (Duration, u64) {
+    let rule: CostRule = "tokens=10->field:usage.total_tokens".parse().unwrap();
+    let url = format!("http://{authority}/chat/{said}").parse().unwrap();
+    let mut spec = RequestSpec::new(http::Method::POST, url).with_cost_rules(vec![rule]);
+    spec.body = Some(Bytes::from_static(b"{}"));
+    let start = tokio::time::Instant::now();
+    // A stalled budget would wait for ever: give up after far longer than any bound.
+    let mut log = Vec::new();
+    let sent = tokio::time::timeout(Duration::from_secs(24 * 3600), client.send_recorded(spec, &mut log)).await;
+    assert_eq!(sent.expect("the budget stalled").unwrap().status, 200);
+    let settled = log.last().and_then(|attempt| attempt.settlement.clone()).unwrap();
+    assert_eq!(settled.capped.is_empty(), said == "0", "{said}: {settled:?}");
+    (start.elapsed(), settled.actual.of(&Unit::tokens()))
+}
+
+fn one_budget(
+    authority: &str,
+    budget: BudgetSpec,
+) -> (LimitedClient, tokio::sync::mpsc::Receiver<ratescope::http::Event>) {
+    let key: LimitKey = authority.parse().unwrap();
+    let registry = Arc::new(Registry::from_table([(key, LimiterConfig::new().with_budget(budget))]).unwrap());
+    client(registry)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lying_usage_leaves_a_bucket_at_most_one_capacity_in_debt() {
+    let authority = lying_server().await;
+    let bucket = BudgetSpec::token_bucket("tpm", 1000, "1000/1m".parse().unwrap()).unwrap().with_unit(Unit::tokens());
+    let (client, _events) = one_budget(&authority, bucket);
+    for said in ["1000000", "18446744073709551615", "1e300"] {
+        // Each answer counts as the whole bucket (1000), not what it says: the next request
+        // waits at most what two capacities take to refill (an empty bucket and one owed).
+        let (waited, settled) = lie(&client, &authority, said).await;
+        assert_eq!(settled, 1000, "{said}");
+        assert!(waited <= Duration::from_secs(120), "{said}: waited {waited:?}");
+    }
+    let (waited, _) = lie(&client, &authority, "0").await;
+    assert!(waited <= Duration::from_secs(120), "debts do not pile up: waited {waited:?}");
+    assert!(waited >= Duration::from_secs(59), "but the debt is kept: waited {waited:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lying_usage_of_2_pow_64_does_not_wrap_a_window() {
+    let authority = lying_server().await;
+    let window = BudgetSpec::sliding_window("tph", 1000, Duration::from_secs(3600)).unwrap().with_unit(Unit::tokens());
+    let (client, _events) = one_budget(&authority, window);
+    let (waited, settled) = lie(&client, &authority, "18446744073709551615").await;
+    assert_eq!((waited, settled), (Duration::ZERO, 1000));
+    // The window is shut until that admission leaves it, an hour on; not open (wrapped) and
+    // not for ever.
+    let (waited, settled) = lie(&client, &authority, "18446744073709551615").await;
+    assert_eq!(settled, 1000);
+    assert!(waited >= Duration::from_secs(3599) && waited <= Duration::from_secs(3601), "waited {waited:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn lying_answers_to_requests_in_flight_together_do_not_pile_up_debt() {
+    let authority = lying_server().await;
+    let bucket = BudgetSpec::token_bucket("tpm", 1000, "1000/1m".parse().unwrap()).unwrap().with_unit(Unit::tokens());
+    let (client, _events) = one_budget(&authority, bucket);
+    // Five requests of 10 fit at once, and each answer says a million: each counts 1000, but
+    // together they leave the bucket one capacity in debt, not four.
+    let lies = (0..5).map(|_| lie(&client, &authority, "1000000"));
+    for (waited, settled) in futures_util::future::join_all(lies).await {
+        assert_eq!((waited, settled), (Duration::ZERO, 1000));
+    }
+    let (waited, _) = lie(&client, &authority, "0").await;
+    // One capacity owed, repaid in a minute, then the request's own 10 tokens (0.6 s).
+    assert_eq!(waited, Duration::from_millis(60_600));
+}

@@ -3,6 +3,8 @@
 //! window no admission ever finds the window holding more than its limit in units (actual
 //! once settled, the estimate until then); once everything is settled the window counts
 //! exactly the actual units, and an idle budget comes back whole (nothing lost or counted twice).
+//! A settlement counts at most the budget's capacity (a lying answer), and whatever the answers
+//! say, an idle budget is whole again within two refills of its capacity or one window.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -92,10 +94,26 @@ async fn run(limiter: &Limiter, requests: &[Request]) -> Vec<Outcome> {
     outcomes.lock().clone()
 }
 
-/// What `outcome` counts when the admission at `step` happens: its actual cost once settled,
-/// its estimate before.
-fn counted(outcome: &Outcome, step: u64) -> u64 {
-    if outcome.settled_step < step { outcome.actual } else { outcome.estimate }
+/// What `outcome` counts when the admission at `step` happens: its actual cost once settled
+/// (at most the budget's `limit`), its estimate before.
+fn counted(outcome: &Outcome, step: u64, limit: u64) -> u64 {
+    if outcome.settled_step < step { outcome.actual.min(limit) } else { outcome.estimate }
+}
+
+/// Requests whose answers say anything: nothing, the estimate, far beyond the limit, 2^64 - 1.
+fn lying(limit: u64) -> impl Strategy<Value = Vec<Request>> {
+    let said =
+        prop_oneof![Just(0), Just(1), Just(limit), Just(limit + 1), Just(limit * 1000), Just(u64::MAX), any::<u64>()];
+    // Arrivals close together, so answers of requests admitted together pile up their debts.
+    let request =
+        (0u64..500, 1..=limit, said, 0u64..1500).prop_map(|(arrival_ms, estimate, actual, settle_after_ms)| Request {
+            arrival_ms,
+            estimate,
+            actual,
+            settle_after_ms,
+            patience_ms: None,
+        });
+    prop::collection::vec(request, 1..30)
 }
 
 proptest! {
@@ -115,7 +133,7 @@ proptest! {
                 let inside = outcomes.iter().enumerate().filter(|(j, other)| {
                     *j != k && other.admitted_step < admission.admitted_step && other.admitted + window_ns > admission.admitted
                 });
-                let held: u64 = inside.map(|(_, other)| counted(other, admission.admitted_step)).sum();
+                let held: u64 = inside.map(|(_, other)| counted(other, admission.admitted_step, limit)).sum();
                 prop_assert!(
                     held + admission.estimate <= limit,
                     "admitted at {} ms: the window held {held} + {} > {limit}\n{outcomes:?}",
@@ -124,7 +142,7 @@ proptest! {
             }
             // Everything settled: the window counts exactly the actual units still inside it.
             let now = start.elapsed().as_nanos() as u64;
-            let expected: u64 = outcomes.iter().filter(|o| o.admitted + window_ns > now).map(|o| o.actual).sum();
+            let expected: u64 = outcomes.iter().filter(|o| o.admitted + window_ns > now).map(|o| o.actual.min(limit)).sum();
             let used = limiter.snapshot().budgets[0].window_used.unwrap();
             prop_assert_eq!(used, expected, "the window counts what the settlements say");
             // Idle for a window: whole again, and not more than whole.
@@ -146,10 +164,37 @@ proptest! {
             let admitted = requests.iter().filter(|r| r.patience_ms.is_none()).count();
             prop_assert!(outcomes.len() >= admitted, "every patient request got through");
             // Long idle: full, never fuller (a refund on a full bucket adds nothing).
-            let debt: u64 = outcomes.iter().map(|o| o.actual).sum();
+            let debt: u64 = outcomes.iter().map(|o| o.actual.min(capacity)).sum();
             tokio::time::sleep(Duration::from_secs(debt / capacity + 2)).await;
             prop_assert!(limiter.try_acquire(capacity).is_ok());
             prop_assert!(limiter.try_acquire(1).is_err());
+            Ok(())
+        })?;
+    }
+
+    #[test]
+    fn lying_settlements_never_stall_a_budget_past_one_capacity_of_debt(
+        (limit, window_ms, requests) in (2u64..12, 200u64..2500).prop_flat_map(|(limit, window_ms)| (Just(limit), Just(window_ms), lying(limit))),
+        bucket in any::<bool>(),
+    ) {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
+        runtime.block_on(async {
+            let window = Duration::from_millis(window_ms);
+            let (budget, whole_after) = if bucket {
+                // A bucket refilling its capacity in `window`: two refills, an empty bucket and one owed.
+                let refill = Rate::new(limit, window).unwrap();
+                (BudgetSpec::token_bucket("tokens", limit, refill).unwrap(), window * 2)
+            } else {
+                (BudgetSpec::sliding_window("tokens", limit, window).unwrap(), window)
+            };
+            let limiter = Limiter::new("llm", LimiterConfig::new().with_budget(budget)).unwrap();
+            let outcomes = run(&limiter, &requests).await;
+            prop_assert_eq!(outcomes.len(), requests.len(), "every request got through, none stalled for ever");
+            if let Some(used) = limiter.snapshot().budgets[0].window_used {
+                prop_assert!(used <= 2 * limit, "a window counts at most its limit twice: {}", used);
+            }
+            tokio::time::sleep(whole_after).await;
+            prop_assert!(limiter.try_acquire(limit).is_ok(), "whole again {:?} after the last settlement", whole_after);
             Ok(())
         })?;
     }

@@ -125,6 +125,11 @@ impl BurstArgs {
                 endpoints.push(profile_endpoint(profile, name)?);
             }
         }
+        if let Some(unit) = crate::http::cost::duplicate_unit(&self.costs) {
+            usage!(
+                "--cost gives two rules for {unit}: give one rule per unit (add terms with +, e.g. {unit}=500+body/4)"
+            );
+        }
         let headers = super::header_map(&self.headers)?;
         if let Some(body) = body {
             for endpoint in &mut endpoints {
@@ -306,6 +311,10 @@ pub fn run(args: BurstArgs) -> anyhow::Result<ExitCode> {
         }
     };
     spec.validate().map_err(|err| super::as_usage(err.into()))?;
+    if profile.is_none() {
+        // The flags' limits apply to every URL: each unit they count must be spent by a --cost.
+        spec.check_costs().map_err(|err| super::as_usage(err.into()))?;
+    }
     let (summary, results) = runtime.block_on(async {
         let burst = match client {
             Some(client) => Burst::start(spec, client)?,

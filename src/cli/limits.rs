@@ -69,7 +69,7 @@ impl LimitArgs {
             let limit: u64 =
                 limit.trim().parse().with_context(|| format!("--window '{text}': '{limit}' is not a whole number"))?;
             let (window, unit) = match window.split_once(':') {
-                Some((window, unit)) => (window, Unit::named(unit)),
+                Some((window, unit)) => (window, Unit::parse(unit).with_context(|| format!("--window '{text}'"))?),
                 None => (window, Unit::Requests),
             };
             let window = parse_duration(window).with_context(|| format!("--window '{text}'"))?;

@@ -11,7 +11,7 @@ use http::{HeaderName, HeaderValue};
 use super::LimitArgs;
 use super::burst::{duration_arg, load_profile};
 use super::shared::SharedArgs;
-use crate::engine::{Registry, format_wait};
+use crate::engine::{Registry, Unit, format_wait};
 use crate::http::Adaptive;
 use crate::http::cache::CacheConfig;
 use crate::profile::SecretStore;
@@ -132,6 +132,13 @@ impl ProxyArgs {
             None => {
                 config.shared = self.shared.settings(None)?;
                 let limits = self.limits.to_config()?;
+                if let Some(budget) = limits.budgets.iter().find(|budget| budget.unit != Unit::Requests) {
+                    usage!(
+                        "--window {} counts {}, but the proxy spends only requests (it has no cost rules), so it would never hold anything back: count requests, e.g. --window 1000/1h",
+                        budget.describe(),
+                        budget.unit
+                    );
+                }
                 if !limits.budgets.is_empty() || limits.concurrency.is_some() {
                     let registry = Registry::new();
                     for route in &config.routes {

@@ -169,10 +169,12 @@ impl BudgetState {
     }
 
     /// Spends `units` more for an admission at `admitted` (a settlement above the estimate),
-    /// into debt if the budget holds less.
+    /// into debt if the budget holds less, but never more than [`MAX_DEBT`] in debt: a lying
+    /// answer can delay the next admissions by at most what a whole budget takes to come back
+    /// (a bucket's refill of its capacity, a window's length), as a `Retry-After` is bounded.
     pub(crate) fn charge(&mut self, units: u64, admitted: u64, now: u64) {
         match self {
-            Self::Bucket(bucket) => bucket.consume(units, now),
+            Self::Bucket(bucket) => bucket.charge(units, now),
             Self::Window(window) => window.charge(units, admitted, now),
         }
     }
@@ -221,6 +223,11 @@ impl BudgetState {
         }
     }
 }
+
+/// The most debt a settlement leaves in a budget, in capacities: a bucket holds at most one
+/// capacity less than empty (whole again one refill of its capacity after it was empty), a window
+/// counts at most its limit twice (every charge leaves with its admission, within one window).
+pub const MAX_DEBT: u64 = 1;
 
 /// Nanoseconds of a duration, saturating (durations are validated far below the limit).
 pub(crate) fn duration_nanos(duration: Duration) -> u64 {
@@ -296,6 +303,15 @@ impl TokenBucket {
 
     fn consume(&mut self, cost: u64, now: u64) {
         self.tat = self.tat.max(self.ticks(now)) + u128::from(cost) * self.per_ns;
+    }
+
+    /// Spends `units` after admission, into debt down to [`MAX_DEBT`] capacities below empty
+    /// (a debt already deeper, left by a smaller capacity before a reconfiguration, is kept).
+    fn charge(&mut self, units: u64, now: u64) {
+        let now_ticks = self.ticks(now);
+        let deepest = now_ticks.saturating_add(self.tolerance.saturating_mul(u128::from(MAX_DEBT) + 1));
+        let charged = self.tat.max(now_ticks).saturating_add(u128::from(units).saturating_mul(self.per_ns));
+        self.tat = charged.min(deepest.max(self.tat));
     }
 
     /// Refills by `units`, never past full.
@@ -385,9 +401,16 @@ impl SlidingWindow {
     }
 
     /// Counts `units` more at `admitted` while the window still holds that instant (above the
-    /// limit if need be: later admissions then wait until enough leaves).
+    /// limit if need be, up to [`MAX_DEBT`] limits above it: later admissions then wait until
+    /// enough leaves, at most one window).
     fn charge(&mut self, units: u64, admitted: u64, now: u64) {
         if admitted.saturating_add(self.window) <= now {
+            return;
+        }
+        self.prune(now);
+        let most = self.limit.saturating_mul(MAX_DEBT + 1);
+        let units = units.min(most.saturating_sub(self.used));
+        if units == 0 {
             return;
         }
         match self.slot(admitted, now) {
@@ -450,6 +473,34 @@ mod tests {
         assert!((b.available(0) - 2.0).abs() < 1e-6);
         let mut b = b.reconfigured(&BudgetKind::TokenBucket { capacity: 1, refill: "1/1s".parse().unwrap() }, 0);
         assert!((b.available(0) - 1.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_charge_leaves_a_bucket_at_most_one_capacity_in_debt() {
+        let mut b = bucket(1000, "1000/1m");
+        b.consume(10, 0);
+        b.charge(u64::MAX, 0, 0);
+        assert_eq!(b.available(0), 0.0);
+        // One capacity owed: whole again two refills of its capacity later, not 2^64 tokens later.
+        assert_eq!(b.ready_at(1000, 0), 120 * SEC);
+        assert_eq!(b.ready_at(1, 0), 60 * SEC + 60_000_000);
+        b.charge(u64::MAX, 0, 0);
+        assert_eq!(b.ready_at(1000, 0), 120 * SEC, "debts do not add up past the bound");
+        b.refund(500, 0, 30 * SEC);
+        assert_eq!(b.ready_at(1000, 30 * SEC), 90 * SEC, "a refund still pays the debt down");
+    }
+
+    #[test]
+    fn a_charge_leaves_a_window_at_most_its_limit_above_it_and_never_wraps() {
+        let mut w = BudgetState::new(&BudgetKind::SlidingWindow { limit: 1000, window: Duration::from_secs(3600) });
+        w.consume(10, 0);
+        w.charge(u64::MAX, 0, SEC);
+        assert_eq!(w.window_used(SEC), Some(2000));
+        w.consume(0, SEC);
+        w.charge(u64::MAX, SEC, SEC);
+        assert_eq!(w.window_used(SEC), Some(2000), "no further than the bound, and no wrap");
+        assert_eq!(w.ready_at(1, 2 * SEC), 3600 * SEC, "shut until the admission leaves: one window");
+        assert_eq!(w.window_used(3600 * SEC), Some(0), "everything left with its admission");
     }
 
     #[test]

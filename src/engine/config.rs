@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::ConfigError;
 use super::budget::BudgetSpec;
+use super::unit::{Cost, Unit};
 
 /// The largest concurrency cap accepted.
 pub const MAX_CONCURRENCY: usize = 1 << 30;
@@ -74,6 +75,35 @@ impl LimiterConfig {
         Ok(())
     }
 
+    /// The most of `unit` one request is ever counted as spending here: the largest capacity,
+    /// in `unit`, of the budgets that count it (a real budget of that size would have refused a
+    /// request spending more, so an answer saying more is wrong); `None` when none counts it.
+    pub fn settle_bound(&self, unit: &Unit) -> Option<u64> {
+        self.budgets.iter().filter(|budget| budget.unit == *unit).map(|budget| budget.capacity() / budget.cost).max()
+    }
+
+    /// `cost` as a settlement counts it: each unit's amount (a unit named twice added up) at
+    /// most its [`settle_bound`](Self::settle_bound).
+    pub fn capped(&self, cost: &Cost) -> Cost {
+        let cap = |unit: &Unit, amount: u64| self.settle_bound(unit).map_or(amount, |bound| amount.min(bound));
+        let mut capped = Cost::requests(cap(&Unit::Requests, cost.requests));
+        for (index, (unit, _)) in cost.units.iter().enumerate() {
+            if cost.units[..index].iter().all(|(earlier, _)| earlier != unit) {
+                capped = capped.with(unit.clone(), cap(unit, cost.of(unit)));
+            }
+        }
+        capped
+    }
+
+    /// The first budget that can never hold a request of `cost`, and what the request spends
+    /// in it (more than its capacity).
+    pub fn never_fits(&self, cost: &Cost) -> Option<(&BudgetSpec, u64)> {
+        self.budgets.iter().find_map(|budget| {
+            let spent = cost.of(&budget.unit).saturating_mul(budget.cost);
+            (spent > budget.capacity()).then_some((budget, spent))
+        })
+    }
+
     /// Reads the one-line form [`describe`](Self::describe) writes: `bucket 5 @ 3/1s, window
     /// 100/1m, concurrency 4` (parts in any order, separated by commas; `no limits` for none).
     /// Buckets are named `rate`, windows `window`, `window2`, ...
@@ -125,6 +155,44 @@ impl LimiterConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_settlement_is_capped_at_the_largest_capacity_counting_its_unit() {
+        let rate = "10/1s".parse().unwrap();
+        let config = LimiterConfig::new()
+            .with_budget(BudgetSpec::token_bucket("rate", 10, rate).unwrap())
+            .with_budget(
+                BudgetSpec::sliding_window("tpm", 1000, Duration::from_secs(60)).unwrap().with_unit(Unit::tokens()),
+            )
+            .with_budget(
+                BudgetSpec::sliding_window("tpd", 5000, Duration::from_secs(86_400)).unwrap().with_unit(Unit::tokens()),
+            )
+            .with_budget(
+                BudgetSpec::sliding_window("pts", 100, Duration::from_secs(60))
+                    .unwrap()
+                    .with_unit(Unit::points())
+                    .with_cost(3)
+                    .unwrap(),
+            );
+        assert_eq!(config.settle_bound(&Unit::tokens()), Some(5000));
+        assert_eq!(config.settle_bound(&Unit::points()), Some(33), "capacity 100 at 3 per point");
+        assert_eq!(config.settle_bound(&Unit::named("credits")), None);
+        let said = Cost::requests(u64::MAX)
+            .with(Unit::tokens(), u64::MAX)
+            .with(Unit::tokens(), 7)
+            .with(Unit::points(), 20)
+            .with(Unit::named("credits"), u64::MAX);
+        let expected = Cost::requests(10)
+            .with(Unit::tokens(), 5000)
+            .with(Unit::points(), 20)
+            .with(Unit::named("credits"), u64::MAX);
+        assert_eq!(config.capped(&said), expected);
+        assert_eq!(
+            config.never_fits(&Cost::requests(1).with(Unit::points(), 34)).map(|(b, n)| (b.name.as_str(), n)),
+            Some(("pts", 102))
+        );
+        assert_eq!(config.never_fits(&Cost::requests(1).with(Unit::points(), 33)), None);
+    }
 
     #[test]
     fn the_described_form_reads_back() {

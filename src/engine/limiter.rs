@@ -674,7 +674,9 @@ impl State {
         }
         let now_ns = self.nanos(now);
         for (spec, budget) in self.config.budgets.iter().zip(self.budgets.iter_mut()) {
-            let (was, is) = (spec.spend(charged), spec.spend(actual));
+            // A request never counts more than a whole budget (see `LimiterConfig::settle_bound`).
+            let capacity = spec.capacity();
+            let (was, is) = (spec.spend(charged).min(capacity), spec.spend(actual).min(capacity));
             if is < was {
                 budget.refund(was - is, admitted_ns, now_ns);
             } else if is > was {
@@ -893,14 +895,20 @@ impl Permit {
     /// its estimate. An admission gate learns the actual cost too. Budgets shared through a
     /// store live outside the engine: whoever admitted through the store settles them there
     /// (the HTTP client does, after the answer).
-    pub fn settle(&mut self, actual: Cost) {
-        let actual = CompactCost::from(actual);
-        if actual == self.charged {
-            return;
-        }
+    ///
+    /// An amount above what any budget of its unit holds is impossible under a real budget of
+    /// that size, so it is counted as that much ([`LimiterConfig::capped`]); a budget is never
+    /// left more than one capacity in debt however many settlements charge it. Returns the cost
+    /// as counted: below `actual` where it was capped.
+    pub fn settle(&mut self, actual: Cost) -> Cost {
         let mut state = self.shared.lock();
-        state.settle(self.ticket, &self.charged, &actual, self.admitted_ns, Instant::now());
-        self.charged = actual;
+        let counted = state.config.capped(&actual);
+        let compact = CompactCost::from(counted.clone());
+        if compact != self.charged {
+            state.settle(self.ticket, &self.charged, &compact, self.admitted_ns, Instant::now());
+            self.charged = compact;
+        }
+        counted
     }
 }
 

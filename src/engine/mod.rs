@@ -27,4 +27,4 @@ pub use rate::{Rate, format_amount, format_number, format_period, format_wait, p
 pub use registry::{LimitKey, Registry};
 pub use shed::{Overload, QueueCounts, QueuePlace, Shedding, estimated_wait};
 pub use snapshot::{Blocked, BudgetSnapshot, HeadSnapshot, PauseSnapshot, Snapshot};
-pub use unit::{Cost, Unit};
+pub use unit::{Cost, MAX_UNIT_LEN, Unit, UnitError};

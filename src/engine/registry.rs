@@ -29,6 +29,12 @@ impl LimitKey {
         host.parse()
     }
 
+    /// Whether requests to `path` on this key's host fall under it (the whole host, or its
+    /// prefix on a segment boundary).
+    pub(crate) fn covers_path(&self, path: &str) -> bool {
+        self.path_prefix.as_deref().is_none_or(|prefix| Self::covers(prefix, path))
+    }
+
     /// Whether `path` lies under this key's prefix (on a segment boundary).
     fn covers(prefix: &str, path: &str) -> bool {
         path.strip_prefix(prefix).is_some_and(|rest| rest.is_empty() || rest.starts_with('/') || prefix.ends_with('/'))

@@ -4,6 +4,27 @@
 use std::fmt;
 use std::sync::Arc;
 
+use thiserror::Error;
+
+/// The longest unit name accepted from a user (`output_tokens` is 13).
+pub const MAX_UNIT_LEN: usize = 32;
+
+/// A unit name a user wrote that is not one: units are identifiers, an ASCII letter followed by
+/// letters, digits, `_` or `-`, at most [`MAX_UNIT_LEN`] long (they name budgets, Redis keys and
+/// summary lines).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum UnitError {
+    /// Nothing where a unit was expected.
+    #[error("an empty unit: name it, such as tokens or points")]
+    Empty,
+    /// Longer than [`MAX_UNIT_LEN`].
+    #[error("the unit '{0}…' is longer than {MAX_UNIT_LEN} characters")]
+    TooLong(String),
+    /// A character a unit may not hold, or a first character that is not a letter.
+    #[error("'{0}' is not a unit: an ASCII letter followed by letters, digits, '_' or '-', such as tokens or points")]
+    NotAName(String),
+}
+
 /// What a budget counts. Budgets of different units stack on one key (500 requests/min and
 /// 200,000 tokens/min): each request spends its amount of each budget's unit.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
@@ -34,6 +55,38 @@ impl Unit {
             "" | "request" | "requests" => Self::Requests,
             _ => Self::Named(Arc::from(name)),
         }
+    }
+
+    /// The unit a user wrote (trimmed, lower case; `request(s)` is [`Unit::Requests`]), refused
+    /// unless it is an identifier: an ASCII letter, then letters, digits, `_` or `-`, at most
+    /// [`MAX_UNIT_LEN`] in all. What it accepts prints back as itself.
+    pub fn parse(text: &str) -> Result<Self, UnitError> {
+        let name = text.trim();
+        let mut chars = name.chars();
+        match chars.next() {
+            None => return Err(UnitError::Empty),
+            Some(first) if !first.is_ascii_alphabetic() => return Err(UnitError::NotAName(name.to_owned())),
+            Some(_) => {}
+        }
+        if !chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+            return Err(UnitError::NotAName(name.to_owned()));
+        }
+        if name.len() > MAX_UNIT_LEN {
+            return Err(UnitError::TooLong(name[..MAX_UNIT_LEN].to_owned()));
+        }
+        Ok(Self::named(name))
+    }
+
+    /// Of `candidates`, the one `self` most likely misspells (a few edits away), if any.
+    pub fn closest<'a>(&self, candidates: impl IntoIterator<Item = &'a Unit>) -> Option<&'a Unit> {
+        let name = self.as_str();
+        candidates
+            .into_iter()
+            .filter(|candidate| *candidate != self)
+            .map(|candidate| (strsim::damerau_levenshtein(name, candidate.as_str()), candidate))
+            .filter(|(distance, candidate)| *distance <= (name.len().max(candidate.as_str().len()) / 3).max(1))
+            .min_by_key(|(distance, _)| *distance)
+            .map(|(_, candidate)| candidate)
     }
 
     /// The unit's name as written in rules and profiles (`requests`, `tokens`, ...).
@@ -170,6 +223,35 @@ mod tests {
         assert_eq!(Unit::named("Request"), Unit::Requests);
         assert_eq!(Unit::named(""), Unit::Requests);
         assert_eq!(Unit::named("points").to_string(), "points");
+    }
+
+    #[test]
+    fn a_unit_written_by_a_user_is_an_identifier() {
+        assert_eq!(Unit::parse(" Tokens "), Ok(Unit::tokens()));
+        assert_eq!(Unit::parse("requests"), Ok(Unit::Requests));
+        assert_eq!(Unit::parse("output_tokens"), Ok(Unit::named("output_tokens")));
+        assert_eq!(Unit::parse("x-1"), Ok(Unit::named("x-1")));
+        assert_eq!(Unit::parse(""), Err(UnitError::Empty));
+        assert_eq!(Unit::parse("  "), Err(UnitError::Empty));
+        for bad in ["tok ens", "../x", "to:kens", "1tokens", "_x", "-x", "tökens", "🪙", "a/b", "a{b}", "x\u{0}"] {
+            assert!(matches!(Unit::parse(bad), Err(UnitError::NotAName(_))), "{bad:?}");
+        }
+        let long = "t".repeat(MAX_UNIT_LEN + 1);
+        assert!(matches!(Unit::parse(&long), Err(UnitError::TooLong(_))));
+        assert_eq!(Unit::parse(&long[1..]).map(|unit| unit.to_string()), Ok(long[1..].to_owned()));
+        let err = Unit::parse("tok ens").unwrap_err().to_string();
+        assert!(err.contains("'tok ens'") && err.contains("ASCII letter"), "{err}");
+    }
+
+    #[test]
+    fn the_closest_unit_is_a_few_edits_away() {
+        let known = [Unit::tokens(), Unit::points(), Unit::named("input_tokens")];
+        assert_eq!(Unit::named("token").closest(&known), Some(&Unit::tokens()));
+        assert_eq!(Unit::named("tokesn").closest(&known), Some(&Unit::tokens()));
+        assert_eq!(Unit::named("pionts").closest(&known), Some(&Unit::points()));
+        assert_eq!(Unit::named("input-tokens").closest(&known), Some(&Unit::named("input_tokens")));
+        assert_eq!(Unit::named("credits").closest(&known), None);
+        assert_eq!(Unit::tokens().closest(&known), None, "a unit is no misspelling of itself");
     }
 
     #[test]

@@ -98,6 +98,11 @@ fn units_ui(ui: &mut Ui, summary: &Summary) {
             let more = RichText::new(format!("{} charged more", totals.charged_more));
             ui.label(if totals.charged_more > 0 { more.color(THROTTLED_COLOR) } else { more })
                 .on_hover_text("Spends above the estimate, charged afterwards");
+            if totals.capped > 0 {
+                ui.label(RichText::new(format!("{} capped", totals.capped)).color(THROTTLED_COLOR)).on_hover_text(
+                    "Answers that said more than the unit's largest budget holds: counted as that much (a broken or lying server)",
+                );
+            }
         });
     }
 }
@@ -294,8 +299,11 @@ mod tests {
     fn every_unit_shows_what_was_reserved_settled_and_given_back() {
         let mut with_units = summary();
         with_units.units = BTreeMap::from([
-            ("tokens".into(), UnitTotals { reserved: 9000, settled: 6100, refunded: 3200, charged_more: 300 }),
-            ("points".into(), UnitTotals { reserved: 40, settled: 40, refunded: 0, charged_more: 0 }),
+            (
+                "tokens".into(),
+                UnitTotals { reserved: 9000, settled: 6100, refunded: 3200, charged_more: 300, capped: 0 },
+            ),
+            ("points".into(), UnitTotals { reserved: 40, settled: 40, refunded: 0, charged_more: 0, capped: 0 }),
         ]);
         let mut harness = Harness::builder()
             .with_size(egui::vec2(1000.0, 700.0))

@@ -16,6 +16,14 @@
 //!   (429) spent none.
 //!
 //! `PATH` is dotted (`usage.total_tokens`, `choices.0.n`) or a JSON pointer (`/usage/total_tokens`).
+//! `UNIT` is an identifier (see [`Unit::parse`]), one rule per unit: two rules for the same
+//! unit are refused where rules are given ([`duplicate_unit`] finds them).
+//!
+//! What an answer says is trusted only so far: a request is counted as spending at most what
+//! the largest budget of its unit holds (`LimiterConfig::settle_bound`; a real budget of that
+//! size would have refused it), and a budget is never left more than one capacity in debt, so a
+//! lying or broken server cannot stall a budget for longer than a whole budget takes to come
+//! back. The client logs a capped settlement and reports it in its [`Settlement`](super::Settlement).
 //!
 //! What a header's drop measures: the client remembers, per limiter key and header, the value
 //! of the answer it read last. An answer's actual cost is the previous value minus its own,
@@ -179,7 +187,7 @@ impl FromStr for CostRule {
         let (unit, rest) = text.split_once('=').ok_or_else(|| {
             format!("cost rule '{text}' is not UNIT=ESTIMATE[->ACTUAL], e.g. tokens=body/4->field:usage.total_tokens")
         })?;
-        let unit = Unit::named(unit);
+        let unit = Unit::parse(unit).map_err(|err| format!("cost rule '{text}': {err}"))?;
         if unit == Unit::Requests {
             return Err("a cost rule is for another unit than requests (tokens, points, ...)".into());
         }
@@ -230,15 +238,66 @@ fn term(text: &str) -> Result<Term, String> {
     text.parse::<u64>().map(Term::Fixed).map_err(|_| format!("'{text}' is not a number, body/N or field:PATH"))
 }
 
+impl fmt::Display for CostRule {
+    /// The rule as it parses back: `tokens=/max_tokens+body/4->field:/usage/total_tokens`
+    /// (paths as JSON pointers).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}=", self.unit)?;
+        for (index, term) in self.estimate.iter().enumerate() {
+            if index > 0 {
+                f.write_str("+")?;
+            }
+            match term {
+                Term::Fixed(n) => write!(f, "{n}")?,
+                Term::BodyPer(per) => write!(f, "body/{per}")?,
+                Term::Field(path) => write!(f, "field:{path}")?,
+            }
+        }
+        match &self.actual {
+            None => Ok(()),
+            Some(Actual::Field(path)) => write!(f, "->field:{path}"),
+            Some(Actual::HeaderDrop(name)) => write!(f, "->drop:{name}"),
+        }
+    }
+}
+
+/// The unit of the first rule that repeats an earlier rule's unit: its estimates would add up
+/// and each settlement count twice, so rules are one per unit.
+pub fn duplicate_unit(rules: &[CostRule]) -> Option<&Unit> {
+    rules
+        .iter()
+        .enumerate()
+        .find(|(index, rule)| rules[..*index].iter().any(|earlier| earlier.unit == rule.unit))
+        .map(|(_, rule)| &rule.unit)
+}
+
+/// The units `rules` spend, each once, in order.
+pub fn units_spent<'a>(rules: impl IntoIterator<Item = &'a CostRule>) -> Vec<Unit> {
+    let mut units: Vec<Unit> = Vec::new();
+    for rule in rules {
+        if !units.contains(&rule.unit) {
+            units.push(rule.unit.clone());
+        }
+    }
+    units
+}
+
 /// The estimate of a request of `requests` with `body` under `rules`.
 pub fn estimate(requests: u64, rules: &[CostRule], body: Option<&[u8]>) -> Cost {
     rules.iter().fold(Cost::requests(requests), |cost, rule| cost.with(rule.unit.clone(), rule.estimate(body)))
 }
 
-/// The settled cost: `estimated` with each rule's unit replaced by what the answer says.
+/// The settled cost: `estimated` with each rule's unit replaced by what the answer says (each
+/// unit once: of rules repeating a unit, which callers refuse, the first that reads the
+/// answer says it, else the estimate stands).
 pub fn settled(estimated: &Cost, rules: &[CostRule], answer: &Answer<'_>) -> Cost {
-    rules.iter().fold(Cost::requests(estimated.requests), |cost, rule| {
-        let amount = rule.actual(answer).unwrap_or_else(|| estimated.of(&rule.unit));
+    rules.iter().enumerate().fold(Cost::requests(estimated.requests), |cost, (index, rule)| {
+        if rules[..index].iter().any(|earlier| earlier.unit == rule.unit) {
+            return cost;
+        }
+        let same_unit = rules[index..].iter().filter(|other| other.unit == rule.unit);
+        let amount =
+            same_unit.filter_map(|rule| rule.actual(answer)).next().unwrap_or_else(|| estimated.of(&rule.unit));
         cost.with(rule.unit.clone(), amount)
     })
 }
@@ -301,6 +360,38 @@ mod tests {
     }
 
     #[test]
+    fn a_rule_prints_as_it_parses_back() {
+        for text in [
+            "tokens=field:max_tokens+body/4->field:usage.total_tokens",
+            "points=50+10->field:/extensions/cost/actualQueryCost",
+            "tokens=100->drop:X-RateLimit-Remaining-Tokens",
+            "input_tokens=body/4",
+            "x-1=field:a~b/c.d+0",
+        ] {
+            let rule: CostRule = text.parse().unwrap();
+            let printed = rule.to_string();
+            assert_eq!(printed.parse::<CostRule>(), Ok(rule), "{text} printed as {printed}");
+        }
+        let rule: CostRule = "Tokens = 5 + body/4 -> field:usage.total_tokens".parse().unwrap();
+        assert_eq!(rule.to_string(), "tokens=5+body/4->field:/usage/total_tokens");
+    }
+
+    #[test]
+    fn rules_repeating_a_unit_are_found_and_settle_each_unit_once() {
+        let rules: Vec<CostRule> =
+            ["tokens=5", "points=1", "tokens=6->field:n"].iter().map(|text| text.parse().unwrap()).collect();
+        assert_eq!(duplicate_unit(&rules), Some(&Unit::tokens()));
+        assert_eq!(duplicate_unit(&rules[..2]), None);
+        let estimated = estimate(1, &rules, None);
+        assert_eq!(estimated.of(&Unit::tokens()), 11);
+        let (none, memory) = (HeaderMap::new(), RemainingMemory::default());
+        let said = settled(&estimated, &rules, &answer(200, &none, b"{}", &memory));
+        assert_eq!(said.of(&Unit::tokens()), 11, "the estimate stands, counted once");
+        let said = settled(&estimated, &rules, &answer(200, &none, br#"{"n": 40}"#, &memory));
+        assert_eq!(said.of(&Unit::tokens()), 40);
+    }
+
+    #[test]
     fn bad_rules_say_what_is_expected() {
         for (text, expected) in [
             ("tokens", "UNIT=ESTIMATE"),
@@ -311,6 +402,10 @@ mod tests {
             ("tokens=5->usage", "drop:HEADER"),
             ("tokens=5->drop:bad header", "not a header name"),
             ("tokens=field:usage..x", "empty part"),
+            ("tok ens=5", "not a unit"),
+            ("../x=5", "not a unit"),
+            ("🪙=5", "not a unit"),
+            ("=5", "empty unit"),
         ] {
             let err = text.parse::<CostRule>().unwrap_err();
             assert!(err.contains(expected), "{text}: {err}");

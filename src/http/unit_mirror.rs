@@ -56,7 +56,8 @@ struct UnitBudget {
 
 impl UnitBudget {
     fn allowance(&self, spends: &BTreeMap<u64, Vec<(Unit, u64)>>) -> u64 {
-        let held: u64 = self.counted.iter().map(|ticket| spent(spends, *ticket, &self.unit)).sum();
+        let held =
+            self.counted.iter().fold(0u64, |held, ticket| held.saturating_add(spent(spends, *ticket, &self.unit)));
         self.remaining.saturating_sub(held)
     }
 }
@@ -71,7 +72,9 @@ pub enum UnitWait {
 }
 
 fn spent(spends: &BTreeMap<u64, Vec<(Unit, u64)>>, ticket: u64, unit: &Unit) -> u64 {
-    spends.get(&ticket).map_or(0, |units| units.iter().filter(|(named, _)| named == unit).map(|(_, n)| *n).sum())
+    spends.get(&ticket).map_or(0, |units| {
+        units.iter().filter(|(named, _)| named == unit).fold(0u64, |sum, (_, n)| sum.saturating_add(*n))
+    })
 }
 
 fn named_units(cost: &Cost) -> Vec<(Unit, u64)> {

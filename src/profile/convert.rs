@@ -150,7 +150,8 @@ impl HostProfile {
             }
             paths.push((path_key, path_config));
         }
-        self.check_endpoints()?;
+        let endpoints = self.check_endpoints()?;
+        self.check_costs(&endpoints, &config, &paths)?;
         Ok(CompiledHost { key, config, retry, paths, headers })
     }
 
@@ -297,15 +298,9 @@ impl BudgetEntry {
             BudgetEntryKind::TokenBucket => self.bucket_spec(at, &label)?,
             BudgetEntryKind::SlidingWindow => self.window_spec(at, &label)?,
         };
-        let spec = match self.unit.as_deref().map(str::trim) {
+        let spec = match self.unit.as_deref() {
             None => spec,
-            Some(unit)
-                if unit.is_empty() || !unit.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') =>
-            {
-                let hint = "name it in letters, digits, '-' or '_', such as \"tokens\" or \"points\"";
-                return Err(fail("unit", format!("unit \"{unit}\": {hint}")));
-            }
-            Some(unit) => spec.with_unit(Unit::named(unit)),
+            Some(unit) => spec.with_unit(Unit::parse(unit).map_err(|err| fail("unit", err.to_string()))?),
         };
         match self.cost {
             None => Ok(spec),
@@ -436,7 +431,11 @@ mod tests {
         assert_eq!(BudgetEntry::from_spec(&config.budgets[1]).unit.as_deref(), Some("tokens"));
         host.budgets[1].unit = Some("to kens".into());
         let err = host.limiter_config().unwrap_err().to_string();
-        assert!(err.contains("budget 'tpm'") && err.contains("\"to kens\""), "{err}");
+        assert!(err.contains("budget 'tpm'") && err.contains("'to kens' is not a unit"), "{err}");
+        for bad in ["", "../x", "🪙", "1x"] {
+            host.budgets[1].unit = Some(bad.into());
+            assert!(host.limiter_config().unwrap_err().to_string().contains("unit"), "{bad:?}");
+        }
     }
 
     #[test]

@@ -11,8 +11,9 @@ use url::Url;
 use super::convert::{looks_secret, looks_secret_parameter};
 use super::error::{FieldPath, InvalidSetting, ProfileError};
 use super::model::{EndpointEntry, HostProfile};
-use crate::engine::parse_duration;
+use crate::engine::{LimitKey, LimiterConfig, Unit, parse_duration};
 use crate::files;
+use crate::http::cost::{self, duplicate_unit};
 use crate::http::{BatchPlan, CostRule};
 
 /// The largest body an endpoint sends (a file beyond it is refused, naming the cap).
@@ -75,16 +76,80 @@ impl HostProfile {
     }
 
     /// Every endpoint checked (a body file is read only when the endpoint is used).
-    pub(crate) fn check_endpoints(&self) -> Result<(), InvalidSetting> {
+    pub(crate) fn check_endpoints(&self) -> Result<Vec<ResolvedEndpoint>, InvalidSetting> {
         let mut names = Vec::with_capacity(self.endpoints.len());
+        let mut resolved = Vec::with_capacity(self.endpoints.len());
         for (index, entry) in self.endpoints.iter().enumerate() {
             let at = FieldPath::root().key("endpoints").index(index);
-            entry.check(&self.base_url, &at)?;
+            resolved.push(entry.check(&self.base_url, &at)?);
             let name = entry.name.trim().to_ascii_lowercase();
             if names.contains(&name) {
                 return Err(InvalidSetting::new(at.key("name"), format!("endpoint '{}': listed twice", entry.name)));
             }
             names.push(name);
+        }
+        Ok(resolved)
+    }
+
+    /// What the `endpoints` of this host spend against its limits (`config`, and `paths` for the
+    /// path overrides): every endpoint's estimate (its `body` as written; a body file counts as
+    /// empty until it is read) fits the limits its path falls under, or none of its requests
+    /// could ever be sent; and once any endpoint has cost rules, every budget in a unit other
+    /// than requests is spent by one of them (else it never binds: a typo such as `token`).
+    pub(crate) fn check_costs(
+        &self,
+        endpoints: &[ResolvedEndpoint],
+        config: &LimiterConfig,
+        paths: &[(LimitKey, LimiterConfig)],
+    ) -> Result<(), InvalidSetting> {
+        for (index, endpoint) in endpoints.iter().enumerate() {
+            let limits = paths
+                .iter()
+                .filter(|(key, _)| key.covers_path(endpoint.url.path()))
+                .max_by_key(|(key, _)| key.path_prefix.as_ref().map_or(0, String::len))
+                .map_or(config, |(_, limits)| limits);
+            let estimate = cost::estimate(1, &endpoint.cost_rules, endpoint.body.as_deref());
+            if let Some((budget, spent)) = limits.never_fits(&estimate) {
+                return Err(InvalidSetting::new(
+                    FieldPath::root().key("endpoints").index(index).key("costs"),
+                    format!(
+                        "endpoint '{}': a request is estimated at {spent} in budget '{}', which holds at most {}, so none could ever be sent",
+                        endpoint.name,
+                        budget.name,
+                        budget.capacity()
+                    ),
+                ));
+            }
+        }
+        let spent = cost::units_spent(endpoints.iter().flat_map(|endpoint| &endpoint.cost_rules));
+        if spent.is_empty() {
+            return Ok(());
+        }
+        let host_budgets = self
+            .budgets
+            .iter()
+            .enumerate()
+            .map(|(index, budget)| (FieldPath::root().key("budgets").index(index), budget));
+        let path_budgets = self.paths.iter().enumerate().flat_map(|(path, entry)| {
+            entry.budgets.iter().enumerate().map(move |(index, budget)| {
+                (FieldPath::root().key("paths").index(path).key("budgets").index(index), budget)
+            })
+        });
+        for (at, budget) in host_budgets.chain(path_budgets) {
+            let unit = budget.unit.as_deref().map_or(Unit::Requests, Unit::named);
+            if unit == Unit::Requests || spent.contains(&unit) {
+                continue;
+            }
+            let names: Vec<&str> = spent.iter().map(Unit::as_str).collect();
+            let guess = unit.closest(&spent).map(|closest| format!(": did you mean {closest}?")).unwrap_or_default();
+            return Err(InvalidSetting::new(
+                at.key("unit"),
+                format!(
+                    "budget '{}': counts {unit}, but no endpoint of the host spends it (their costs spend {}){guess}",
+                    budget.name,
+                    names.join(", ")
+                ),
+            ));
         }
         Ok(())
     }
@@ -167,6 +232,15 @@ impl EndpointEntry {
                     .map_err(|err| InvalidSetting::new(at.key("costs").index(index), format!("{label}: {err}")))
             })
             .collect::<Result<Vec<_>, _>>()?;
+        if let Some(unit) = duplicate_unit(&cost_rules) {
+            let index = cost_rules.iter().rposition(|rule| rule.unit == *unit).unwrap_or_default();
+            return Err(InvalidSetting::new(
+                at.key("costs").index(index),
+                format!(
+                    "{label}: two cost rules for {unit}; give one rule per unit (add terms with +, e.g. {unit}=500+body/4)"
+                ),
+            ));
+        }
         let batch = match &self.batch {
             None => None,
             Some(entry) => {

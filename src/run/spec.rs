@@ -10,8 +10,9 @@ use http::{HeaderMap, HeaderValue, Method};
 use thiserror::Error;
 use url::Url;
 
-use crate::engine::{ConfigError, LimitKey, LimiterConfig, Priority, Rate, Registry};
+use crate::engine::{ConfigError, LimitKey, LimiterConfig, Priority, Rate, Registry, Unit};
 use crate::http::cache::CacheConfig;
+use crate::http::cost::{self, duplicate_unit};
 use crate::http::{Adaptive, BatchPlan, ClientBuilder, ClientError, CostRule, EventSink, LimitedClient, RetryPolicy};
 use crate::store::{SharedSettings, StoreError};
 
@@ -211,6 +212,46 @@ pub enum SpecError {
     /// A request timeout of zero.
     #[error("a timeout of 0 would fail every request before it is sent")]
     ZeroTimeout,
+    /// An endpoint with two cost rules for one unit (their estimates would add up and each
+    /// settlement count twice).
+    #[error(
+        "endpoint {url} has two cost rules for {unit}: give one rule per unit (add terms with +, e.g. {unit}=500+body/4)"
+    )]
+    DuplicateCostRule {
+        /// The endpoint.
+        url: Url,
+        /// The unit ruled twice.
+        unit: Unit,
+    },
+    /// A budget counting a unit no request of the burst spends: it would never bind.
+    #[error(
+        "budget '{budget}' counts {unit}, but no request of the burst spends {unit}{}, so it would never hold anything back",
+        unspent_hint(unit, spent, closest.as_ref())
+    )]
+    UnspentUnit {
+        /// The budget's name.
+        budget: String,
+        /// Its unit.
+        unit: Unit,
+        /// The units the endpoints' cost rules do spend.
+        spent: Vec<Unit>,
+        /// Of those, the one the budget's unit most likely misspells.
+        closest: Option<Unit>,
+    },
+    /// An endpoint whose every request is estimated above what a budget can ever hold.
+    #[error(
+        "endpoint {url}: each request is estimated at {estimate} in budget '{budget}', which holds at most {capacity}, so none could ever be sent"
+    )]
+    EstimateAboveCapacity {
+        /// The endpoint's URL.
+        url: String,
+        /// The budget's name.
+        budget: String,
+        /// What a request spends in it.
+        estimate: u64,
+        /// The most it holds.
+        capacity: u64,
+    },
     /// The limits are refused.
     #[error(transparent)]
     Limits(#[from] ConfigError),
@@ -220,6 +261,16 @@ pub enum SpecError {
     /// The shared budget store's settings are refused.
     #[error(transparent)]
     Shared(#[from] StoreError),
+}
+
+/// What [`SpecError::UnspentUnit`] adds: the units that are spent, and the likely intended one.
+fn unspent_hint(unit: &Unit, spent: &[Unit], closest: Option<&Unit>) -> String {
+    let names: Vec<&str> = spent.iter().map(Unit::as_str).collect();
+    match (closest, names.is_empty()) {
+        (Some(closest), _) => format!(" (its cost rules spend {}: did you mean {closest}?)", names.join(", ")),
+        (None, true) => format!(" (give the requests a cost rule such as {unit}=ESTIMATE->field:PATH)"),
+        (None, false) => format!(" (its cost rules spend {})", names.join(", ")),
+    }
 }
 
 impl BurstSpec {
@@ -273,6 +324,9 @@ impl BurstSpec {
             if endpoint.batch.is_some() && (method != Method::GET || endpoint.body.is_some()) {
                 return Err(SpecError::BatchNotGet(endpoint.url.clone()));
             }
+            if let Some(unit) = duplicate_unit(&endpoint.cost_rules) {
+                return Err(SpecError::DuplicateCostRule { url: endpoint.url.clone(), unit: unit.clone() });
+            }
         }
         if self.endpoints.iter().all(|endpoint| endpoint.weight == 0) {
             return Err(SpecError::ZeroWeights);
@@ -305,6 +359,39 @@ impl BurstSpec {
         Ok(())
     }
 
+    /// With `limits` on every endpoint (the spec's own [`client`](Self::client)): every budget
+    /// in a unit other than requests is spent by some endpoint's cost rules (else it would never
+    /// bind: a typo such as `token` for `tokens`), and every endpoint's estimate fits every
+    /// budget (else its requests could never be sent). Nothing else spends such a unit: servers'
+    /// headers about tokens only mirror the server's budgets (adaptive mode), they charge none.
+    pub fn check_costs(&self) -> Result<(), SpecError> {
+        let Some(limits) = &self.limits else { return Ok(()) };
+        let spent = cost::units_spent(self.endpoints.iter().flat_map(|endpoint| &endpoint.cost_rules));
+        for budget in &limits.budgets {
+            if budget.unit != Unit::Requests && !spent.contains(&budget.unit) {
+                let closest = budget.unit.closest(&spent).cloned();
+                return Err(SpecError::UnspentUnit {
+                    budget: budget.name.clone(),
+                    unit: budget.unit.clone(),
+                    spent: spent.clone(),
+                    closest,
+                });
+            }
+        }
+        for endpoint in &self.endpoints {
+            let estimate = cost::estimate(1, &endpoint.cost_rules, endpoint.body.as_deref());
+            if let Some((budget, estimate)) = limits.never_fits(&estimate) {
+                return Err(SpecError::EstimateAboveCapacity {
+                    url: endpoint.url.to_string(),
+                    budget: budget.name.clone(),
+                    estimate,
+                    capacity: budget.capacity(),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// The limiter keys of the endpoints' hosts (`host:port`), deduplicated.
     pub fn keys(&self) -> Vec<LimitKey> {
         let mut keys: Vec<LimitKey> = self.endpoints.iter().filter_map(|endpoint| key_of(&endpoint.url)).collect();
@@ -321,6 +408,7 @@ impl BurstSpec {
 
     /// The settings of [`client`](Self::client), to add to (a seed, a transport) before building.
     pub fn client_builder(&self, events: EventSink) -> Result<ClientBuilder, SpecError> {
+        self.check_costs()?;
         let registry = Registry::new();
         if let Some(limits) = &self.limits {
             for key in self.keys() {

@@ -10,8 +10,9 @@
 //! `total_ms` (first queued to final response, per request), each
 //! `{min, mean, p50, p90, p95, p99, max}`, `service_histogram` (`[{up_to_ms, count}]`, ten
 //! equal slices from the fastest to the slowest attempt), `errors` (cause in a few stable words →
-//! requests), `error_examples` (cause → the first full message), and `limiter` (the limits, or
-//! `"none"`).
+//! requests), `error_examples` (cause → the first full message), `limiter` (the limits, or
+//! `"none"`), and with cost rules `units` (unit → `{reserved, settled, refunded, charged_more,
+//! capped}`, `capped` counting answers that said more than the unit's largest budget holds).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -167,6 +168,9 @@ pub struct UnitTotals {
     pub refunded: u64,
     /// Charged on top: answers that spent more than their estimate.
     pub charged_more: u64,
+    /// Answers that said more than the largest budget of the unit holds, counted as that much
+    /// (a broken or lying server).
+    pub capped: u64,
 }
 
 impl Summary {
@@ -231,14 +235,22 @@ impl Summary {
         summary
     }
 
+    /// Adds one settlement, each unit once (however many entries name it), saturating.
     fn add_settlement(&mut self, settlement: &Settlement) {
-        for (unit, reserved) in &settlement.reserved.units {
-            let actual = settlement.actual.of(unit);
+        let units = settlement.reserved.units.iter().chain(&settlement.actual.units).map(|(unit, _)| unit);
+        let mut seen: Vec<&crate::engine::Unit> = Vec::new();
+        for unit in units {
+            if seen.contains(&unit) {
+                continue;
+            }
+            seen.push(unit);
+            let (reserved, actual) = (settlement.reserved.of(unit), settlement.actual.of(unit));
             let totals = self.units.entry(unit.to_string()).or_default();
-            totals.reserved += reserved;
-            totals.settled += actual;
-            totals.refunded += reserved.saturating_sub(actual);
-            totals.charged_more += actual.saturating_sub(*reserved);
+            totals.reserved = totals.reserved.saturating_add(reserved);
+            totals.settled = totals.settled.saturating_add(actual);
+            totals.refunded = totals.refunded.saturating_add(reserved.saturating_sub(actual));
+            totals.charged_more = totals.charged_more.saturating_add(actual.saturating_sub(reserved));
+            totals.capped += u64::from(settlement.capped.iter().any(|(capped, _)| capped == unit));
         }
     }
 
@@ -288,13 +300,18 @@ impl fmt::Display for Summary {
             writeln!(f, "{shared}")?;
         }
         for (unit, totals) in &self.units {
-            let UnitTotals { reserved, settled, refunded, charged_more } = totals;
-            writeln!(
+            let UnitTotals { reserved, settled, refunded, charged_more, capped } = totals;
+            write!(
                 f,
                 "{unit}:{:pad$}reserved {reserved}, settled {settled} (refunded {refunded}, charged {charged_more} more)",
                 "",
                 pad = 14usize.saturating_sub(unit.len() + 1).max(1)
             )?;
+            match capped {
+                0 => writeln!(f)?,
+                1 => writeln!(f, "; 1 answer said more than its budget holds and was capped")?,
+                n => writeln!(f, "; {n} answers said more than their budget holds and were capped")?,
+            }
         }
         for (cause, n) in &self.errors {
             match self.error_examples.get(cause) {

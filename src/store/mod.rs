@@ -224,12 +224,14 @@ impl SharedSpec {
 
     /// The most a settlement counts here for one request: a window one unit above its limit
     /// (one member per unit; one above already holds the window shut, even to a request that
-    /// spends none of it, until the request leaves it); a bucket's debt stays within the
-    /// store's ten-year span.
+    /// spends none of it, until the request leaves it); a bucket its capacity, as the engine's
+    /// budgets count it (`LimiterConfig::settle_bound`): a real budget of that size would have
+    /// refused a request spending more, and one settlement then delays the next admissions by at
+    /// most one refill of the capacity.
     pub fn settle_cap(&self) -> u64 {
         match self.budget {
             SharedBudget::SlidingWindow { limit, .. } => limit + 1,
-            SharedBudget::TokenBucket { per_token, .. } => micros_ceil(MAX_SPAN) / micros_ceil(per_token).max(1),
+            SharedBudget::TokenBucket { capacity, .. } => capacity,
         }
     }
 

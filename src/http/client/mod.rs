@@ -40,8 +40,8 @@ use super::http1::Http1Transport;
 use super::redirect::RedirectPolicy;
 use super::retry::{Decision, GiveUpReason, Outcome, RetryPolicy};
 use super::transport::Transport;
-use crate::engine::Cost;
 use crate::engine::{AcquireError, LimitKey, Limiter, LimiterConfig, Priority, Registry, format_wait};
+use crate::engine::{Cost, Unit};
 use crate::store::{SharedGate, SharedHandle, SharedSettings, StoreError, local_part};
 
 /// One request to send.
@@ -152,8 +152,12 @@ pub struct AttemptRecord {
 pub struct Settlement {
     /// What was reserved before sending.
     pub reserved: Cost,
-    /// What the answer said it spent (the estimate where it said nothing).
+    /// What the answer said it spent (the estimate where it said nothing), as the budgets count
+    /// it: at most what the largest budget of each unit holds.
     pub actual: Cost,
+    /// The units whose answer said more than that, and what it said (a broken or lying server:
+    /// see `http::cost`).
+    pub capped: Vec<(Unit, u64)>,
 }
 
 /// Why a request ended without a response to return.

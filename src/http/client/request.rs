@@ -16,7 +16,7 @@ use super::{
     AttemptRecord, ClientError, LimitedClient, LimitedResponse, RequestSpec, ResponseHead, Settlement, SharedRng,
     cached_response, outcome_text, pause_on_throttle, status_text,
 };
-use crate::engine::{Cost, Limiter, Permit};
+use crate::engine::{Cost, Limiter, Permit, Unit};
 use crate::http::adaptive;
 use crate::http::cache::{CachedResponse, Lookup};
 use crate::http::coalesce::FlightKey;
@@ -415,13 +415,23 @@ impl<'c> Request<'c> {
                 let body = &body;
                 let memory = &self.client.inner.remaining_seen;
                 let answer = cost::Answer { status: status.as_u16(), headers, body, key: permit.key(), memory };
-                let actual = cost::settled(&self.estimate, &self.spec.cost_rules, &answer);
+                let said = cost::settled(&self.estimate, &self.spec.cost_rules, &answer);
+                let actual = permit.settle(said.clone());
+                let capped = capped_units(&said, &actual);
+                for (unit, amount) in &capped {
+                    tracing::warn!(
+                        key = permit.key(),
+                        %unit,
+                        said = amount,
+                        counted = actual.of(unit),
+                        "an answer says a request spent more {unit} than any budget of it holds: counted as a whole budget"
+                    );
+                }
                 self.emit(EventKind::Settled { attempt, reserved: self.estimate.clone(), actual: actual.clone() });
-                permit.settle(actual.clone());
                 if let Some((gate, reservation)) = admission.shared.take() {
                     shared_due = Some((gate, reservation, actual.clone()));
                 }
-                Some(Settlement { reserved: self.estimate.clone(), actual })
+                Some(Settlement { reserved: self.estimate.clone(), actual, capped })
             }
             _ => None,
         };
@@ -550,6 +560,18 @@ pub(super) fn lower_case<'h>(host: &'h str, url: &Url) -> Cow<'h, str> {
     } else {
         Cow::Borrowed(host)
     }
+}
+
+/// The units `said` names more of than `counted` (capped by the budgets), with what it said.
+fn capped_units(said: &Cost, counted: &Cost) -> Vec<(Unit, u64)> {
+    let mut capped: Vec<(Unit, u64)> = Vec::new();
+    for (unit, _) in &said.units {
+        let amount = said.of(unit);
+        if amount > counted.of(unit) && capped.iter().all(|(seen, _)| seen != unit) {
+            capped.push((unit.clone(), amount));
+        }
+    }
+    capped
 }
 
 #[cfg(test)]
