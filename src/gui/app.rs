@@ -705,13 +705,14 @@ impl App {
             DemoStatus::Running { url, routes } => {
                 // Truncated rather than drawn over the profile buttons when the window is narrow.
                 let status = egui::RichText::new(format!("demo API running at {url}"))
-                    .color(egui::Color32::from_rgb(80, 180, 90));
+                    .color(super::palette::status_colors(ui.visuals()).ok);
                 ui.add(egui::Label::new(status).truncate()).on_hover_text(format!(
                     "demo API running at {url}\nThe embedded rate-limited API, on loopback only.\nRoutes: {routes}"
                 ));
             }
             DemoStatus::Failed(err) => {
-                ui.label(egui::RichText::new("demo API down").color(egui::Color32::RED)).on_hover_text(err);
+                ui.label(egui::RichText::new("demo API down").color(super::palette::status_colors(ui.visuals()).error))
+                    .on_hover_text(err);
             }
         }
     }

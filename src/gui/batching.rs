@@ -104,7 +104,7 @@ pub fn batch_ui(ui: &mut egui::Ui, draft: &BatchDraft) -> Option<BatchAction> {
             action = Some(BatchAction::Wait(wait));
         }
         if let Err(err) = parse_duration(&draft.max_wait) {
-            ui.label(egui::RichText::new("wait?").color(egui::Color32::from_rgb(230, 80, 70)).small())
+            ui.label(egui::RichText::new("wait?").color(super::palette::status_colors(ui.visuals()).error).small())
                 .on_hover_text(format!("batch max wait: {err}"));
         }
     }

@@ -291,7 +291,7 @@ impl Composer {
             shared_ui(ui, &mut self.shared, shared, &profile_name);
         }
         if let Err(err) = self.arrival() {
-            ui.label(egui::RichText::new(err).color(egui::Color32::from_rgb(230, 80, 70)).small());
+            ui.label(egui::RichText::new(err).color(super::palette::status_colors(ui.visuals()).error).small());
         }
         pressed
     }

@@ -113,7 +113,7 @@ impl Discover {
         match &self.report {
             None => {}
             Some(Err(err)) => {
-                ui.colored_label(egui::Color32::RED, err);
+                ui.colored_label(super::palette::status_colors(ui.visuals()).error, err);
             }
             Some(Ok(report)) => {
                 ui.separator();

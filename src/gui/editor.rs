@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use egui::{Color32, RichText};
+use egui::RichText;
 use url::Url;
 
 use super::app::SaveRequest;
@@ -86,11 +86,10 @@ pub struct Editor {
 
 /// How long an undo offer stays.
 const UNDO_FOR: Duration = Duration::from_secs(15);
-const ERROR: Color32 = Color32::from_rgb(230, 80, 70);
 
 fn error_label(ui: &mut egui::Ui, error: Option<String>) {
     if let Some(error) = error {
-        ui.label(RichText::new(error).color(ERROR).small());
+        ui.label(RichText::new(error).color(super::palette::status_colors(ui.visuals()).error).small());
     }
 }
 
@@ -565,7 +564,10 @@ impl Editor {
         let blank = name.trim().is_empty();
         let confirmed = response.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter));
         if taken || blank {
-            ui.label(RichText::new(if blank { "needs a name" } else { "name taken" }).color(ERROR));
+            ui.label(
+                RichText::new(if blank { "needs a name" } else { "name taken" })
+                    .color(super::palette::status_colors(ui.visuals()).error),
+            );
             self.rename = Some(name);
         } else if ui.button("OK").clicked() || confirmed {
             if let Some(current) = self.profiles.get_mut(self.current) {
@@ -585,7 +587,7 @@ impl Editor {
         }
         let mut action = None;
         ui.label(format!("Delete '{}'?", doc.profile.name));
-        if ui.button(RichText::new("Delete").color(ERROR)).clicked() {
+        if ui.button(RichText::new("Delete").color(super::palette::status_colors(ui.visuals()).error)).clicked() {
             self.confirm_delete_profile = false;
             let removed = self.profiles.remove(self.current);
             if removed.saved.is_some() {
@@ -739,7 +741,13 @@ fn host_list_ui(ui: &mut egui::Ui, hosts: &mut Vec<HostProfile>, selection: Host
             *confirm_delete = ui.button("delete").clicked();
             return;
         }
-        if ui.button(RichText::new(format!("delete '{}'", host.name)).color(ERROR)).clicked() {
+        if ui
+            .button(
+                RichText::new(format!("delete '{}'", host.name))
+                    .color(super::palette::status_colors(ui.visuals()).error),
+            )
+            .clicked()
+        {
             let removed = hosts.remove(*selected);
             *undo = Some((Undo::Host(profile, Box::new(removed), *selected), Instant::now()));
             *selected = selected.saturating_sub(1);
@@ -862,7 +870,9 @@ fn secrets_ui(
         ui.horizontal(|ui| {
             ui.monospace(name.as_str());
             let status = match secrets.status(profile, &host.name, name) {
-                SecretStatus::Missing => RichText::new("missing").color(ERROR),
+                SecretStatus::Missing => {
+                    RichText::new("missing").color(super::palette::status_colors(ui.visuals()).error)
+                }
                 SecretStatus::Stored => RichText::new("••••••••"),
                 SecretStatus::FromEnv(vars) => RichText::new(format!("from ${}", vars.join(", $"))),
             };
@@ -901,10 +911,13 @@ fn validity_ui(ui: &mut egui::Ui, host: &HostProfile, apply_now: bool) -> Editor
     let config = host.limiter_config();
     match &config {
         Ok(config) => {
-            ui.label(RichText::new(format!("valid: {}", config.describe())).color(Color32::from_rgb(80, 180, 90)));
+            ui.label(
+                RichText::new(format!("valid: {}", config.describe()))
+                    .color(super::palette::status_colors(ui.visuals()).ok),
+            );
         }
         Err(err) => {
-            ui.label(RichText::new(err.to_string()).color(ERROR));
+            ui.label(RichText::new(err.to_string()).color(super::palette::status_colors(ui.visuals()).error));
         }
     }
     if !apply_now {

@@ -3,21 +3,17 @@
 use egui::{Color32, Label, RichText, Sense, Ui};
 use egui_extras::{Column, TableBuilder};
 
+use super::palette::{StatusColors, status_colors};
 use crate::engine::{format_period, format_wait};
 use crate::telemetry::{LogRow, Telemetry};
 
-/// Colour of 2xx statuses.
-const OK_COLOR: Color32 = Color32::from_rgb(46, 160, 67);
-/// Colour of 429.
-const THROTTLED_COLOR: Color32 = Color32::from_rgb(235, 140, 20);
-/// Colour of other 4xx/5xx statuses and transport errors.
-const ERROR_COLOR: Color32 = Color32::from_rgb(215, 58, 73);
 /// What the log shows before the first attempt.
 pub const EMPTY_TEXT: &str = "No requests yet";
 
 /// The log of attempts, oldest first, sticking to the newest row until scrolled up. Clicking a row
 /// selects it as `(request_id, attempt)`; the selected row is highlighted.
 pub fn log_ui(ui: &mut Ui, telemetry: &Telemetry, selected: &mut Option<(u64, u32)>) {
+    let colors = status_colors(ui.visuals());
     if telemetry.log.is_empty() {
         ui.weak(EMPTY_TEXT);
         return;
@@ -61,7 +57,7 @@ pub fn log_ui(ui: &mut Ui, telemetry: &Telemetry, selected: &mut Option<(u64, u3
                 let Some(entry) = telemetry.log.get(row.index()) else { return };
                 let id = (entry.request_id, entry.attempt);
                 row.set_selected(*selected == Some(id));
-                let (status_text, status_color) = status_style(entry);
+                let (status_text, status_color) = status_style(entry, colors);
                 let cells: [(String, Option<Color32>); 9] = [
                     (format!("{:.3}", entry.at), None),
                     (entry.method.clone(), None),
@@ -102,7 +98,7 @@ pub fn log_ui(ui: &mut Ui, telemetry: &Telemetry, selected: &mut Option<(u64, u3
 pub fn details_ui(ui: &mut Ui, row: &LogRow) {
     ui.horizontal_wrapped(|ui| {
         ui.strong(format!("request #{} · attempt {}", row.request_id, row.attempt));
-        let (status_text, status_color) = status_style(row);
+        let (status_text, status_color) = status_style(row, status_colors(ui.visuals()));
         ui.label(RichText::new(status_text).color(status_color).strong());
         ui.weak(format!("{} {}", row.method, row.path));
         if let Some(key) = &row.key {
@@ -117,7 +113,7 @@ pub fn details_ui(ui: &mut Ui, row: &LogRow) {
     ));
     if let Some(error) = &row.error {
         ui.add_space(4.0);
-        ui.label(RichText::new("The attempt failed without a response:").color(ERROR_COLOR));
+        ui.label(RichText::new("The attempt failed without a response:").color(status_colors(ui.visuals()).error));
         ui.add(Label::new(RichText::new(error).monospace()).selectable(true).wrap());
     }
 
@@ -154,14 +150,17 @@ pub fn details_ui(ui: &mut Ui, row: &LogRow) {
         ui.end_row();
         ui.label("throttled");
         if info.throttled {
-            ui.label(RichText::new("yes").color(THROTTLED_COLOR));
+            ui.label(RichText::new("yes").color(status_colors(ui.visuals()).warn));
         } else {
             ui.label("no");
         }
         ui.end_row();
     });
     if !info.warnings.is_empty() {
-        ui.label(RichText::new(format!("{} header value(s) ignored:", info.warnings.len())).color(THROTTLED_COLOR));
+        ui.label(
+            RichText::new(format!("{} header value(s) ignored:", info.warnings.len()))
+                .color(status_colors(ui.visuals()).warn),
+        );
         for warning in &info.warnings {
             ui.add(Label::new(RichText::new(warning).monospace()).selectable(true).wrap());
         }
@@ -190,12 +189,12 @@ fn headers_ui(ui: &mut Ui, row: &LogRow) {
 }
 
 /// The status as shown, and its colour: 2xx green, 429 orange, other 4xx/5xx and errors red.
-fn status_style(row: &LogRow) -> (String, Color32) {
+fn status_style(row: &LogRow, colors: StatusColors) -> (String, Color32) {
     match row.status {
-        None => ("error".to_owned(), ERROR_COLOR),
-        Some(429) => ("429".to_owned(), THROTTLED_COLOR),
-        Some(status @ 200..=299) => (status.to_string(), OK_COLOR),
-        Some(status) if status >= 400 => (status.to_string(), ERROR_COLOR),
+        None => ("error".to_owned(), colors.error),
+        Some(429) => ("429".to_owned(), colors.warn),
+        Some(status @ 200..=299) => (status.to_string(), colors.ok),
+        Some(status) if status >= 400 => (status.to_string(), colors.error),
         Some(status) => (status.to_string(), Color32::GRAY),
     }
 }

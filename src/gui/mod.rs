@@ -16,6 +16,7 @@ mod editor;
 mod help;
 pub mod history;
 pub mod log;
+pub mod palette;
 pub mod proxy;
 pub mod quit;
 mod request;

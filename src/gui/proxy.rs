@@ -111,10 +111,10 @@ pub fn proxy_ui(ui: &mut egui::Ui, panel: &mut ProxyPanel, profile: Option<&str>
             });
         }
         ProxyStatus::Failed(err) => {
-            ui.colored_label(egui::Color32::RED, format!("not running: {err}"));
+            ui.colored_label(super::palette::status_colors(ui.visuals()).error, format!("not running: {err}"));
         }
         ProxyStatus::Running { url, routes } => {
-            ui.colored_label(egui::Color32::from_rgb(80, 180, 90), format!("listening on {url}"));
+            ui.colored_label(super::palette::status_colors(ui.visuals()).ok, format!("listening on {url}"));
             egui::Grid::new("proxy_routes").striped(true).show(ui, |ui| {
                 ui.strong("call");
                 ui.strong("goes to");

@@ -35,7 +35,7 @@ pub fn server_ui(ui: &mut Ui, telemetry: &Telemetry) -> Option<LimiterConfig> {
             ui.weak(format!("status {status}"));
         }
         if info.throttled {
-            ui.label(RichText::new("throttled").color(Color32::from_rgb(235, 140, 20)));
+            ui.label(RichText::new("throttled").color(super::palette::status_colors(ui.visuals()).warn));
         }
         if let Some(wait) = info.retry_after {
             ui.label(format!("retry after {}", format_wait(left(wait))));

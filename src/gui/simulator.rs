@@ -198,7 +198,7 @@ impl SimulatorTab {
             }
         });
         if let Some(err) = &self.error {
-            ui.colored_label(egui::Color32::RED, err);
+            ui.colored_label(super::palette::status_colors(ui.visuals()).error, err);
         }
         ui.separator();
         let Some(results) = &self.results else {

@@ -2,6 +2,7 @@
 
 use egui::{Color32, Label, RichText, Ui};
 
+use super::palette::{StatusColors, status_colors};
 use crate::run::{Percentiles, Summary};
 
 /// The label of the JSON export button.
@@ -41,9 +42,9 @@ fn counts_ui(ui: &mut Ui, summary: &Summary) {
     });
     figure_row_ui(ui, "requests", |ui| {
         ui.label(RichText::new(summary.requests.to_string()).strong());
-        ui.label(RichText::new(format!("{} succeeded", summary.succeeded)).color(OK_COLOR));
+        ui.label(RichText::new(format!("{} succeeded", summary.succeeded)).color(status_colors(ui.visuals()).ok));
         let failed = RichText::new(format!("{} failed", summary.failed));
-        ui.label(if summary.failed > 0 { failed.color(ERROR_COLOR) } else { failed });
+        ui.label(if summary.failed > 0 { failed.color(status_colors(ui.visuals()).error) } else { failed });
         ui.label(format!("{} cancelled", summary.cancelled));
     });
     figure_row_ui(ui, "HTTP attempts", |ui| {
@@ -69,7 +70,11 @@ fn counts_ui(ui: &mut Ui, summary: &Summary) {
             ui.label("-");
         }
         for (status, count) in &summary.status_counts {
-            ui.label(RichText::new(format!("{status}×{count}")).monospace().color(status_color(status)));
+            ui.label(
+                RichText::new(format!("{status}×{count}"))
+                    .monospace()
+                    .color(status_color(status, status_colors(ui.visuals()))),
+            );
         }
     });
     figure_row_ui(ui, "elapsed", |ui| {
@@ -93,13 +98,13 @@ fn units_ui(ui: &mut Ui, summary: &Summary) {
             ui.label(RichText::new(format!("{} reserved", totals.reserved)).strong())
                 .on_hover_text("Estimated before sending, and held in the budgets");
             ui.label(format!("{} settled", totals.settled)).on_hover_text("What the answers said was spent");
-            ui.label(RichText::new(format!("{} refunded", totals.refunded)).color(OK_COLOR))
+            ui.label(RichText::new(format!("{} refunded", totals.refunded)).color(status_colors(ui.visuals()).ok))
                 .on_hover_text("Estimates above the spend, given back to the budgets");
             let more = RichText::new(format!("{} charged more", totals.charged_more));
-            ui.label(if totals.charged_more > 0 { more.color(THROTTLED_COLOR) } else { more })
+            ui.label(if totals.charged_more > 0 { more.color(status_colors(ui.visuals()).warn) } else { more })
                 .on_hover_text("Spends above the estimate, charged afterwards");
             if totals.capped > 0 {
-                ui.label(RichText::new(format!("{} capped", totals.capped)).color(THROTTLED_COLOR)).on_hover_text(
+                ui.label(RichText::new(format!("{} capped", totals.capped)).color(status_colors(ui.visuals()).warn)).on_hover_text(
                     "Answers that said more than the unit's largest budget holds: counted as that much (a broken or lying server)",
                 );
             }
@@ -137,7 +142,10 @@ fn errors_ui(ui: &mut Ui, summary: &Summary) {
     }
     ui.add_space(8.0);
     for (cause, count) in &summary.errors {
-        let line = ui.add(Label::new(RichText::new(format!("failed ×{count}: {cause}")).color(ERROR_COLOR)).wrap());
+        let line = ui.add(
+            Label::new(RichText::new(format!("failed ×{count}: {cause}")).color(status_colors(ui.visuals()).error))
+                .wrap(),
+        );
         if let Some(example) = summary.error_examples.get(cause) {
             line.on_hover_text(format!("e.g. {example}"));
         }
@@ -158,13 +166,6 @@ fn export_ui(ui: &mut Ui) -> SummaryAction {
     action
 }
 
-/// Colour of successful statuses.
-const OK_COLOR: Color32 = Color32::from_rgb(46, 160, 67);
-/// Colour of 429.
-const THROTTLED_COLOR: Color32 = Color32::from_rgb(235, 140, 20);
-/// Colour of other 4xx/5xx statuses and transport errors.
-const ERROR_COLOR: Color32 = Color32::from_rgb(215, 58, 73);
-
 /// One grid row: a name, then `values` side by side.
 fn figure_row_ui(ui: &mut Ui, name: &str, values: impl FnOnce(&mut Ui)) {
     ui.weak(name);
@@ -173,11 +174,11 @@ fn figure_row_ui(ui: &mut Ui, name: &str, values: impl FnOnce(&mut Ui)) {
 }
 
 /// The colour of a `status_counts` key: a status code, or `error`.
-fn status_color(status: &str) -> Color32 {
+fn status_color(status: &str, colors: StatusColors) -> Color32 {
     match status.parse::<u16>() {
-        Ok(429) => THROTTLED_COLOR,
-        Ok(code) if code < 400 => OK_COLOR,
-        _ => ERROR_COLOR,
+        Ok(429) => colors.warn,
+        Ok(code) if code < 400 => colors.ok,
+        _ => colors.error,
     }
 }
 

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use egui::{Color32, RichText};
+use egui::RichText;
 
 const SHOW_FOR: Duration = Duration::from_secs(6);
 const MAX_SHOWN: usize = 5;
@@ -77,7 +77,11 @@ impl Toasts {
                                 dismissed = Some(index);
                             }
                             let text = RichText::new(&toast.text);
-                            let text = if toast.error { text.color(Color32::from_rgb(230, 80, 70)) } else { text };
+                            let text = if toast.error {
+                                text.color(super::palette::status_colors(ui.visuals()).error)
+                            } else {
+                                text
+                            };
                             ui.add(egui::Label::new(text).wrap());
                         });
                     });
