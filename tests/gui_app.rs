@@ -12,7 +12,7 @@ use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use ratescope::gui::charts::{EMPTY_TEXT, PROXY_EMPTY_TEXT};
 use ratescope::gui::quit::{QUIT_TITLE, Quit};
-use ratescope::gui::{App, AppOptions, ArrivalChoice, DemoStatus, ProxyStatus, RunStatus, Tab};
+use ratescope::gui::{App, AppOptions, ArrivalChoice, DemoStatus, FIRE_TARGET, ProxyStatus, RunStatus, Tab};
 
 thread_local! {
     /// Signalled by the app's background whenever it has news (the app's repaint request).
@@ -790,4 +790,19 @@ fn a_save_that_fails_while_quitting_keeps_the_window_open() {
     let texts = harness.state().toasts().texts().join(" | ");
     assert!(texts.contains("the window stays open"), "{texts}");
     assert!(harness.state().editor().profiles[harness.state().editor().current].is_dirty(), "still marked unsaved");
+}
+
+/// The composer says where Fire goes: the selected host's name and base URL, and whether its
+/// limits pace the burst.
+#[test]
+fn the_composer_names_the_host_fire_will_hit() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut harness = harness_for(dir.path());
+    ready(&mut harness);
+    let DemoStatus::Running { url, .. } = harness.state().demo().clone() else { unreachable!() };
+    let base = url.as_str().trim_end_matches('/');
+    harness.get_by_label(&format!("{FIRE_TARGET} demo API  {base} · paced by its limits"));
+    limiter_checkbox(&harness).click();
+    harness.run_steps(2);
+    harness.get_by_label(&format!("{FIRE_TARGET} demo API  {base} · limiter off: sent raw"));
 }

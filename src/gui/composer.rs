@@ -239,6 +239,7 @@ impl Composer {
         let mut pressed = Pressed::default();
         let base = editor.selected_host().map(|host| host.base_url.clone()).unwrap_or_default();
         let saved: Vec<EndpointEntry> = editor.selected_host().map(|host| host.endpoints.clone()).unwrap_or_default();
+        fire_target_ui(ui, editor, self.limiter_on);
         ui.horizontal_wrapped(|ui| {
             // Fire and Cancel come first, so wrapping never moves them.
             let fire = ui.add_enabled(!running, egui::Button::new(egui::RichText::new("Fire").strong()));
@@ -467,6 +468,23 @@ fn lane_share_ui(ui: &mut egui::Ui, label: &str, share: &mut f64) -> egui::Respo
     })
     .inner
 }
+
+/// Where Fire sends the burst, one line above the buttons: the host's name and base URL, and
+/// whether its limits pace it.
+fn fire_target_ui(ui: &mut egui::Ui, editor: &Editor, limiter_on: bool) {
+    let text = match (editor.profile(), editor.selected_host()) {
+        (_, Some(host)) => {
+            let pacing = if limiter_on { "paced by its limits" } else { "limiter off: sent raw" };
+            format!("{FIRE_TARGET} {}  {} · {pacing}", host.name, host.base_url)
+        }
+        (Some(_), None) => format!("{FIRE_TARGET} no host: add one with + host"),
+        (None, None) => format!("{FIRE_TARGET} no profile yet"),
+    };
+    ui.add(egui::Label::new(egui::RichText::new(text).small()).truncate());
+}
+
+/// How the composer's target line starts.
+pub const FIRE_TARGET: &str = "Fire at";
 
 #[cfg(test)]
 mod tests {
