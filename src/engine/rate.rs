@@ -132,7 +132,7 @@ impl FromStr for Rate {
             .ok_or_else(|| ConfigError::Syntax(format!("'{text}' is not of the form AMOUNT/DURATION, e.g. 10/1s")))?;
         let typed = amount.trim();
         let amount: f64 = typed.parse().map_err(|_| ConfigError::Syntax(format!("'{typed}' is not a number")))?;
-        if amount > MAX_AMOUNT as f64 {
+        if amount.is_finite() && amount > MAX_AMOUNT as f64 {
             // Echoed as typed: the float would print another number (2^64 - 1 as ...552000).
             return Err(ConfigError::Syntax(format!(
                 "'{typed}' is too large: a rate's amount is at most 2^40 ({MAX_AMOUNT})"
