@@ -88,6 +88,10 @@ pub fn destination(path: &Path) -> Result<Destination, FileError> {
     if path == Path::new("-") {
         return Ok(Destination::Stdout);
     }
+    if path.as_os_str().is_empty() {
+        let source = io::Error::new(io::ErrorKind::InvalidInput, "an empty name names no file");
+        return Err(FileError::Io { action: "write", path: path.to_owned(), source });
+    }
     let target = follow_links(path)?;
     match fs::metadata(&target) {
         Ok(meta) if meta.is_dir() => Err(FileError::Io {
@@ -315,6 +319,22 @@ pub fn human_bytes(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_path_is_checked_before_the_work_and_the_check_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let fine = dir.path().join("out.csv");
+        check_writable(&fine).unwrap();
+        check_writable(Path::new("-")).unwrap();
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0, "the check left a file behind");
+        let missing = dir.path().join("no-dir/out.csv");
+        let empty = PathBuf::new();
+        for bad in [&missing, &dir.path().to_owned(), &empty] {
+            let err = check_writable(bad).unwrap_err().to_string();
+            assert!(err.starts_with(&format!("cannot write {}:", bad.display())), "{err}");
+            assert!(!err.contains(TEMP_PREFIX), "a temporary file is named: {err}");
+        }
+    }
 
     #[test]
     fn a_regular_file_is_replaced_whole_and_keeps_its_mode() {

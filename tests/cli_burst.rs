@@ -370,3 +370,24 @@ async fn a_password_in_a_burst_url_is_not_echoed() {
     assert!(stderr.contains("http://alice:***@127.0.0.1:9/x?token=***"), "{stderr}");
     assert!(!stderr.contains("s3cret"), "{stderr}");
 }
+
+/// Issue #32, finding 12: a server's absurd remaining (1e308) goes into the CSV compactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn huge_header_values_reach_the_csv_compactly() {
+    let app = axum::Router::new().fallback(|| async {
+        ([("x-ratelimit-limit", "1e308"), ("x-ratelimit-remaining", "1e308"), ("x-ratelimit-reset", "30")], "ok")
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("attempts.csv");
+    let url = format!("http://{addr}/x");
+    let (code, _, stderr) =
+        ratescope(dir.path(), args(&["burst", &url, "-n", "1", "--no-limit", "--csv", csv.to_str().unwrap()])).await;
+    assert_eq!(code, 0, "{stderr}");
+    let rows = std::fs::read_to_string(&csv).unwrap();
+    let row = rows.lines().nth(1).unwrap();
+    assert!(row.contains(",1e308,"), "{row}");
+    assert!(row.len() < 200, "{row}");
+}

@@ -175,6 +175,8 @@ fn usage_errors_exit_2_like_claps_own() {
         &["headers", "--now", "-5"],
         &["burst", "http://127.0.0.1:9/", "--rate", "1/1s", "--redis", "redis://127.0.0.1:9"],
         &["burst", "http://127.0.0.1:9/", "--timeout", "0s"],
+        // Refused before the app opens and fires its burst, not when the PNG is written.
+        &["--screenshot", "/nonexistent-dir/shot.png"],
     ] {
         let run = ratescope(config.path(), args);
         let stderr = text(&run.stderr);

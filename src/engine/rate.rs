@@ -94,10 +94,14 @@ const MAX_DECIMALS: u32 = 6;
 /// accepted and the same rate written so that it is (`1/116d`), when it fits in ten years.
 pub(super) fn too_fine(amount: f64, per: Duration) -> String {
     let smallest = format!("0.{}1", "0".repeat(MAX_DECIMALS as usize - 1));
+    // One per `period` seconds, in the largest unit that counts at least 100 of them (rounded
+    // up, it is then at most 1% slower).
     let period = per.as_secs_f64() / amount;
-    let days = (period / 86_400.0).ceil();
-    let rewrite = if period.is_finite() && days * 86_400e9 <= MAX_PERIOD_NANOS as f64 {
-        format!("; about this rate, written over a longer period: 1/{days}d")
+    let units = [(86_400.0, "d"), (3600.0, "h"), (60.0, "m"), (1.0, "s")];
+    let (unit, name) = units.into_iter().find(|(unit, _)| period / unit >= 100.0).unwrap_or((1.0, "s"));
+    let count = (period / unit).ceil();
+    let rewrite = if period.is_finite() && count * unit * 1e9 <= MAX_PERIOD_NANOS as f64 {
+        format!("; about this rate, written over a longer period: 1/{count}{name}")
     } else {
         String::new()
     };
@@ -132,7 +136,7 @@ impl FromStr for Rate {
             .ok_or_else(|| ConfigError::Syntax(format!("'{text}' is not of the form AMOUNT/DURATION, e.g. 10/1s")))?;
         let typed = amount.trim();
         let amount: f64 = typed.parse().map_err(|_| ConfigError::Syntax(format!("'{typed}' is not a number")))?;
-        if amount > MAX_AMOUNT as f64 {
+        if amount.is_finite() && amount > MAX_AMOUNT as f64 {
             // Echoed as typed: the float would print another number (2^64 - 1 as ...552000).
             return Err(ConfigError::Syntax(format!(
                 "'{typed}' is too large: a rate's amount is at most 2^40 ({MAX_AMOUNT})"
@@ -247,6 +251,8 @@ mod tests {
         assert!(fine.contains("1e-7/1s is less than one per 1000000s and rounds to zero"), "{fine}");
         assert!(fine.contains("the smallest is 0.000001/1s") && fine.contains("1/116d"), "{fine}");
         assert_eq!("1/116d".parse::<Rate>().unwrap().to_string(), "1/116d", "the suggestion is accepted");
+        let fast = "0.0000001/1ms".parse::<Rate>().unwrap_err().to_string();
+        assert!(fast.contains("the smallest is 0.000001/1ms") && fast.ends_with("1/167m"), "{fast}");
         assert_eq!("0.000001/1s".parse::<Rate>().unwrap().to_string(), "1/1000000s", "so is the smallest");
         let never = "1e-300/1s".parse::<Rate>().unwrap_err().to_string();
         assert!(never.len() < 200 && !never.contains("longer period"), "{never}");

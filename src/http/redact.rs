@@ -1,5 +1,6 @@
 //! URLs as messages show them: the user-info's password (or a user name standing alone, often a
-//! token) as `***`, and the values of query parameters whose names look like credentials as `***`.
+//! token) as `***`, and the values of query (and fragment) parameters whose names look like
+//! credentials as `***`.
 //!
 //! Every message, progress line or error that echoes a URL a user gave goes through
 //! [`redact_url`]: a URL on the command line may carry a key, and a message may end up in a log,
@@ -29,7 +30,9 @@ pub fn redact_url(url: &Url) -> String {
 fn redacted(url: &Url) -> Option<Url> {
     let hides_user = url.password().is_some() || !url.username().is_empty();
     let query = url.query().map(redact_query).filter(|query| matches!(query, Cow::Owned(_)));
-    if !hides_user && query.is_none() {
+    // OAuth's implicit flow hands tokens over in the fragment: `#access_token=…`.
+    let fragment = url.fragment().map(redact_query).filter(|fragment| matches!(fragment, Cow::Owned(_)));
+    if !hides_user && query.is_none() && fragment.is_none() {
         return None;
     }
     let mut copy = url.clone();
@@ -41,6 +44,9 @@ fn redacted(url: &Url) -> Option<Url> {
     }
     if let Some(query) = query {
         copy.set_query(Some(&query));
+    }
+    if let Some(fragment) = fragment {
+        copy.set_fragment(Some(&fragment));
     }
     Some(copy)
 }
@@ -98,6 +104,7 @@ mod tests {
             ),
             ("http://h/x?api%5Fkey=K", "http://h/x?api%5Fkey=***"),
             ("http://h/x?code=abc&state=s", "http://h/x?code=***&state=s"),
+            ("http://h/cb#access_token=T&expires_in=3600", "http://h/cb#access_token=***&expires_in=3600"),
         ];
         for (given, expected) in cases {
             assert_eq!(shown(given), expected, "{given}");

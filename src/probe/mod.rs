@@ -1031,6 +1031,26 @@ mod tests {
     }
 
     #[test]
+    fn what_no_limiter_can_hold_is_left_out_and_said() {
+        let mut found = Suggestion {
+            budgets: vec![window_found("w", 10, 60.0), window_found("years", 10, 1e12), bucket_found("b", 5, 1e300)],
+            concurrency: Some(usize::MAX),
+        };
+        let said = configurable(&mut found, 0.05).unwrap();
+        assert_eq!(found.budgets, [window_found("w", 10, 60.0)]);
+        assert_eq!(found.concurrency, None);
+        assert!(said.contains("window 10/1000000000000s") && said.contains("concurrency"), "{said}");
+        assert!(ProbeReport::config_of(&found.with_margin(0.05)).is_ok());
+        let mut fine = Suggestion { budgets: vec![window_found("w", 10, 60.0)], concurrency: Some(4) };
+        assert_eq!(configurable(&mut fine, 0.05), None);
+        // Two budgets of one name cannot share a limiter: none is kept rather than a config that fails.
+        let mut twins =
+            Suggestion { budgets: vec![window_found("w", 10, 1.0), window_found("w", 100, 60.0)], concurrency: None };
+        assert!(configurable(&mut twins, 0.05).is_some_and(|said| said.contains("every budget")));
+        assert!(twins.budgets.is_empty());
+    }
+
+    #[test]
     fn the_fitted_refill_lies_between_the_successes_and_the_refusal() {
         // From empty at 0, one request every 0.25 s passes until 5 s; one 0.1 s later is refused.
         let passed: Vec<f64> = (1..=20).map(|i| f64::from(i) * 0.25).collect();

@@ -60,8 +60,8 @@ impl Doubts {
 }
 
 /// Whether a request budget's values are possible: a limit of at least one and at most
-/// [`MAX_PLAUSIBLE_LIMIT`], no more remaining than the limit, a window and reset of at most
-/// [`MAX_PLAUSIBLE_PERIOD`].
+/// [`MAX_PLAUSIBLE_LIMIT`], no more remaining than the limit, a window longer than zero, a
+/// window and reset of at most [`MAX_PLAUSIBLE_PERIOD`].
 pub(super) fn plausible(budget: &ServerBudget) -> bool {
     problem(budget).is_none()
 }
@@ -82,6 +82,9 @@ fn problem(budget: &ServerBudget) -> Option<String> {
         if let Some(remaining) = budget.remaining.filter(|remaining| *remaining > limit) {
             return Some(format!("{} remaining is more than its limit of {}", trim(remaining), trim(limit)));
         }
+    }
+    if budget.window.is_some_and(|window| window.is_zero()) {
+        return Some("a window of 0s holds no request".to_owned());
     }
     for (what, period) in [("window", budget.window), ("reset", budget.reset_after)] {
         if let Some(period) = period.filter(|period| *period > MAX_PLAUSIBLE_PERIOD) {
@@ -191,6 +194,15 @@ mod tests {
             "50 remaining is more than its limit of 10",
         ] {
             assert!(reasons.contains(part), "{part}: {reasons}");
+        }
+        for (window, said) in
+            [(0, "a window of 0s"), (400 * 86_400, "a window of 400d 0h is beyond any plausible period")]
+        {
+            let odd = info(vec![budget("ietf-draft", 10.0, None, Some(window))], &[]);
+            assert!(trusted(&odd).is_empty());
+            let mut doubts = Doubts::default();
+            doubts.note(&odd);
+            assert!(doubts.reasons().iter().any(|r| r.contains(said)), "{:?}", doubts.reasons());
         }
         let honest = info(vec![budget("x-ratelimit", 100.0, Some(99.0), None)], &[]);
         assert_eq!(trusted(&honest).len(), 1);

@@ -47,7 +47,8 @@ pub fn write_csv(out: impl Write, results: &[RequestResult]) -> Result<(), csv::
                 ms(attempt.queue_wait),
                 ms(attempt.service_time),
                 attempt.retry_delay.map(ms).unwrap_or_default(),
-                attempt.server_remaining.map(|r| r.to_string()).unwrap_or_default(),
+                // Compact, as it reads back: a server's 1e308 is not 309 digits.
+                attempt.server_remaining.map(crate::engine::format_amount).unwrap_or_default(),
                 attempt.retry_after.map(|r| format!("{:.3}", r.as_secs_f64())).unwrap_or_default(),
                 is_final.to_string(),
             ])?;
