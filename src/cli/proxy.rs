@@ -171,6 +171,14 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     super::runtime()?.block_on(async move {
         // Described before starting: shared budgets then move from the registry into Redis.
         let table = config.registry.entries();
+        for (key, limits) in &table {
+            for budget in limits.budgets.iter().filter(|budget| budget.unit != Unit::Requests) {
+                eprintln!(
+                    "warning: {key}: budget '{}' counts {}, which the proxy never spends (it has no cost rules); only budgets of requests apply",
+                    budget.name, budget.unit
+                );
+            }
+        }
         let stop_signal = stop_signal()?;
         let server = ProxyServer::start(config).await?;
         let _ = outln!("ratescope proxy listening on {}", server.url());

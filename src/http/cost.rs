@@ -235,7 +235,10 @@ fn term(text: &str) -> Result<Term, String> {
     if let Some(path) = text.strip_prefix("field:") {
         return JsonPath::parse(path).map(Term::Field);
     }
-    text.parse::<u64>().map(Term::Fixed).map_err(|_| format!("'{text}' is not a number, body/N or field:PATH"))
+    text.parse::<u64>().map(Term::Fixed).map_err(|err| match err.kind() {
+        std::num::IntErrorKind::PosOverflow => format!("'{text}' is larger than any amount ({})", u64::MAX),
+        _ => format!("'{text}' is not a number, body/N or field:PATH"),
+    })
 }
 
 impl fmt::Display for CostRule {
@@ -402,6 +405,7 @@ mod tests {
             ("tokens=5->usage", "drop:HEADER"),
             ("tokens=5->drop:bad header", "not a header name"),
             ("tokens=field:usage..x", "empty part"),
+            ("tokens=99999999999999999999999", "larger than any amount"),
             ("tok ens=5", "not a unit"),
             ("../x=5", "not a unit"),
             ("🪙=5", "not a unit"),

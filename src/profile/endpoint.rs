@@ -339,6 +339,36 @@ mod tests {
         assert!(err.starts_with("line 11") && err.contains("host 'api'") && err.contains("'lots'"), "{err}");
     }
 
+    /// A profile of one host `api` with `budgets` (TOML inline tables) and one endpoint `chat`
+    /// with `costs`, or its error.
+    fn chat_profile(budgets: &str, costs: &str) -> Result<crate::profile::Profile, String> {
+        let text = format!(
+            "name = \"p\"\n\n[[hosts]]\nname = \"api\"\nbase_url = \"https://api.example.com\"\nbudgets = [{budgets}]\n\n[[hosts.paths]]\nprefix = \"/big\"\nbudgets = [{{ name = \"big\", kind = \"sliding_window\", limit = 100, window = \"1m\", unit = \"tokens\" }}]\n\n[[hosts.endpoints]]\nname = \"chat\"\nmethod = \"POST\"\npath = \"/chat\"\nbody = '{{\"max_tokens\": 40}}'\ncosts = [{costs}]\n"
+        );
+        crate::profile::Profile::from_toml(&text).map_err(|err| err.to_string())
+    }
+
+    #[test]
+    fn a_profiles_costs_are_checked_against_its_budgets() {
+        let tokens = r#"{ name = "tpm", kind = "sliding_window", limit = 50, window = "1m", unit = "tokens" }"#;
+        chat_profile(tokens, r#""tokens=field:max_tokens+body/4->field:usage.total_tokens""#).unwrap();
+        let twice = chat_profile(tokens, r#""tokens=5", "tokens=6""#).unwrap_err();
+        assert!(twice.contains("endpoint 'chat': two cost rules for tokens"), "{twice}");
+        // 40 from the body's max_tokens and 5 for its 18 bytes: 45 fits; 10 more does not.
+        let big = chat_profile(tokens, r#""tokens=10+field:max_tokens+body/4""#).unwrap_err();
+        assert!(big.contains("estimated at 55 in budget 'tpm', which holds at most 50"), "{big}");
+        let typo = r#"{ name = "tpm", kind = "sliding_window", limit = 50, window = "1m", unit = "token" }"#;
+        let unspent = chat_profile(typo, r#""tokens=5""#).unwrap_err();
+        assert!(
+            unspent.contains("budget 'tpm': counts token") && unspent.contains("did you mean tokens?"),
+            "{unspent}"
+        );
+        let points = r#"{ name = "pts", kind = "sliding_window", limit = 50, window = "1m", unit = "points" }"#;
+        let unspent = chat_profile(points, r#""tokens=5""#).unwrap_err();
+        assert!(unspent.contains("counts points, but no endpoint of the host spends it"), "{unspent}");
+        chat_profile(points, "").unwrap();
+    }
+
     #[test]
     fn bad_endpoints_are_refused_naming_the_field() {
         let cases = [

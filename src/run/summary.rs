@@ -401,6 +401,30 @@ mod tests {
     }
 
     #[test]
+    fn a_settlement_adds_each_unit_once_saturating_and_counts_capped_answers() {
+        use crate::engine::{Cost, Unit};
+        use crate::http::Settlement;
+        let settled = |reserved: Cost, actual: Cost, capped: Vec<(Unit, u64)>| {
+            let mut result = result(0, 5, RequestOutcome::Succeeded { status: 200 });
+            result.attempts[0].settlement = Some(Settlement { reserved, actual, capped });
+            result
+        };
+        // Two entries for tokens (as two rules for one unit made): counted once, not squared.
+        let twice = Cost::requests(1).with(Unit::tokens(), 5).with(Unit::tokens(), 6);
+        let huge = Cost::requests(1).with(Unit::tokens(), u64::MAX);
+        let results = [
+            settled(twice.clone(), twice, Vec::new()),
+            settled(Cost::requests(1).with(Unit::tokens(), 10), huge.clone(), vec![(Unit::tokens(), u64::MAX)]),
+            settled(Cost::requests(1).with(Unit::tokens(), 10), huge, Vec::new()),
+        ];
+        let summary = Summary::from_results(3, &results, Duration::from_secs(1), "none".into());
+        let tokens = &summary.units["tokens"];
+        assert_eq!((tokens.reserved, tokens.settled, tokens.capped), (31, u64::MAX, 1));
+        assert_eq!((tokens.refunded, tokens.charged_more), (0, u64::MAX));
+        assert!(summary.to_string().contains("1 answer said more than its budget holds and was capped"));
+    }
+
+    #[test]
     fn failures_count_by_cause_not_by_message() {
         let failed = |error: &str, kind: &'static str, status: Option<u16>| RequestOutcome::Failed {
             status,
