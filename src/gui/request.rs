@@ -416,6 +416,8 @@ mod tests {
             },
             (panel, None),
         );
+        harness.get_by_label("curl command").focus();
+        harness.run();
         harness.get_by_label("curl command").type_text("wget http://h/");
         harness.run();
         harness.get_by_label("Import").click();
