@@ -10,7 +10,7 @@ use clap::{Args, Subcommand};
 
 use crate::engine::format_period;
 use crate::profile::{
-    BudgetEntry, CatalogError, HostProfile, Profile, ProfileError, ProfileStore, SecretStatus, SecretStore, catalog,
+    BudgetEntry, CatalogError, Filed, HostProfile, Profile, ProfileStore, SecretStatus, SecretStore, catalog,
     parse_curl,
 };
 
@@ -48,6 +48,10 @@ pub enum ProfileCommand {
         name: String,
         /// The curl command, quoted as one argument, or - to read it from standard input.
         command: String,
+        /// Replace a different value the secret store already holds for one of the command's
+        /// credential headers (without it, the import is refused and nothing changes).
+        #[arg(long)]
+        replace_secrets: bool,
     },
     /// List the catalogue of known APIs: ready profiles with the provider page their numbers
     /// come from (`profile new NAME --from ID` makes one).
@@ -80,8 +84,9 @@ pub enum ProfileCommand {
     },
 }
 
-/// `profile import-curl`: the profile gains the host and endpoint, the secret store the credentials.
-fn import_curl(store: &ProfileStore, name: &str, command: &str) -> anyhow::Result<ExitCode> {
+/// `profile import-curl`: the profile gains the host and endpoint, the secret store the
+/// credentials; a stored secret is replaced only with `--replace-secrets`.
+fn import_curl(store: &ProfileStore, name: &str, command: &str, replace_secrets: bool) -> anyhow::Result<ExitCode> {
     let command = if command == "-" {
         let bytes = crate::files::read_capped(Path::new("-"), crate::files::MAX_CONFIG_BYTES)?;
         String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("the command on standard input is not UTF-8 text"))?
@@ -89,19 +94,25 @@ fn import_curl(store: &ProfileStore, name: &str, command: &str) -> anyhow::Resul
         command.to_owned()
     };
     let import = parse_curl(&command).map_err(|err| super::as_usage(anyhow::anyhow!("cannot import: {err}")))?;
-    let mut profile = match store.load(name) {
-        Ok(profile) => profile,
-        Err(ProfileError::NotFound { .. }) => Profile::new(name),
-        Err(err) => return Err(err.into()),
-    };
+    let mut profile = store.find(name)?.unwrap_or_else(|| Profile::new(name));
     let added = profile.add_curl_import(&import);
     profile.validate()?;
+    let mut filed = Filed::default();
     if !import.secrets.is_empty() {
         let mut secrets = SecretStore::open_default()?;
-        for (header, value) in &import.secrets {
-            secrets.set(&profile.name, &added.host, header, value.clone());
+        filed = secrets.file_import(&profile.name, &added.host, &import.secrets, replace_secrets);
+        if !filed.kept.is_empty() {
+            return Err(super::as_usage(anyhow::anyhow!(
+                "host '{}' of profile '{}' already has a different {} in the secret store; nothing was changed \
+                 (pass --replace-secrets to replace the stored value)",
+                added.host,
+                profile.name,
+                filed.kept.join(", ")
+            )));
         }
-        secrets.save()?;
+        if !filed.added.is_empty() || !filed.replaced.is_empty() {
+            secrets.save()?;
+        }
     }
     let path = store.save(&profile)?;
     let host = if added.new_host { "new host" } else { "host" };
@@ -112,14 +123,20 @@ fn import_curl(store: &ProfileStore, name: &str, command: &str) -> anyhow::Resul
         profile.name,
         path.display()
     )?;
-    if !import.secrets.is_empty() {
-        let names: Vec<&str> = import.secrets.iter().map(|(name, _)| name.as_str()).collect();
-        outln!("moved {} into the secret store (never into the profile)", names.join(", "))?;
+    if !filed.added.is_empty() {
+        outln!("moved {} into the secret store (never into the profile)", filed.added.join(", "))?;
+    }
+    if !filed.replaced.is_empty() {
+        outln!("replaced the stored {} in the secret store (--replace-secrets)", filed.replaced.join(", "))?;
+    }
+    if !filed.unchanged.is_empty() {
+        outln!("the secret store already holds this {}", filed.unchanged.join(", "))?;
     }
     if !import.ignored.is_empty() {
         outln!("ignored: {}", import.ignored.join(" "))?;
     }
-    outln!("fire it: ratescope burst --profile '{}' --endpoint '{}' -n 10", profile.name, added.endpoint)?;
+    let quote = |text: &str| shlex::try_quote(text).map_or_else(|_| format!("'{text}'"), |quoted| quoted.into_owned());
+    outln!("fire it: ratescope burst --profile {} --endpoint {} -n 10", quote(&profile.name), quote(&added.endpoint))?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -149,7 +166,9 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
             outln!("imported profile '{}' ({}) as {}", profile.name, hosts(profile.hosts.len()), path.display())?;
             Ok(ExitCode::SUCCESS)
         }
-        ProfileCommand::ImportCurl { name, command } => import_curl(&store, &name, &command),
+        ProfileCommand::ImportCurl { name, command, replace_secrets } => {
+            import_curl(&store, &name, &command, replace_secrets)
+        }
         ProfileCommand::Catalog { json } => list_catalog(json),
         ProfileCommand::New { name, from, base_url, force } => new_from_catalog(&store, &name, &from, base_url, force),
         ProfileCommand::Export { name, file } => {
@@ -213,7 +232,7 @@ fn new_from_catalog(
         Err(err @ CatalogError::Unknown { .. }) => return Err(super::as_usage(err.into())),
         Err(err) => return Err(err.into()),
     };
-    if store.exists(name)? && !force {
+    if store.find(name)?.is_some() && !force {
         anyhow::bail!(
             "profile '{name}' already exists ({}); pass --force to replace it (the old one is kept as .bak)",
             store.path_of(name)?.display()

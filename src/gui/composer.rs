@@ -613,6 +613,24 @@ mod tests {
     }
 
     #[test]
+    fn a_second_import_keeps_the_stored_secret_and_says_so() {
+        let mut editor = demo_editor();
+        let base = editor.selected_host().unwrap().base_url.clone();
+        let first = crate::profile::parse_curl(&format!("curl {base}/a -H 'Authorization: Bearer TOKEN_A'")).unwrap();
+        editor.import_curl(&first).unwrap();
+        let dropped = crate::profile::parse_curl(&format!("curl {base}/b -H 'Authorization:'")).unwrap();
+        editor.import_curl(&dropped).unwrap();
+        let other = crate::profile::parse_curl(&format!("curl {base}/c -H 'Authorization: Bearer TOKEN_B'")).unwrap();
+        let message = editor.import_curl(&other).unwrap();
+        assert!(message.contains("already holds a different authorization: kept it"), "{message}");
+        assert!(!message.contains("TOKEN"), "{message}");
+        let profile = editor.profile().unwrap().name.clone();
+        let host = editor.selected_host().unwrap().clone();
+        let headers = editor.secrets.headers_for_with_env(&profile, &host, |_| None).unwrap();
+        assert_eq!(headers["authorization"], "Bearer TOKEN_A");
+    }
+
+    #[test]
     fn an_endpoint_with_a_batch_template_gets_a_batching_control() {
         use egui_kittest::Harness;
         use egui_kittest::kittest::Queryable;

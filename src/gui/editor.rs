@@ -445,23 +445,26 @@ impl Editor {
 
     /// Adds a pasted curl command's host and endpoint to the current profile (the host with
     /// its base URL, or a new one, then selected) and its credentials to the secret store;
-    /// both are kept on the next save.
+    /// both are kept on the next save. A different value the store holds already is kept, and
+    /// the message says so (the Secrets panel replaces it).
     pub fn import_curl(&mut self, import: &CurlImport) -> Result<String, String> {
         let current = self.current;
         let doc = self.profiles.get_mut(current).ok_or("select or create a profile first")?;
         let added = doc.profile.add_curl_import(import);
         let profile_name = doc.profile.name.clone();
         self.host = doc.profile.hosts.iter().position(|host| host.name == added.host).unwrap_or(self.host);
-        for (header, value) in &import.secrets {
-            self.secrets.set(&profile_name, &added.host, header, value.clone());
-        }
+        let filed = self.secrets.file_import(&profile_name, &added.host, &import.secrets, false);
         let host = if added.new_host { "new host" } else { "host" };
-        let secrets = if import.secrets.is_empty() {
-            String::new()
-        } else {
-            let names: Vec<&str> = import.secrets.iter().map(|(name, _)| name.as_str()).collect();
-            format!("; {} kept in the secret store", names.join(", "))
-        };
+        let mut secrets = String::new();
+        if !filed.added.is_empty() {
+            secrets.push_str(&format!("; {} kept in the secret store", filed.added.join(", ")));
+        }
+        if !filed.kept.is_empty() {
+            secrets.push_str(&format!(
+                "; the secret store already holds a different {}: kept it (replace it under Secrets)",
+                filed.kept.join(", ")
+            ));
+        }
         Ok(format!("added '{}' to {host} '{}'{secrets} (unsaved: Ctrl+S keeps it)", added.endpoint, added.host))
     }
 

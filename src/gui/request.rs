@@ -6,7 +6,9 @@ use http::header::CONTENT_TYPE;
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 
 use crate::http::CostRule;
-use crate::profile::{CurlImport, EndpointEntry, looks_secret, parse_curl};
+use crate::http::header_cap::check_header_count;
+use crate::http::redact::looks_secret;
+use crate::profile::{CurlImport, EndpointEntry, parse_curl};
 use crate::run::content_type_of;
 
 /// Methods an endpoint may pick for itself.
@@ -94,6 +96,8 @@ impl RequestDraft {
     /// Checked: every header line `Name: value` and not a credential, a body only with a
     /// method that sends one; the body's `Content-Type` guessed unless a header sets it.
     pub fn parts(&self) -> Result<RequestParts, String> {
+        let count = self.headers.lines().filter(|line| !line.trim().is_empty()).count();
+        check_header_count(count).map_err(|err| err.to_string())?;
         let mut headers = HeaderMap::new();
         for (number, line) in self.headers.lines().enumerate().map(|(i, line)| (i + 1, line.trim())) {
             if line.is_empty() {
@@ -103,7 +107,8 @@ impl RequestDraft {
                 return Err(format!("header line {number} is not 'Name: value'"));
             };
             let Ok(name) = HeaderName::from_bytes(name.trim().as_bytes()) else {
-                return Err(format!("header line {number}: '{}' is not a header name", name.trim()));
+                let shown = crate::http::redact::redact_header_line(name.trim());
+                return Err(format!("header line {number}: '{shown}' is not a header name"));
             };
             if looks_secret(name.as_str()) {
                 return Err(format!(
@@ -411,6 +416,8 @@ mod tests {
             },
             (panel, None),
         );
+        harness.get_by_label("curl command").focus();
+        harness.run();
         harness.get_by_label("curl command").type_text("wget http://h/");
         harness.run();
         harness.get_by_label("Import").click();

@@ -7,6 +7,7 @@ pub mod coalesce;
 pub mod cost;
 pub mod events;
 pub mod extensions;
+pub mod header_cap;
 pub mod headers;
 pub mod http1;
 pub mod mirror;

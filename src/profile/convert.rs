@@ -17,11 +17,6 @@ use crate::engine::{
 };
 use crate::http::retry::{Jitter, RetryConfigError, RetryPolicy};
 
-/// Header names whose values are secrets: they belong in `secret_headers`, never in `headers`.
-const SECRET_LOOKING: [&str; 3] = ["authorization", "proxy-authorization", "cookie"];
-/// Parts of header names that suggest a secret value.
-const SECRET_HINTS: [&str; 5] = ["api-key", "apikey", "token", "secret", "password"];
-
 /// Everything a host turns into, checked.
 #[derive(Debug, Clone)]
 pub(crate) struct CompiledHost {
@@ -204,17 +199,6 @@ impl HostProfile {
         }
         Ok(headers)
     }
-}
-
-/// Whether a query parameter looks like it carries a secret (`api_key`, `access_token`, `key`, ...).
-pub(crate) fn looks_secret_parameter(name: &str) -> bool {
-    let name = name.to_ascii_lowercase().replace('_', "-");
-    name == "key" || crate::store::is_secret_parameter(&name) || looks_secret(&name)
-}
-
-/// Whether a header (lower-case name) looks like it carries a secret.
-pub(crate) fn looks_secret(name: &str) -> bool {
-    SECRET_LOOKING.contains(&name) || SECRET_HINTS.iter().any(|hint| name.contains(hint))
 }
 
 impl PathOverride {

@@ -8,12 +8,13 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 use url::Url;
 
-use super::convert::{looks_secret, looks_secret_parameter};
 use super::error::{FieldPath, InvalidSetting, ProfileError};
 use super::model::{EndpointEntry, HostProfile};
 use crate::engine::{LimitKey, LimiterConfig, Unit, parse_duration};
 use crate::files;
 use crate::http::cost::{self, duplicate_unit};
+use crate::http::header_cap::check_header_count;
+use crate::http::redact::looks_secret;
 use crate::http::{BatchPlan, CostRule};
 
 /// The largest body an endpoint sends (a file beyond it is refused, naming the cap).
@@ -199,8 +200,9 @@ impl EndpointEntry {
         if url.fragment().is_some() {
             return fail("path", "must not have a fragment (#...)".into());
         }
-        if url.query_pairs().any(|(name, _)| looks_secret_parameter(&name))
-            || self.query.keys().any(|name| looks_secret_parameter(name))
+        // An empty value is no secret (`?token=` asks for none).
+        if url.query_pairs().any(|(name, value)| !value.is_empty() && looks_secret(&name))
+            || self.query.iter().any(|(name, value)| !value.is_empty() && looks_secret(name))
         {
             return fail(
                 "query",
@@ -267,12 +269,14 @@ impl EndpointEntry {
     }
 }
 
-/// Header names and values checked: valid, each once, none that looks like a secret.
+/// Header names and values checked: valid, each once, none that looks like a secret, and no
+/// more than [`MAX_REQUEST_HEADERS`](crate::http::header_cap::MAX_REQUEST_HEADERS).
 pub(crate) fn checked_headers(
     headers: &BTreeMap<String, String>,
     at: &FieldPath,
     label: &str,
 ) -> Result<HeaderMap, InvalidSetting> {
+    check_header_count(headers.len()).map_err(|err| InvalidSetting::new(at.clone(), format!("{label}: {err}")))?;
     let mut map = HeaderMap::new();
     for (name, value) in headers {
         let fail = |message: String| Err(InvalidSetting::new(at.key(name), format!("{label}: {message}")));

@@ -57,8 +57,9 @@
 //! Durations are written like `500ms`, `1s`, `1m`, `1h`, `1d`, or `1m30s`. Unknown fields are
 //! refused, so a typo is an error rather than a silently ignored setting. Budget names starting
 //! with `server:` are kept for limits learned from servers at run time and are never stored.
-//! Headers that look secret (`authorization`, `cookie`, names containing `token`, `api-key`,
-//! `secret`, `password`) are refused in `headers`: they belong in `secret_headers`.
+//! Headers that look secret (`authorization`, `cookie`, `x-api-key`, `private-token`, ... by the
+//! one rule of [`crate::http::redact::looks_secret`]) are refused in `headers`: they belong in
+//! `secret_headers`; so is a query parameter that looks secret and holds a value.
 //!
 //! Every error names the file, the line and column, the host and the field:
 //! `demo.toml: line 9, column 72: host 'demo API': budget 'rate': rate "0/1s": a rate of zero ...`.
@@ -87,9 +88,7 @@ use std::path::PathBuf;
 
 pub use catalog::{AddedEntry, CatalogEntry, CatalogError, CatalogInfo};
 pub(crate) use convert::limits;
-#[cfg(feature = "gui")]
-pub(crate) use convert::looks_secret;
-pub use curl::{CurlError, CurlImport, Imported, parse_curl};
+pub use curl::{CurlError, CurlImport, Imported, MAX_INLINE_BODY, ReadFile, parse_curl, parse_curl_with};
 pub use demo::DEMO_TOML;
 pub use endpoint::{MAX_BODY_BYTES, ResolvedEndpoint};
 pub use error::{FieldPath, InvalidSetting, Position, ProfileError, Segment};
@@ -97,7 +96,7 @@ pub use model::{
     BatchEntry, BudgetEntry, BudgetEntryKind, EndpointEntry, HostProfile, LEARNED_PREFIX, PathOverride, Profile,
     RetryEntry, SharedEntry,
 };
-pub use secrets::{SecretStatus, SecretStore};
+pub use secrets::{Filed, SecretStatus, SecretStore};
 pub use store::{ProfileStore, ProfileSummary, slug};
 
 /// The environment variable that overrides the config directory (tests and CI set it).

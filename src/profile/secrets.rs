@@ -48,6 +48,19 @@ pub enum SecretStatus {
     FromEnv(Vec<String>),
 }
 
+/// What [`SecretStore::file_import`] did, header by header (lower-case names).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Filed {
+    /// Headers that had no value and now have one.
+    pub added: Vec<String>,
+    /// Headers that held the same value already.
+    pub unchanged: Vec<String>,
+    /// Headers whose different value was replaced (asked for).
+    pub replaced: Vec<String>,
+    /// Headers whose different value was kept (replacing was not asked for).
+    pub kept: Vec<String>,
+}
+
 /// Secret header values of every profile, and the file they live in.
 #[derive(Clone, Default)]
 pub struct SecretStore {
@@ -152,6 +165,35 @@ impl SecretStore {
             .insert(header.trim().to_ascii_lowercase(), Secret(value.into()));
     }
 
+    /// Files an import's secret headers (`(name, value)`) under `host` of `profile`. A stored
+    /// value is never overwritten without the caller saying so: a header that already holds a
+    /// different value keeps it unless `replace`, and the result names it either way. An empty
+    /// value is no secret and is skipped.
+    pub fn file_import(&mut self, profile: &str, host: &str, secrets: &[(String, String)], replace: bool) -> Filed {
+        let mut filed = Filed::default();
+        for (header, value) in secrets {
+            if value.trim().is_empty() {
+                continue;
+            }
+            let name = header.trim().to_ascii_lowercase();
+            let list = match self.raw(profile, host, &name) {
+                None => &mut filed.added,
+                Some(known) if known.0 == *value => {
+                    filed.unchanged.push(name);
+                    continue;
+                }
+                Some(_) if replace => &mut filed.replaced,
+                Some(_) => {
+                    filed.kept.push(name);
+                    continue;
+                }
+            };
+            list.push(name.clone());
+            self.set(profile, host, &name, value.clone());
+        }
+        filed
+    }
+
     /// Removes one value; returns whether there was one.
     pub fn remove(&mut self, profile: &str, host: &str, header: &str) -> bool {
         let Some(hosts) = self.secrets.get_mut(profile) else { return false };
@@ -195,6 +237,13 @@ impl SecretStore {
         host: &HostProfile,
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<HeaderMap, ProfileError> {
+        crate::http::header_cap::check_header_count(host.secret_headers.len()).map_err(|err| {
+            ProfileError::BadSecret {
+                host: host.name.clone(),
+                header: "secret_headers".into(),
+                problem: err.to_string(),
+            }
+        })?;
         let mut headers = HeaderMap::new();
         for name in &host.secret_headers {
             let header = name.trim().to_ascii_lowercase();
@@ -347,6 +396,24 @@ mod tests {
         let sneaky = |_: &str| Some("${TOKEN}".to_owned());
         assert_eq!(resolve("${A}", &sneaky).unwrap(), "${TOKEN}", "a value from the environment is not expanded again");
         assert_eq!(references("a ${A} b ${B_2} ${bad-name}"), ["A", "B_2"]);
+    }
+
+    #[test]
+    fn an_import_never_overwrites_a_stored_value_unless_asked() {
+        let mut store = SecretStore::in_memory();
+        let first = [("Authorization".to_owned(), "Bearer TOKEN_A".to_owned())];
+        let filed = store.file_import("p", "h", &first, false);
+        assert_eq!(filed.added, ["authorization"]);
+        let again = store.file_import("p", "h", &first, false);
+        assert_eq!(again.unchanged, ["authorization"]);
+        let other = [("authorization".to_owned(), "Bearer TOKEN_B".to_owned()), ("cookie".to_owned(), " ".to_owned())];
+        let kept = store.file_import("p", "h", &other, false);
+        assert_eq!((kept.kept.as_slice(), kept.added.len()), (["authorization".to_owned()].as_slice(), 0));
+        assert_eq!(store.raw("p", "h", "authorization").unwrap().0, "Bearer TOKEN_A", "kept");
+        assert_eq!(store.status("p", "h", "cookie"), SecretStatus::Missing, "an empty value is no secret");
+        let replaced = store.file_import("p", "h", &other, true);
+        assert_eq!(replaced.replaced, ["authorization"]);
+        assert_eq!(store.raw("p", "h", "authorization").unwrap().0, "Bearer TOKEN_B");
     }
 
     #[test]

@@ -3,7 +3,8 @@
 use super::error::{FieldPath, InvalidSetting, ProfileError};
 use super::model::{Profile, SharedEntry};
 use super::secrets::{SecretStore, Unresolved, resolve};
-use crate::store::{FailPolicy, SharedSettings, is_secret_parameter};
+use crate::http::redact::looks_secret;
+use crate::store::{FailPolicy, SharedSettings};
 
 impl Profile {
     /// The store settings of `[shared]`, or `None` when the profile keeps budgets in-process.
@@ -113,7 +114,7 @@ fn has_literal_password(url: &str) -> bool {
     let in_query = query
         .split('&')
         .filter_map(|pair| pair.split_once('='))
-        .any(|(name, value)| is_secret_parameter(name) && !value.is_empty() && !is_one_reference(value));
+        .any(|(name, value)| looks_secret(name) && !value.is_empty() && !is_one_reference(value));
     in_userinfo || in_query
 }
 

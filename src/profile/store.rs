@@ -1,5 +1,6 @@
-//! Profiles on disk: one `<slug>.toml` per profile, written atomically, the previous version kept
-//! as `<slug>.toml.bak`, and a broken file never overwritten.
+//! Profiles on disk: one `<slug>.toml` per profile, written atomically and readable by its owner
+//! only (a profile may hold what came from a paste), the previous version kept as
+//! `<slug>.toml.bak`, and a broken file never overwritten.
 
 use std::fs;
 use std::io;
@@ -112,6 +113,21 @@ impl ProfileStore {
         Ok(self.path_of(name)?.exists())
     }
 
+    /// The saved profile named exactly `name`, or `None` when there is none. One rule for every
+    /// command that adds to or makes a profile: a file that holds another profile whose name
+    /// makes the same file name (`a/b` for `a-b`) is [`ProfileError::NameClash`], never merged into.
+    pub fn find(&self, name: &str) -> Result<Option<Profile>, ProfileError> {
+        let path = self.path_of(name)?;
+        if !path.exists() {
+            return Ok(None);
+        }
+        let profile = read_profile(&path)?;
+        if profile.name != name {
+            return Err(ProfileError::NameClash { new: name.to_owned(), existing: profile.name, path });
+        }
+        Ok(Some(profile))
+    }
+
     /// The profile named `name`.
     pub fn load(&self, name: &str) -> Result<Profile, ProfileError> {
         let path = self.path_of(name)?;
@@ -121,7 +137,7 @@ impl ProfileStore {
         read_profile(&path)
     }
 
-    /// Validates and writes `profile`, keeping the version it replaces as `<slug>.toml.bak`.
+    /// Validates and writes `profile` (mode 0600), keeping the version it replaces as `<slug>.toml.bak`.
     /// Refuses to replace a file that does not hold a valid profile of the same name.
     pub fn save(&self, profile: &Profile) -> Result<PathBuf, ProfileError> {
         profile.validate()?;
@@ -208,9 +224,9 @@ impl ProfileStore {
         let path = self.path_of(name)?;
         fs::create_dir_all(&self.dir).map_err(ProfileError::io("create", &self.dir))?;
         if let Some(existing) = self.replaced(name, &path)? {
-            files::write_bytes(&backup_of(&path), &existing, WriteOptions::default())?;
+            files::write_bytes(&backup_of(&path), &existing, WriteOptions { private: true })?;
         }
-        files::write_bytes(&path, text.as_bytes(), WriteOptions::default())?;
+        files::write_bytes(&path, text.as_bytes(), WriteOptions { private: true })?;
         tracing::debug!(profile = name, path = %path.display(), "profile saved");
         Ok(path)
     }

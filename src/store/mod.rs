@@ -24,9 +24,7 @@ pub use self::gate::{
     SharedGate, SharedSettlement, StoreHealth, StoreState, local_share,
 };
 pub use self::redis::{DECIDE_SCRIPT, RedisStore, RedisStoreOptions, Reservation, SETTLE_SCRIPT, Settled};
-pub use self::settings::{
-    LEASE_HOLD, SHARED_PREFIX, SharedHandle, SharedReport, SharedSettings, is_secret_parameter, local_part,
-};
+pub use self::settings::{LEASE_HOLD, SHARED_PREFIX, SharedHandle, SharedReport, SharedSettings, local_part};
 
 /// The longest period a shared budget may span (a window, or a full bucket's refill): ten years.
 ///
