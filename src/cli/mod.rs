@@ -193,10 +193,8 @@ fn init_tracing() {
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).try_init();
 }
 
-/// The most `-H` options a command takes. Far above any real request (servers refuse a head of
-/// more than about a hundred fields), far below the 24,576 entries past which `http`'s
-/// `HeaderMap` panics.
-pub const MAX_HEADER_FLAGS: usize = 1000;
+/// The most `-H` options a command takes: as many as any request may carry.
+pub use crate::http::header_cap::MAX_REQUEST_HEADERS as MAX_HEADER_FLAGS;
 
 /// `-H 'Name: value'` flags as a header map. Errors never repeat a value (it may be a key).
 fn header_map(flags: &[String]) -> anyhow::Result<HeaderMap> {
