@@ -120,3 +120,13 @@ async fn the_proxy_refuses_a_budget_in_a_unit_it_never_spends() {
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("counts tokens, but the proxy spends only requests"), "{stderr}");
 }
+
+/// `pace` simulates requests only: a budget in tokens would never bind, so it is refused.
+#[tokio::test]
+async fn pace_refuses_a_budget_in_a_unit_it_never_spends() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, stdout, stderr) = ratescope(dir.path(), &["pace", "-n", "3", "--window", "5/1s:tokens"]).await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("counts tokens, but pace spends only requests"), "{stderr}");
+    assert!(stdout.is_empty(), "nothing simulated: {stdout}");
+}
