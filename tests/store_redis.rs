@@ -420,11 +420,12 @@ async fn a_bucket_refund_refills_never_past_full_and_a_charge_delays_the_next_ad
     assert!(second.allowed, "the refund refilled 60: {second:?}");
     let mut second = reservation.expect("admitted");
 
-    // 150 instead of 60: a debt of 90 tokens; the next token is 91 seconds away, not one.
+    // 150 instead of 60, counted as the whole bucket (100; a bucket of 100 would have refused
+    // more): a debt of 40 tokens; the next token is 41 seconds away, not one (nor 91).
     fx.settle(&mut second, &tokens(150)).await;
     let (in_debt, _) = fx.reserve("chat", &tpm, &tokens(1)).await;
     let wait = in_debt.retry_after.expect("the debt delays the next admission");
-    assert!(wait > Duration::from_secs(90) && wait <= Duration::from_secs(91), "{wait:?}");
+    assert!(wait > Duration::from_secs(40) && wait <= Duration::from_secs(41), "{wait:?}");
     assert!(!fx.reserve("chat", &tpm, &Cost::requests(1)).await.0.allowed, "a bucket in debt holds everyone");
 
     // Both settled to nothing: the bucket is full again, and holds 100, not more.
