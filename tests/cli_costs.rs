@@ -138,3 +138,21 @@ async fn the_proxy_refuses_a_budget_in_a_unit_it_never_spends() {
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("counts tokens, but the proxy spends only requests"), "{stderr}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_estimate_above_a_profiles_budget_is_refused_before_sending() {
+    let (base, requests) = lying_server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("p.toml");
+    let budget = r#"{ name = "tph", kind = "sliding_window", limit = 10, window = "1h", unit = "tokens" }"#;
+    std::fs::write(
+        &profile,
+        format!("name = \"p\"\n\n[[hosts]]\nname = \"api\"\nbase_url = \"{base}\"\nbudgets = [{budget}]\n"),
+    )
+    .unwrap();
+    let url = format!("{base}/chat/5");
+    let args = ["burst", &url, "-d", "{}", "-n", "2", "--profile", profile.to_str().unwrap(), "--cost", "tokens=50"];
+    let (code, _, stderr) = ratescope(dir.path(), &args).await;
+    assert_eq!((code, requests.load(Ordering::SeqCst)), (2, 0), "{stderr}");
+    assert!(stderr.contains("estimated at 50 in budget 'tph' of profile 'p', which holds at most 10"), "{stderr}");
+}
