@@ -156,3 +156,11 @@ async fn an_estimate_above_a_profiles_budget_is_refused_before_sending() {
     assert_eq!((code, requests.load(Ordering::SeqCst)), (2, 0), "{stderr}");
     assert!(stderr.contains("estimated at 50 in budget 'tph' of profile 'p', which holds at most 10"), "{stderr}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pace_refuses_a_budget_in_a_unit_it_never_spends() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, stdout, stderr) = ratescope(dir.path(), ["pace", "-n", "3", "--window", "2/1h:tokens"]).await;
+    assert_eq!(code, 2, "{stdout}{stderr}");
+    assert!(stderr.contains("counts tokens, but pace spends only requests"), "{stderr}");
+}

@@ -29,6 +29,20 @@ impl LimitArgs {
         self.build().map_err(super::as_usage)
     }
 
+    /// [`to_config`](Self::to_config) for a command whose requests spend only requests (no cost
+    /// rules): a budget in another unit would never bind, so it is a usage error.
+    pub fn to_requests_config(&self, command: &str) -> anyhow::Result<LimiterConfig> {
+        let config = self.to_config()?;
+        if let Some(budget) = config.budgets.iter().find(|budget| budget.unit != Unit::Requests) {
+            usage!(
+                "--window {} counts {}, but {command} spends only requests (it has no cost rules), so it would never hold anything back: count requests, e.g. --window 1000/1h",
+                budget.describe(),
+                budget.unit
+            );
+        }
+        Ok(config)
+    }
+
     fn build(&self) -> anyhow::Result<LimiterConfig> {
         let mut config = LimiterConfig::new();
         if let Some(rate) = self.rate {

@@ -122,14 +122,7 @@ impl ProxyArgs {
             }
             None => {
                 config.shared = self.shared.settings(None)?;
-                let limits = self.limits.to_config()?;
-                if let Some(budget) = limits.budgets.iter().find(|budget| budget.unit != Unit::Requests) {
-                    usage!(
-                        "--window {} counts {}, but the proxy spends only requests (it has no cost rules), so it would never hold anything back: count requests, e.g. --window 1000/1h",
-                        budget.describe(),
-                        budget.unit
-                    );
-                }
+                let limits = self.limits.to_requests_config("the proxy")?;
                 if !limits.budgets.is_empty() || limits.concurrency.is_some() {
                     let registry = Registry::new();
                     for route in &config.routes {
