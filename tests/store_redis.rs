@@ -466,3 +466,28 @@ async fn a_reservation_never_settled_keeps_its_estimate_and_units_keep_their_own
     assert_eq!(fx.raw.zcard::<_, u64>(&tokens_window).await.unwrap(), 70);
     fx.cleanup().await;
 }
+
+#[tokio::test]
+async fn lying_settlements_of_admissions_together_leave_a_budget_at_most_one_capacity_in_debt() {
+    let Some(mut fx) = Fixture::new("settle-lies").await else { return };
+    // A bucket of 100 tokens, one back per second, and a window of 100 a minute: three
+    // requests of 10 fit in each, and each answer says a million.
+    let tpm = [tokens_budget("tpm", bucket(100, Duration::from_secs(1)))];
+    let tpw = [tokens_budget("tpw", window(100, Duration::from_secs(60)))];
+    for specs in [&tpm, &tpw] {
+        let mut admitted = Vec::new();
+        for _ in 0..3 {
+            admitted.push(fx.reserve("chat", specs, &tokens(10)).await.1.expect("admitted"));
+        }
+        for reservation in &mut admitted {
+            fx.settle(reservation, &tokens(1_000_000)).await;
+        }
+        let (in_debt, _) = fx.reserve("chat", specs, &tokens(1)).await;
+        let wait = in_debt.retry_after.expect("the debt delays the next admission");
+        // The bucket: one capacity owed (100 s) and the token itself, not 200 s more.
+        assert!(wait <= Duration::from_secs(101), "{wait:?}");
+    }
+    let members: u64 = fx.raw.zcard(&fx.store.spec_keys("chat", &tpw[0])[0]).await.expect("ZCARD");
+    assert_eq!(members, 200, "the window holds at most twice its limit, not 3 × 101 members");
+    fx.cleanup().await;
+}
