@@ -2,6 +2,7 @@
 //! units that could never work are refused before anything is sent (exit 2, saying why), and an
 //! answer that lies about its usage is capped, not believed, in the summary.
 
+mod redis_support;
 mod support;
 
 use std::sync::Arc;
@@ -82,8 +83,9 @@ async fn an_estimate_above_a_budgets_capacity_is_refused_before_sending() {
     assert!(stderr.contains("estimated at 50 in budget 'window', which holds at most 10"), "{stderr}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lying_usage_is_capped_at_the_budget_and_counted_in_the_summary() {
+/// A burst of one request estimated at 10 tokens under a window of 1000 tokens an hour (plus
+/// `extra` flags), whose answer says 2^64 - 1 tokens: the summary's tokens.
+async fn lie_once(extra: &[&str]) -> serde_json::Value {
     let (base, requests) = lying_server().await;
     let dir = tempfile::tempdir().unwrap();
     let url = format!("{base}/chat/18446744073709551615");
@@ -100,15 +102,31 @@ async fn a_lying_usage_is_capped_at_the_budget_and_counted_in_the_summary() {
         "tokens=10->field:usage.total_tokens",
         "--json",
     ];
-    let (code, stdout, stderr) = ratescope(dir.path(), &args).await;
+    let (code, stdout, stderr) = ratescope(dir.path(), args.iter().chain(extra)).await;
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(requests.load(Ordering::SeqCst), 1);
     let summary: serde_json::Value = serde_json::from_str(&stdout).unwrap();
-    let tokens = &summary["units"]["tokens"];
-    assert_eq!(tokens["reserved"], 10, "{summary:#}");
-    assert_eq!(tokens["settled"], 1000, "counted as the whole budget, not 2^64 - 1: {summary:#}");
-    assert_eq!(tokens["charged_more"], 990);
-    assert_eq!(tokens["capped"], 1);
+    summary["units"]["tokens"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lying_usage_is_capped_at_the_budget_and_counted_in_the_summary() {
+    check_capped(&lie_once(&[]).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lying_usage_is_capped_at_a_budget_shared_in_redis_too() {
+    let Some(redis) = redis_support::PrivateRedis::start().await else { return };
+    let url = redis.url();
+    check_capped(&lie_once(&["--redis", &url, "--shared-key", "lying"]).await);
+}
+
+/// Counted as the whole budget (1000 tokens), not 2^64 - 1, and said so.
+fn check_capped(tokens: &serde_json::Value) {
+    assert_eq!(tokens["reserved"], 10, "{tokens:#}");
+    assert_eq!(tokens["settled"], 1000, "{tokens:#}");
+    assert_eq!(tokens["charged_more"], 990, "{tokens:#}");
+    assert_eq!(tokens["capped"], 1, "{tokens:#}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -121,12 +139,28 @@ async fn the_proxy_refuses_a_budget_in_a_unit_it_never_spends() {
     assert!(stderr.contains("counts tokens, but the proxy spends only requests"), "{stderr}");
 }
 
-/// `pace` simulates requests only: a budget in tokens would never bind, so it is refused.
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_estimate_above_a_profiles_budget_is_refused_before_sending() {
+    let (base, requests) = lying_server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("p.toml");
+    let budget = r#"{ name = "tph", kind = "sliding_window", limit = 10, window = "1h", unit = "tokens" }"#;
+    std::fs::write(
+        &profile,
+        format!("name = \"p\"\n\n[[hosts]]\nname = \"api\"\nbase_url = \"{base}\"\nbudgets = [{budget}]\n"),
+    )
+    .unwrap();
+    let url = format!("{base}/chat/5");
+    let args = ["burst", &url, "-d", "{}", "-n", "2", "--profile", profile.to_str().unwrap(), "--cost", "tokens=50"];
+    let (code, _, stderr) = ratescope(dir.path(), &args).await;
+    assert_eq!((code, requests.load(Ordering::SeqCst)), (2, 0), "{stderr}");
+    assert!(stderr.contains("estimated at 50 in budget 'tph' of profile 'p', which holds at most 10"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pace_refuses_a_budget_in_a_unit_it_never_spends() {
     let dir = tempfile::tempdir().unwrap();
-    let (code, stdout, stderr) = ratescope(dir.path(), &["pace", "-n", "3", "--window", "5/1s:tokens"]).await;
-    assert_eq!(code, 2, "{stderr}");
+    let (code, stdout, stderr) = ratescope(dir.path(), ["pace", "-n", "3", "--window", "2/1h:tokens"]).await;
+    assert_eq!(code, 2, "{stdout}{stderr}");
     assert!(stderr.contains("counts tokens, but pace spends only requests"), "{stderr}");
-    assert!(stdout.is_empty(), "nothing simulated: {stdout}");
 }

@@ -420,11 +420,12 @@ async fn a_bucket_refund_refills_never_past_full_and_a_charge_delays_the_next_ad
     assert!(second.allowed, "the refund refilled 60: {second:?}");
     let mut second = reservation.expect("admitted");
 
-    // 150 instead of 60: a debt of 90 tokens; the next token is 91 seconds away, not one.
+    // 150 instead of 60, counted as the whole bucket (100; a bucket of 100 would have refused
+    // more): a debt of 40 tokens; the next token is 41 seconds away, not one (nor 91).
     fx.settle(&mut second, &tokens(150)).await;
     let (in_debt, _) = fx.reserve("chat", &tpm, &tokens(1)).await;
     let wait = in_debt.retry_after.expect("the debt delays the next admission");
-    assert!(wait > Duration::from_secs(90) && wait <= Duration::from_secs(91), "{wait:?}");
+    assert!(wait > Duration::from_secs(40) && wait <= Duration::from_secs(41), "{wait:?}");
     assert!(!fx.reserve("chat", &tpm, &Cost::requests(1)).await.0.allowed, "a bucket in debt holds everyone");
 
     // Both settled to nothing: the bucket is full again, and holds 100, not more.
@@ -463,5 +464,30 @@ async fn a_reservation_never_settled_keeps_its_estimate_and_units_keep_their_own
     assert!(tokens_window.ends_with(":minute:tokens:window"), "{tokens_window}");
     assert_eq!(fx.raw.zcard::<_, u64>(&requests_window).await.unwrap(), 1);
     assert_eq!(fx.raw.zcard::<_, u64>(&tokens_window).await.unwrap(), 70);
+    fx.cleanup().await;
+}
+
+#[tokio::test]
+async fn lying_settlements_of_admissions_together_leave_a_budget_at_most_one_capacity_in_debt() {
+    let Some(mut fx) = Fixture::new("settle-lies").await else { return };
+    // A bucket of 100 tokens, one back per second, and a window of 100 a minute: three
+    // requests of 10 fit in each, and each answer says a million.
+    let tpm = [tokens_budget("tpm", bucket(100, Duration::from_secs(1)))];
+    let tpw = [tokens_budget("tpw", window(100, Duration::from_secs(60)))];
+    for specs in [&tpm, &tpw] {
+        let mut admitted = Vec::new();
+        for _ in 0..3 {
+            admitted.push(fx.reserve("chat", specs, &tokens(10)).await.1.expect("admitted"));
+        }
+        for reservation in &mut admitted {
+            fx.settle(reservation, &tokens(1_000_000)).await;
+        }
+        let (in_debt, _) = fx.reserve("chat", specs, &tokens(1)).await;
+        let wait = in_debt.retry_after.expect("the debt delays the next admission");
+        // The bucket: one capacity owed (100 s) and the token itself, not 200 s more.
+        assert!(wait <= Duration::from_secs(101), "{wait:?}");
+    }
+    let members: u64 = fx.raw.zcard(&fx.store.spec_keys("chat", &tpw[0])[0]).await.expect("ZCARD");
+    assert_eq!(members, 200, "the window holds at most twice its limit, not 3 × 101 members");
     fx.cleanup().await;
 }

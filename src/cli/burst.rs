@@ -261,7 +261,24 @@ fn profile_client(profile: &Profile, args: &BurstArgs, spec: &mut BurstSpec) -> 
     for endpoint in &spec.endpoints {
         let host = endpoint.url.host_str().unwrap_or_default();
         let with_port = endpoint.url.port_or_known_default().map(|port| format!("{host}:{port}"));
-        let covered = entries.iter().any(|(entry, _)| entry.host == host || Some(&entry.host) == with_port.as_ref());
+        let on_host = |key: &crate::engine::LimitKey| key.host == host || Some(&key.host) == with_port.as_ref();
+        let covered = entries.iter().any(|(entry, _)| on_host(entry));
+        // The limits its requests meet (the longest path prefix covering them): an estimate
+        // one of their budgets can never hold is refused before anything is sent.
+        let limits = entries
+            .iter()
+            .filter(|(key, _)| on_host(key) && key.covers_path(endpoint.url.path()))
+            .max_by_key(|(key, _)| key.path_prefix.as_ref().map_or(0, String::len));
+        let estimate = crate::http::cost::estimate(1, &endpoint.cost_rules, endpoint.body.as_deref());
+        if let Some((budget, spent)) = limits.and_then(|(_, limits)| limits.never_fits(&estimate)) {
+            usage!(
+                "{}: each request is estimated at {spent} in budget '{}' of profile '{}', which holds at most {}, so none could ever be sent",
+                endpoint.url,
+                budget.name,
+                profile.name,
+                budget.capacity()
+            );
+        }
         if !covered {
             usage!(
                 "profile '{}' has no host for {}; its hosts: {}",

@@ -48,23 +48,24 @@ pub struct LimitArgs {
     pub concurrency: Option<usize>,
 }
 
-/// Refuses a budget in another unit than requests for a command that spends nothing else
-/// (`who`: "pace", "the proxy"): such a budget would never hold anything back.
-pub(crate) fn refuse_unspent_units(config: &LimiterConfig, who: &str) -> anyhow::Result<()> {
-    if let Some(budget) = config.budgets.iter().find(|budget| budget.unit != Unit::Requests) {
-        usage!(
-            "budget {} counts {}, but {who} spends only requests (it has no cost rules), so it would never hold anything back: count requests, e.g. --window 1000/1h",
-            budget.describe(),
-            budget.unit
-        );
-    }
-    Ok(())
-}
-
 impl LimitArgs {
     /// The limiter these flags describe; an impossible one is a usage error.
     pub fn to_config(&self) -> anyhow::Result<LimiterConfig> {
         self.build().map_err(super::as_usage)
+    }
+
+    /// [`to_config`](Self::to_config) for a command whose requests spend only requests (no cost
+    /// rules): a budget in another unit would never bind, so it is a usage error.
+    pub fn to_requests_config(&self, command: &str) -> anyhow::Result<LimiterConfig> {
+        let config = self.to_config()?;
+        if let Some(budget) = config.budgets.iter().find(|budget| budget.unit != Unit::Requests) {
+            usage!(
+                "{} counts {}, but {command} spends only requests (it has no cost rules), so it would never hold anything back: count requests, e.g. --window 1000/1h",
+                budget.describe(),
+                budget.unit
+            );
+        }
+        Ok(config)
     }
 
     fn build(&self) -> anyhow::Result<LimiterConfig> {

@@ -40,8 +40,7 @@ pub fn run(args: PaceArgs) -> anyhow::Result<ExitCode> {
     if args.requests > 1_000_000 {
         usage!("-n {} is more than pace simulates (1,000,000)", args.requests);
     }
-    let config = args.limits.to_config()?;
-    super::limits::refuse_unspent_units(&config, "pace")?;
+    let config = args.limits.to_requests_config("pace")?;
     let limiter = Limiter::new("pace", config)?;
     outln!("limiter: {}", limiter.config().describe())?;
     outln!("{:>9}  {:>5}  {:<6}  {:>6}  budgets left", "time", "req", "lane", "queued")?;

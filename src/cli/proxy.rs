@@ -131,8 +131,7 @@ impl ProxyArgs {
             }
             None => {
                 config.shared = self.shared.settings(None)?;
-                let limits = self.limits.to_config()?;
-                super::limits::refuse_unspent_units(&limits, "the proxy")?;
+                let limits = self.limits.to_requests_config("the proxy")?;
                 if !limits.budgets.is_empty() || limits.concurrency.is_some() {
                     let registry = Registry::new();
                     for route in &config.routes {

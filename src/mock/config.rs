@@ -541,7 +541,8 @@ impl RawPolicy {
             _ => PolicyKind::Concurrency { limit: count("limit", self.limit)? },
         };
         let name = self.name.as_deref().map(str::trim).unwrap_or(default_name).to_owned();
-        let unit = self.unit.as_deref().map_or(Unit::Requests, Unit::named);
+        let unit =
+            self.unit.as_deref().map_or(Ok(Unit::Requests), Unit::parse).map_err(|err| format!("unit: {err}"))?;
         let spec = PolicySpec { name, kind, unit };
         spec.validate()?;
         Ok(spec)
@@ -667,6 +668,7 @@ mod tests {
                 "takes limit and window, not rate",
             ),
             ("kind = \"concurrency\"\nlimit = 0", "limit 0 must be at least 1"),
+            ("kind = \"concurrency\"\nlimit = 1\nunit = \"tok ens\"", "unit: 'tok ens' is not a unit"),
         ];
         for (body, expected) in cases {
             let (at, message) = route_error(&policy(body));

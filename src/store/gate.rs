@@ -439,6 +439,19 @@ impl SharedGate {
         self.inner.budgets.read().shared.clone()
     }
 
+    /// The most of `unit` one request is counted as spending in the store: the largest capacity,
+    /// in `unit`, of its budgets that count it (as `LimiterConfig::settle_bound` in-process);
+    /// `None` when none counts it.
+    pub fn settle_bound(&self, unit: &Unit) -> Option<u64> {
+        let budgets = self.inner.budgets.read();
+        budgets
+            .shared
+            .iter()
+            .filter(|spec| spec.unit == *unit)
+            .map(|spec| spec.budget.capacity() / spec.cost.max(1))
+            .max()
+    }
+
     /// Changes the budgets while requests wait; the next decision uses the new ones.
     pub fn reconfigure(&self, budgets: &[BudgetSpec]) -> Result<(), StoreError> {
         let mut next = Budgets::new(&self.inner.key, budgets, self.inner.policy)?;

@@ -34,8 +34,9 @@ end
 
 -- Settles `was` tokens spent into `is`: less moves the TAT back by the difference, never below
 -- now (a full bucket holds no more); more moves it forward, beyond the burst if need be (a
--- debt that delays the next admissions until it is paid).
-local function gcra_settle(key, per, was, is)
+-- debt that delays the next admissions until it is paid), but never more than one `capacity`
+-- in debt (a deeper debt already there is kept), as the engine's buckets.
+local function gcra_settle(key, per, capacity, was, is)
   local stored = tonumber(redis.call('GET', key) or now) or now
   local tat = stored
   if tat < now then
@@ -51,7 +52,7 @@ local function gcra_settle(key, per, was, is)
       tat = now
     end
   elseif is > was then
-    tat = tat + (is - was) * per
+    tat = math.min(tat + (is - was) * per, math.max(now + 2 * capacity * per, stored))
   else
     return
   end

@@ -352,13 +352,13 @@ impl RedisStore {
             return Ok(Settled::Unchanged);
         }
         let mut keys = Vec::with_capacity(reservation.budgets.len() * 2);
-        let mut args: Vec<u64> = Vec::with_capacity(2 + reservation.budgets.len() * 5);
+        let mut args: Vec<u64> = Vec::with_capacity(2 + reservation.budgets.len() * 6);
         args.extend([reservation.budgets.len() as u64, reservation.at_micros]);
         for (reserved, is) in reservation.budgets.iter().zip(&settled) {
             let spec = &reserved.spec;
             keys.extend(budget_keys(&reservation.tag, Some((&spec.name, &spec.unit)), &spec.budget));
-            let (kind, period, _) = script_budget(&spec.budget);
-            args.extend([kind, period, reserved.units, *is, reserved.number]);
+            let (kind, period, capacity) = script_budget(&spec.budget);
+            args.extend([kind, period, capacity, reserved.units, *is, reserved.number]);
         }
         let reply = self.run(&SETTLE, SETTLE_SCRIPT, &keys, &args, "settle").await?;
         let &[at, after] = reply.as_slice() else {

@@ -72,8 +72,9 @@ end
 
 -- Settles the admission `id` at `at` from `was` to `is` units: forgets its members above `is`,
 -- or adds members up to `is` at the admission's own time (above the limit if need be: later
--- admissions then wait until they leave). Nothing once the admission has left the window.
-local function window_settle(set, counter, window, at, id, was, is)
+-- admissions then wait until they leave), while the window holds at most twice its `limit`
+-- (as the engine's windows). Nothing once the admission has left the window.
+local function window_settle(set, counter, window, limit, at, id, was, is)
   if at + window <= now then
     return
   end
@@ -81,7 +82,15 @@ local function window_settle(set, counter, window, at, id, was, is)
   if is < was then
     window_members('ZREM', set, score, id, is + 1, was)
   elseif is > was then
-    window_members('ZADD', set, score, id, was + 1, is)
-    window_expire(set, counter, window)
+    local horizon = string.format('%.0f', now - window)
+    local live = redis.call('ZCARD', set) - redis.call('ZCOUNT', set, '-inf', horizon)
+    local room = 2 * limit - live
+    if room < is - was then
+      is = was + math.max(room, 0)
+    end
+    if is > was then
+      window_members('ZADD', set, score, id, was + 1, is)
+      window_expire(set, counter, window)
+    end
   end
 end

@@ -416,7 +416,11 @@ impl<'c> Request<'c> {
                 let memory = &self.client.inner.remaining_seen;
                 let answer = cost::Answer { status: status.as_u16(), headers, body, key: permit.key(), memory };
                 let said = cost::settled(&self.estimate, &self.spec.cost_rules, &answer);
-                let actual = permit.settle(said.clone());
+                let mut actual = permit.settle(said.clone());
+                if let Some((gate, _)) = &admission.shared {
+                    // Budgets shared in a store are not the limiter's: cap by theirs too.
+                    actual = capped_by(&actual, |unit| gate.settle_bound(unit));
+                }
                 let capped = capped_units(&said, &actual);
                 for (unit, amount) in &capped {
                     tracing::warn!(
@@ -560,6 +564,13 @@ pub(super) fn lower_case<'h>(host: &'h str, url: &Url) -> Cow<'h, str> {
     } else {
         Cow::Borrowed(host)
     }
+}
+
+/// `cost` with each named unit's amount at most what `bound` says of it (nothing: as it is).
+fn capped_by(cost: &Cost, bound: impl Fn(&Unit) -> Option<u64>) -> Cost {
+    let units =
+        cost.units.iter().map(|(unit, amount)| (unit.clone(), bound(unit).map_or(*amount, |most| (*amount).min(most))));
+    Cost { requests: cost.requests, units: units.collect() }
 }
 
 /// The units `said` names more of than `counted` (capped by the budgets), with what it said.
