@@ -13,7 +13,7 @@ use super::model::{EndpointEntry, HostProfile};
 use crate::engine::parse_duration;
 use crate::files;
 use crate::http::header_cap::check_header_count;
-use crate::http::redact::looks_secret;
+use crate::http::redact::{holds_secret, looks_secret};
 use crate::http::{BatchPlan, CostRule};
 
 /// The largest body an endpoint sends (a file beyond it is refused, naming the cap).
@@ -136,8 +136,8 @@ impl EndpointEntry {
             return fail("path", "must not have a fragment (#...)".into());
         }
         // An empty value is no secret (`?token=` asks for none).
-        if url.query_pairs().any(|(name, value)| !value.is_empty() && looks_secret(&name))
-            || self.query.iter().any(|(name, value)| !value.is_empty() && looks_secret(name))
+        if url.query_pairs().any(|(name, value)| holds_secret(&name, &value))
+            || self.query.iter().any(|(name, value)| holds_secret(name, value))
         {
             return fail(
                 "query",

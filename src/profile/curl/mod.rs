@@ -26,7 +26,7 @@ use data::{DataKind, FormPart, Piece};
 
 use super::model::{EndpointEntry, HostProfile, Profile};
 use crate::http::header_cap::{TooManyHeaders, check_header_count};
-use crate::http::redact::{looks_secret, redact_header_line, redact_url};
+use crate::http::redact::{holds_secret, looks_secret, redact_header_line, redact_url, secret_fields};
 
 /// The largest body an import keeps in the profile itself (a larger `--data-binary @FILE` is
 /// kept as the file's absolute path; profiles are read up to 1 MiB).
@@ -222,6 +222,16 @@ fn shortened(text: &str) -> String {
     }
 }
 
+/// A field or parameter name as a message shows it: as written when it reads like a name
+/// (letters, digits, `-_.[]`, at most 64), else described (a name made of anything may hold
+/// what it should not).
+fn shown_name(name: &str) -> String {
+    let plain = name.len() <= 64
+        && !name.is_empty()
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '[' | ']'));
+    if plain { name.to_owned() } else { "(a field whose name looks secret)".to_owned() }
+}
+
 /// A word taken for a URL, as a message shows it: redacted, or `***` when it does not look
 /// like a URL at all (a stray word after an unquoted header may be its value).
 fn shown_url(word: &str) -> String {
@@ -306,7 +316,14 @@ impl Request {
                 }
                 self.ignored.push(option.to_owned());
             }
-            _ if option.starts_with("--") => return Err(CurlError::Unsupported(shortened(option))),
+            _ if option.starts_with("--") => {
+                let name: String = option
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.'))
+                    .take(40)
+                    .collect();
+                return Err(CurlError::Unsupported(name));
+            }
             // A short option may carry its value (a password) in the same word: name it alone.
             _ if option.starts_with('-') && option.len() > 1 => {
                 let name: String = option.chars().take(2).collect();
@@ -359,7 +376,7 @@ impl Request {
     fn finish(mut self) -> Result<CurlImport, CurlError> {
         let text = self.url.take().ok_or(CurlError::NoUrl)?;
         // curl assumes http:// for a bare host.
-        let with_scheme = if text.contains("://") { text.clone() } else { format!("http://{text}") };
+        let with_scheme = if has_scheme(&text) { text.clone() } else { format!("http://{text}") };
         let bad = |why: &str| CurlError::BadUrl { url: shortened(&redact_url(&text)), why: why.to_owned() };
         let mut url = Url::parse(&with_scheme).map_err(|err| bad(&err.to_string()))?;
         if !matches!(url.scheme(), "http" | "https") {
@@ -385,6 +402,13 @@ impl Request {
         check_header_count(headers.len())?;
 
         let (mut body, body_file) = self.body(&mut headers)?;
+        // Checked before -G moves it into the query: a JSON body there would hide its fields.
+        if let Some(text) = &body
+            && let Some(field) = secret_fields(text, content_type(&headers)).into_iter().next()
+        {
+            let shown = shown_name(&field);
+            return Err(if self.get { CurlError::SecretInQuery(shown) } else { CurlError::SecretInBody(shown) });
+        }
         let mut query: Vec<String> =
             url.query().filter(|query| !query.is_empty()).map(str::to_owned).into_iter().collect();
         if self.get
@@ -399,12 +423,10 @@ impl Request {
         if !query.is_empty() {
             url.set_query(Some(&query.join("&")));
         }
-        if let Some(secret) = url
-            .query_pairs()
-            .find(|(name, value)| !value.trim().is_empty() && looks_secret(name))
-            .map(|(name, _)| name.into_owned())
+        if let Some(secret) =
+            url.query_pairs().find(|(name, value)| holds_secret(name, value)).map(|(name, _)| name.into_owned())
         {
-            return Err(CurlError::SecretInQuery(shortened(&secret)));
+            return Err(CurlError::SecretInQuery(shown_name(&secret)));
         }
         if self.json {
             for (name, default) in [("Content-Type", "application/json"), ("Accept", "application/json")] {
@@ -414,13 +436,6 @@ impl Request {
                     headers.push((name.into(), default.into()));
                 }
             }
-        }
-        let content_type =
-            headers.iter().find(|(name, _)| name.eq_ignore_ascii_case("content-type")).map(|(_, value)| value.as_str());
-        if let Some(text) = &body
-            && let Some(field) = data::secret_fields(text, content_type).into_iter().next()
-        {
-            return Err(CurlError::SecretInBody(shortened(&field)));
         }
         if let Some(text) = &body
             && text.len() > MAX_INLINE_BODY
@@ -477,12 +492,8 @@ impl Request {
             match std::str::from_utf8(bytes) {
                 Ok(text) if text.len() <= MAX_INLINE_BODY => return Ok((Some(text.to_owned()), None)),
                 Ok(text) => {
-                    let content_type = headers
-                        .iter()
-                        .find(|(name, _)| name.eq_ignore_ascii_case("content-type"))
-                        .map(|(_, value)| value.as_str());
-                    if let Some(field) = data::secret_fields(text, content_type).into_iter().next() {
-                        return Err(CurlError::SecretInBody(shortened(&field)));
+                    if let Some(field) = secret_fields(text, content_type(headers)).into_iter().next() {
+                        return Err(CurlError::SecretInBody(shown_name(&field)));
                     }
                     return Ok((None, Some(path.clone())));
                 }
@@ -501,6 +512,22 @@ impl Request {
         }
         Ok(((!texts.is_empty()).then(|| texts.join("&")), None))
     }
+}
+
+/// The content type the request is sent with: the last `Content-Type` given (the profile keeps
+/// the last of a name).
+fn content_type(headers: &[(String, String)]) -> Option<&str> {
+    headers.iter().rev().find(|(name, _)| name.eq_ignore_ascii_case("content-type")).map(|(_, value)| value.as_str())
+}
+
+/// Whether `text` starts with a scheme: `name:` then `/` (`http:/h` is http, as curl and the
+/// URL standard read it; `localhost:8787` is a host and port).
+fn has_scheme(text: &str) -> bool {
+    text.split_once(':').is_some_and(|(scheme, rest)| {
+        rest.starts_with('/')
+            && scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+            && scheme.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+    })
 }
 
 /// Every `Cookie` header joined into one (`-b` and `-H Cookie` both count), where the first was.
@@ -582,7 +609,7 @@ fn split_secrets(
     for (name, value) in headers {
         let lower = name.to_ascii_lowercase();
         if looks_secret(&lower) {
-            if value.trim().is_empty() {
+            if !holds_secret(&lower, &value) {
                 continue;
             }
             if !host.secret_headers.contains(&lower) {
