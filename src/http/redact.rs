@@ -90,7 +90,8 @@ const JOINED: [&str; 27] = [
 /// Whole names (as written, any case) that carry a key by themselves.
 const WHOLE_NAMES: [&str; 2] = ["key", "appid"];
 /// Words before `key` that say the key is not a credential.
-const NOT_SECRET_KEYS: [&str; 20] = [
+const NOT_SECRET_KEYS: [&str; 21] = [
+    "socket",
     "idempotency",
     "idempotent",
     "cache",
@@ -98,7 +99,7 @@ const NOT_SECRET_KEYS: [&str; 20] = [
     "partition",
     "primary",
     "foreign",
-    "socket",
+    "websocket",
     "public",
     "publishable",
     "object",
@@ -135,6 +136,13 @@ pub fn looks_secret(name: &str) -> bool {
     let before = words.len().checked_sub(2).map(|index| words[index].as_str());
     let last_two = before.map(|before| format!("{before}{last}"));
     if JOINED.contains(&last.as_str()) || last_two.as_deref().is_some_and(|joined| JOINED.contains(&joined)) {
+        return true;
+    }
+    // A name written in lower case lost its humps (`awssecretaccesskey`, `x-mytoken`): its last
+    // word still ends like a credential.
+    if JOINED.iter().chain(&ANYWHERE_WORDS).any(|end| last.ends_with(end))
+        || last.strip_suffix("token").is_some_and(|start| !start.is_empty() && !NOT_SECRET_TOKENS.contains(&start))
+    {
         return true;
     }
     if !CREDENTIAL_WORDS.contains(&last.as_str()) {
@@ -427,6 +435,7 @@ mod tests {
         "secretKey",
         "AWSSecretAccessKey",
         "new_password",
+        "x-mytoken",
         "passphrase",
     ];
 
@@ -473,6 +482,8 @@ mod tests {
         "keyword",
         "keys",
         "monkey",
+        "secretary",
+        "tokens",
         "q",
         "",
         "-_-",
@@ -481,9 +492,13 @@ mod tests {
     #[test]
     fn one_rule_names_the_credentials_of_real_apis_and_leaves_the_rest() {
         assert!(SECRET.len() >= 40, "the table covers at least 40 real names");
-        let missed: Vec<&str> = SECRET.iter().copied().filter(|name| !looks_secret(name)).collect();
+        // Header names reach the rule lower-cased too (`http::HeaderName`): the same answer.
+        let lower = |name: &&str| name.to_ascii_lowercase();
+        let secret: Vec<String> = SECRET.iter().map(|name| name.to_string()).chain(SECRET.iter().map(lower)).collect();
+        let plain: Vec<String> = PLAIN.iter().map(|name| name.to_string()).chain(PLAIN.iter().map(lower)).collect();
+        let missed: Vec<&String> = secret.iter().filter(|name| !looks_secret(name)).collect();
         assert!(missed.is_empty(), "secret names not recognised: {missed:?}");
-        let flagged: Vec<&str> = PLAIN.iter().copied().filter(|name| looks_secret(name)).collect();
+        let flagged: Vec<&String> = plain.iter().filter(|name| looks_secret(name)).collect();
         assert!(flagged.is_empty(), "plain names taken for secrets: {flagged:?}");
     }
 

@@ -113,9 +113,16 @@ pub enum CurlError {
     FormAndData,
     /// A body too long to keep inside a profile.
     #[error(
-        "the body is {0} bytes, more than the {MAX_INLINE_BODY} a profile keeps inline; save it in a file and use --data-binary @FILE"
+        "the body is {size} bytes, more than the {cap} a profile keeps inline; save it in a file and use --data-binary @FILE",
+        size = .0,
+        cap = crate::files::human_bytes(MAX_INLINE_BODY as u64)
     )]
     BodyTooLarge(usize),
+    /// Typographic quotes (from a web page or a chat), which no shell reads as quotes.
+    #[error(
+        "the command has typographic quotes (‘ ’ “ ”), which a shell does not read as quotes; type them as ' or \""
+    )]
+    SmartQuotes,
 }
 
 /// Options that take a value and mean nothing to a profile.
@@ -193,6 +200,9 @@ pub fn parse_curl(command: &str) -> Result<CurlImport, CurlError> {
 /// [`parse_curl`], with `read` answering for the files the command names.
 pub fn parse_curl_with(command: &str, read: ReadFile<'_>) -> Result<CurlImport, CurlError> {
     let words = shell::split(command).map_err(|shell::Unclosed| CurlError::Quotes)?;
+    if words.iter().any(|word| word.starts_with(['‘', '’', '“', '”'])) {
+        return Err(CurlError::SmartQuotes);
+    }
     let mut words = words.into_iter();
     match words.next() {
         Some(first) if is_curl(&first) => {}
@@ -753,6 +763,8 @@ mod tests {
             ("curl 'https://h/x?api_key=abc'", CurlError::SecretInQuery("api_key".into())),
             ("curl -F a=b -d c https://h/", CurlError::FormAndData),
             ("curl -d @- https://h/", CurlError::DataFromStdin),
+            ("curl ‘https://h/x’", CurlError::SmartQuotes),
+            ("curl https://h/ -H “Accept: x”", CurlError::SmartQuotes),
         ];
         for (command, expected) in cases {
             assert_eq!(parse(command).unwrap_err(), expected, "{command}");
