@@ -15,6 +15,7 @@ use super::store::slug;
 use crate::engine::{
     BudgetSpec, ConfigError, LimitKey, LimiterConfig, MAX_CONCURRENCY, Rate, Registry, Unit, parse_duration,
 };
+use crate::http::redact::redact_url;
 use crate::http::retry::{Jitter, RetryConfigError, RetryPolicy};
 
 /// Everything a host turns into, checked.
@@ -154,7 +155,10 @@ impl HostProfile {
         let fail = |message: String| Err(InvalidSetting::new(at.clone(), format!("base_url: {message}")));
         let url = match Url::parse(self.base_url.trim()) {
             Ok(url) => url,
-            Err(err) => return fail(format!("'{}' is not a URL ({err}); try https://api.example.com", self.base_url)),
+            Err(err) => {
+                let shown = redact_url(&self.base_url);
+                return fail(format!("'{shown}' is not a URL ({err}); try https://api.example.com"));
+            }
         };
         // Credentials are checked before anything echoes the URL back.
         if !url.username().is_empty() || url.password().is_some() {
@@ -435,6 +439,8 @@ mod tests {
         let err = HostProfile::new("a", "https://user:hunter2@api.example.com").key().unwrap_err().to_string();
         assert!(err.contains("credentials"), "{err}");
         assert!(!err.contains("hunter2"), "{err}");
+        let err = HostProfile::new("a", "https://user:hunter2@[::1").key().unwrap_err().to_string();
+        assert!(err.contains("not a URL") && !err.contains("hunter2"), "{err}");
         let err = HostProfile::new("a", "https://api.example.com/?key=abc").key().unwrap_err().to_string();
         assert!(err.contains("query string") && !err.contains("abc"), "{err}");
     }

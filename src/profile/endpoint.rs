@@ -13,7 +13,7 @@ use super::model::{EndpointEntry, HostProfile};
 use crate::engine::parse_duration;
 use crate::files;
 use crate::http::header_cap::check_header_count;
-use crate::http::redact::{holds_secret, looks_secret};
+use crate::http::redact::{holds_secret, looks_secret, redact_url};
 use crate::http::{BatchPlan, CostRule};
 
 /// The largest body an endpoint sends (a file beyond it is refused, naming the cap).
@@ -124,13 +124,14 @@ impl EndpointEntry {
             },
         };
         if !self.path.starts_with('/') {
-            return fail("path", format!("'{}' must start with '/', such as /items", self.path));
+            return fail("path", format!("'{}' must start with '/', such as /items", redact_url(&self.path)));
         }
         let Ok(base) = Url::parse(base_url.trim()) else {
             return fail("path", "the host's base_url is not a URL".into());
         };
         let Ok(mut url) = base.join(&format!("{}{}", base.path().trim_end_matches('/'), self.path)) else {
-            return fail("path", format!("'{}' does not make a URL under {base_url}", self.path));
+            let (path, base) = (redact_url(&self.path), redact_url(base_url));
+            return fail("path", format!("'{path}' does not make a URL under {base}"));
         };
         if url.fragment().is_some() {
             return fail("path", "must not have a fragment (#...)".into());
@@ -274,6 +275,10 @@ mod tests {
         let cases = [
             (EndpointEntry { method: Some("GE T".into()), ..EndpointEntry::get("/a") }, "not an HTTP method"),
             (EndpointEntry::get("items"), "must start with '/'"),
+            (
+                EndpointEntry { name: "bad".into(), ..EndpointEntry::get("items?api_key=Bearer x") },
+                "must start with '/'",
+            ),
             (EndpointEntry::get("/a?api_key=1"), "looks like a secret"),
             (
                 EndpointEntry { query: BTreeMap::from([("token".into(), "1".into())]), ..EndpointEntry::get("/a") },
