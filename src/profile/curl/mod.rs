@@ -32,8 +32,8 @@ use crate::http::redact::{holds_secret, looks_secret, redact_header_line, redact
 /// kept as the file's absolute path; profiles are read up to 1 MiB).
 pub const MAX_INLINE_BODY: usize = 256 * 1024;
 
-/// What a curl command describes.
-#[derive(Debug, Clone, PartialEq)]
+/// What a curl command describes (`Debug` shows the credentials' names, never their values).
+#[derive(Clone, PartialEq)]
 pub struct CurlImport {
     /// Named after its `host[:port]`; `secret_headers` lists the credentials' header names.
     pub host: HostProfile,
@@ -44,6 +44,18 @@ pub struct CurlImport {
     pub secrets: Vec<(String, String)>,
     /// Options read but of no use to a profile (`-s`, `-L`, `-o FILE`, ...), values redacted.
     pub ignored: Vec<String>,
+}
+
+impl std::fmt::Debug for CurlImport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let secrets: Vec<(&str, &str)> = self.secrets.iter().map(|(name, _)| (name.as_str(), "***")).collect();
+        f.debug_struct("CurlImport")
+            .field("host", &self.host)
+            .field("endpoint", &self.endpoint)
+            .field("secrets", &secrets)
+            .field("ignored", &self.ignored)
+            .finish()
+    }
 }
 
 /// Why a command could not be read. No message holds a secret: URLs and headers are redacted.
@@ -699,6 +711,8 @@ mod tests {
         assert_eq!(import.ignored, ["-sS"]);
         let text = format!("{:?}", (&import.host, &import.endpoint));
         assert!(!text.contains("sk-live") && !text.contains("k-9"), "no secret in the profile: {text}");
+        let debug = format!("{import:?}");
+        assert!(debug.contains("authorization") && !debug.contains("sk-live"), "{debug}");
     }
 
     #[test]
