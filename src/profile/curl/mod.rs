@@ -8,8 +8,10 @@
 //! looks secret by the one rule of [`crate::http::redact`] never reaches the profile: such a
 //! header goes to the secret store (cookies from `-b` and `-H Cookie` joined into one), a query
 //! parameter or body field holding a value is refused with its name. An empty value is not a
-//! secret (`-H 'Authorization:'` is curl's way to drop the header). Every error shows URLs and
-//! headers redacted.
+//! secret (`-H 'Authorization:'` is curl's way to drop the header). A shell variable bash would
+//! expand (`-H "Authorization: Bearer $API_KEY"`, as API docs write it) is kept as the reference
+//! `${API_KEY}`, which the secret store resolves from the environment. Every error shows URLs
+//! and headers redacted.
 
 mod data;
 mod shell;
