@@ -287,6 +287,13 @@ impl Request {
         value: &mut impl FnMut(&str) -> Result<String, CurlError>,
         read: ReadFile<'_>,
     ) -> Result<(), CurlError> {
+        if let Some((flags, option)) = split_bundle(word) {
+            if flags.contains('G') {
+                self.get = true;
+            }
+            self.ignored.push(format!("-{flags}"));
+            return self.take(&option, value, read);
+        }
         let (option, attached) = split_attached(word);
         let mut value = |name: &str| attached.clone().map_or_else(|| value(name), Ok);
         let add_data = |kind, request: &mut Self, value: String| -> Result<(), CurlError> {
@@ -663,6 +670,15 @@ fn split_attached(word: &str) -> (&str, Option<String>) {
     }
 }
 
+/// `-sSo FILE`, `-sXPOST`: flags bundled before one option that takes a value → (`sS`, `-o`)
+/// and (`s`, `-XPOST`).
+fn split_bundle(word: &str) -> Option<(&str, String)> {
+    let body = word.strip_prefix('-').filter(|body| !body.starts_with('-'))?;
+    let at = body.find(|flag| !(IGNORED_SHORT.contains(flag) || flag == 'G')).filter(|&at| at > 0)?;
+    let option = format!("-{}", &body[at..]);
+    SHORT_WITH_VALUE.iter().any(|short| option.starts_with(short)).then(|| (&body[..at], option))
+}
+
 /// `-sSL`: short flags bundled, each one that means nothing to a profile (or `-G`).
 fn is_bundle(word: &str) -> bool {
     word.strip_prefix('-')
@@ -740,6 +756,10 @@ mod tests {
         let head = parse("curl -I --max-time 5 https://h/").unwrap();
         assert_eq!(head.endpoint.method.as_deref(), Some("HEAD"));
         assert_eq!(head.ignored, ["--max-time 5"]);
+        let bundled = parse("curl -sSo out.json -sXPUT https://h/x -sLH 'Accept: a'").unwrap();
+        assert_eq!(bundled.endpoint.method.as_deref(), Some("PUT"));
+        assert_eq!(bundled.endpoint.headers["Accept"], "a");
+        assert_eq!(bundled.ignored, ["-sS", "-o out.json", "-s", "-sL"]);
         let bearer = parse("curl --oauth2-bearer t0k https://h/").unwrap();
         assert_eq!(bearer.secrets, [("authorization".to_owned(), "Bearer t0k".to_owned())]);
     }
