@@ -217,7 +217,9 @@ pub fn parse_curl_with(command: &str, read: ReadFile<'_>) -> Result<CurlImport, 
     if words.iter().any(|word| word.starts_with(['‘', '’', '“', '”'])) {
         return Err(CurlError::SmartQuotes);
     }
-    let mut words = words.into_iter();
+    let mut words = words.into_iter().peekable();
+    // A shell prompt copied along (`$ curl ...`).
+    words.next_if(|word| matches!(word.as_str(), "$" | "%" | ">"));
     match words.next() {
         Some(first) if is_curl(&first) => {}
         Some(first) => return Err(CurlError::NotCurl(shortened(&redact_url(&first)))),
@@ -225,6 +227,11 @@ pub fn parse_curl_with(command: &str, read: ReadFile<'_>) -> Result<CurlImport, 
     }
     let mut request = Request::default();
     while let Some(word) = words.next() {
+        // What follows a pipe, a redirection or another command is not part of the request.
+        if matches!(word.as_str(), "|" | "||" | "&&" | ";" | ">" | ">>" | "2>" | "&") {
+            request.ignored.push(format!("everything from '{word}' on"));
+            break;
+        }
         let mut value = |option: &str| words.next().ok_or_else(|| CurlError::MissingValue(option.to_owned()));
         request.take(&word, &mut value, read)?;
     }
@@ -760,6 +767,11 @@ mod tests {
         assert_eq!(bundled.endpoint.method.as_deref(), Some("PUT"));
         assert_eq!(bundled.endpoint.headers["Accept"], "a");
         assert_eq!(bundled.ignored, ["-sS", "-o out.json", "-s", "-sL"]);
+        let piped = parse("$ curl https://h/x | jq . && echo done").unwrap();
+        assert_eq!(
+            (piped.endpoint.path.as_str(), piped.ignored.as_slice()),
+            ("/x", ["everything from '|' on".to_owned()].as_slice())
+        );
         let bearer = parse("curl --oauth2-bearer t0k https://h/").unwrap();
         assert_eq!(bearer.secrets, [("authorization".to_owned(), "Bearer t0k".to_owned())]);
     }
