@@ -184,6 +184,9 @@ impl HostProfile {
 
     fn header_map(&self) -> Result<HeaderMap, InvalidSetting> {
         let headers = checked_headers(&self.headers, &FieldPath::root().key("headers"), "headers")?;
+        crate::http::header_cap::check_header_count(self.secret_headers.len()).map_err(|err| {
+            InvalidSetting::new(FieldPath::root().key("secret_headers"), format!("secret_headers: {err}"))
+        })?;
         let mut secret = HashSet::new();
         for (index, name) in self.secret_headers.iter().enumerate() {
             let at = FieldPath::root().key("secret_headers").index(index);
@@ -537,6 +540,19 @@ mod tests {
         host.headers.insert("accept".into(), "application/json".into());
         host.secret_headers = vec!["ACCEPT".into()];
         assert!(host.default_headers().unwrap_err().to_string().contains("also in headers"));
+    }
+
+    #[test]
+    fn more_headers_than_a_request_may_carry_are_refused_naming_the_cap() {
+        let cap = crate::http::header_cap::MAX_REQUEST_HEADERS;
+        let mut host = host();
+        host.secret_headers = (0..=cap).map(|index| format!("x-key-{index}")).collect();
+        let err = host.default_headers().unwrap_err().to_string();
+        assert!(err.contains("secret_headers") && err.contains(&format!("more than the {cap}")), "{err}");
+        host.secret_headers.clear();
+        host.headers = (0..40_000).map(|index| (format!("x-h{index}"), "1".to_owned())).collect();
+        let err = host.default_headers().unwrap_err().to_string();
+        assert!(err.contains("headers: 40000 headers are more than the"), "{err}");
     }
 
     #[test]
