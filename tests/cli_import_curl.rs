@@ -134,7 +134,8 @@ fn a_stored_secret_is_kept_unless_replacing_is_asked_for() {
 fn too_many_headers_fail_naming_the_cap() {
     let dir = tempfile::tempdir().unwrap();
     let config = Some(dir.path());
-    let command = format!("curl https://h.example/ {}", "-H 'X-A: 1' ".repeat(24_577));
+    let headers: String = (0..24_577).map(|index| format!("-H 'X-A{index}: 1' ")).collect();
+    let command = format!("curl https://h.example/ {headers}");
     let (code, _, stderr) = run(config, ["profile", "import-curl", "p", "-"], &command);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("more than the 256 a request may carry"), "{stderr}");
@@ -150,6 +151,25 @@ fn too_many_headers_fail_naming_the_cap() {
     let (code, _, stderr) = run(config, ["profile", "import", file.to_str().unwrap()], "");
     assert!(code != 0 && code != 101, "exit {code}: {stderr}");
     assert!(stderr.contains("more than the 256 a request may carry"), "{stderr}");
+}
+
+/// A paste that would make the profile too large to read back is refused, and the profile
+/// it would have joined is kept as it was.
+#[test]
+fn an_import_that_would_make_the_profile_unreadable_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Some(dir.path());
+    let big = |path: &str| format!("curl https://h.example/{path} -H 'X-Big: {}'", "v".repeat(600_000));
+    let (code, _, stderr) = run(config, ["profile", "import-curl", "p", "-"], &big("a"));
+    assert_eq!(code, 0, "{stderr}");
+    let before = read(dir.path().join("profiles/p.toml"));
+    let command = big("b");
+    let (code, _, stderr) = run(config, ["profile", "import-curl", "p", "-"], &command);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("more than the 1 MiB a profile file may be; nothing was written"), "{stderr}");
+    assert_eq!(read(dir.path().join("profiles/p.toml")), before);
+    let (code, _, stderr) = run(config, ["profile", "show", "p"], "");
+    assert_eq!(code, 0, "{stderr}");
 }
 
 /// Finding 11: `-d @FILE` is read where the command runs and its text kept in the profile.

@@ -135,7 +135,8 @@ fn a_pasted_login_form_is_refused_naming_the_password_field_only() {
 #[test]
 fn an_upload_from_the_docs_reads_its_file_and_keeps_the_key_out() {
     let import = import("docs-bash-upload.txt").unwrap();
-    assert_eq!(import.secrets, [("authorization".to_owned(), "Bearer $EXAMPLE_API_KEY".to_owned())]);
+    let key = ("authorization".to_owned(), "Bearer ${EXAMPLE_API_KEY}".to_owned());
+    assert_eq!(import.secrets, [key], "the shell variable becomes a reference the secret store resolves");
     let endpoint = &import.endpoint;
     assert_eq!((endpoint.name.as_str(), endpoint.method.as_deref()), ("POST /v1/files", Some("POST")));
     let body = endpoint.body.as_deref().unwrap();

@@ -97,10 +97,13 @@ fn import_curl(store: &ProfileStore, name: &str, command: &str, replace_secrets:
     let mut profile = store.find(name)?.unwrap_or_else(|| Profile::new(name));
     let added = profile.add_curl_import(&import);
     profile.validate()?;
+    // The profile is written before the secrets: a profile that cannot be written (too large,
+    // broken) must not cost a secret it would have replaced.
     let mut filed = Filed::default();
+    let mut secrets = None;
     if !import.secrets.is_empty() {
-        let mut secrets = SecretStore::open_default()?;
-        filed = secrets.file_import(&profile.name, &added.host, &import.secrets, replace_secrets);
+        let mut secret_store = SecretStore::open_default()?;
+        filed = secret_store.file_import(&profile.name, &added.host, &import.secrets, replace_secrets);
         if !filed.kept.is_empty() {
             return Err(super::as_usage(anyhow::anyhow!(
                 "host '{}' of profile '{}' already has a different {} in the secret store; nothing was changed \
@@ -111,10 +114,13 @@ fn import_curl(store: &ProfileStore, name: &str, command: &str, replace_secrets:
             )));
         }
         if !filed.added.is_empty() || !filed.replaced.is_empty() {
-            secrets.save()?;
+            secrets = Some(secret_store);
         }
     }
     let path = store.save(&profile)?;
+    if let Some(secrets) = secrets {
+        secrets.save()?;
+    }
     let host = if added.new_host { "new host" } else { "host" };
     outln!(
         "added endpoint '{}' to {host} '{}' in profile '{}' ({})",

@@ -21,9 +21,12 @@
 //! `access_key`, `refresh_token` and `password` look secret; `Content-Type`, `X-Request-Id`,
 //! `max_tokens`, `page` and `client_id` do not. A false alarm costs little (a header goes to the
 //! secret store; a query parameter or body field is refused with its name), a miss leaks a key.
-//! An empty value is never a secret: callers check the value, this rule only the name.
+//! An empty value is never a secret ([`holds_secret`] checks both). [`secret_fields`] applies
+//! the rule to a form, JSON or multipart body.
 
 use std::borrow::Cow;
+
+use serde_json::Value;
 
 /// Last words that name a credential.
 const CREDENTIAL_WORDS: [&str; 24] = [
@@ -87,7 +90,8 @@ const JOINED: [&str; 27] = [
 /// Whole names (as written, any case) that carry a key by themselves.
 const WHOLE_NAMES: [&str; 2] = ["key", "appid"];
 /// Words before `key` that say the key is not a credential.
-const NOT_SECRET_KEYS: [&str; 20] = [
+const NOT_SECRET_KEYS: [&str; 21] = [
+    "socket",
     "idempotency",
     "idempotent",
     "cache",
@@ -95,7 +99,7 @@ const NOT_SECRET_KEYS: [&str; 20] = [
     "partition",
     "primary",
     "foreign",
-    "socket",
+    "websocket",
     "public",
     "publishable",
     "object",
@@ -134,6 +138,13 @@ pub fn looks_secret(name: &str) -> bool {
     if JOINED.contains(&last.as_str()) || last_two.as_deref().is_some_and(|joined| JOINED.contains(&joined)) {
         return true;
     }
+    // A name written in lower case lost its humps (`awssecretaccesskey`, `x-mytoken`): its last
+    // word still ends like a credential.
+    if JOINED.iter().chain(&ANYWHERE_WORDS).any(|end| last.ends_with(end))
+        || last.strip_suffix("token").is_some_and(|start| !start.is_empty() && !NOT_SECRET_TOKENS.contains(&start))
+    {
+        return true;
+    }
     if !CREDENTIAL_WORDS.contains(&last.as_str()) {
         return false;
     }
@@ -143,6 +154,97 @@ pub fn looks_secret(name: &str) -> bool {
         _ => &[],
     };
     !before.is_some_and(|before| excluded.contains(&before))
+}
+
+/// Whether a header, query parameter or body field named `name` holds a secret: its name looks
+/// secret and its value is not blank (an empty value is no secret).
+pub fn holds_secret(name: &str, value: &str) -> bool {
+    !value.trim().is_empty() && looks_secret(name)
+}
+
+/// The fields of `body` that look secret and hold something: in a multipart body (by the
+/// boundary of `content_type`), a JSON body (dotted paths: `auth.password`) or a form body.
+pub fn secret_fields(body: &str, content_type: Option<&str>) -> Vec<String> {
+    if let Some(boundary) = content_type.and_then(multipart_boundary) {
+        return multipart_secrets(body, boundary);
+    }
+    let mut found = Vec::new();
+    if let Ok(value) = serde_json::from_str::<Value>(body) {
+        json_secrets(&value, "", &mut found);
+        return found;
+    }
+    for (name, value) in url::form_urlencoded::parse(body.as_bytes()) {
+        if holds_secret(&name, &value) && !found.contains(&name.to_string()) {
+            found.push(name.into_owned());
+        }
+    }
+    found
+}
+
+/// The boundary of a `multipart/form-data` content type.
+fn multipart_boundary(content_type: &str) -> Option<&str> {
+    let (kind, parameters) = content_type.split_once(';')?;
+    if !kind.trim().eq_ignore_ascii_case("multipart/form-data") {
+        return None;
+    }
+    parameters.split(';').find_map(|parameter| {
+        let (name, value) = parameter.trim().split_once('=')?;
+        name.eq_ignore_ascii_case("boundary").then(|| value.trim_matches('"')).filter(|value| !value.is_empty())
+    })
+}
+
+fn multipart_secrets(body: &str, boundary: &str) -> Vec<String> {
+    let delimiter = format!("--{boundary}");
+    let mut found = Vec::new();
+    for part in body.split(delimiter.as_str()) {
+        let Some((head, content)) = part.split_once("\r\n\r\n").or_else(|| part.split_once("\n\n")) else {
+            continue;
+        };
+        let name = head.split(';').find_map(|field| {
+            let value = field.trim().strip_prefix("name=")?;
+            Some(value.trim_matches('"').to_owned())
+        });
+        if let Some(name) = name
+            && looks_secret(&name)
+            && !content.trim().is_empty()
+            && !found.contains(&name)
+        {
+            found.push(name);
+        }
+    }
+    found
+}
+
+/// Secret-looking keys with a value, anywhere in a JSON document.
+fn json_secrets(value: &Value, path: &str, found: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            for (key, inner) in map {
+                let at = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
+                if looks_secret(key) && !is_empty(inner) {
+                    found.push(at);
+                } else {
+                    json_secrets(inner, &at, found);
+                }
+            }
+        }
+        Value::Array(items) => {
+            for (index, item) in items.iter().enumerate() {
+                json_secrets(item, &format!("{path}[{index}]"), found);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn is_empty(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::String(text) => text.trim().is_empty(),
+        Value::Array(items) => items.is_empty(),
+        Value::Object(map) => map.is_empty(),
+        Value::Bool(_) | Value::Number(_) => false,
+    }
 }
 
 /// `name` as lower-case words: split at anything not a letter or digit, and where a capital
@@ -334,6 +436,7 @@ mod tests {
         "secretKey",
         "AWSSecretAccessKey",
         "new_password",
+        "x-mytoken",
         "passphrase",
     ];
 
@@ -380,6 +483,8 @@ mod tests {
         "keyword",
         "keys",
         "monkey",
+        "secretary",
+        "tokens",
         "q",
         "",
         "-_-",
@@ -388,10 +493,31 @@ mod tests {
     #[test]
     fn one_rule_names_the_credentials_of_real_apis_and_leaves_the_rest() {
         assert!(SECRET.len() >= 40, "the table covers at least 40 real names");
-        let missed: Vec<&str> = SECRET.iter().copied().filter(|name| !looks_secret(name)).collect();
+        // Header names reach the rule lower-cased too (`http::HeaderName`): the same answer.
+        let lower = |name: &&str| name.to_ascii_lowercase();
+        let secret: Vec<String> = SECRET.iter().map(|name| name.to_string()).chain(SECRET.iter().map(lower)).collect();
+        let plain: Vec<String> = PLAIN.iter().map(|name| name.to_string()).chain(PLAIN.iter().map(lower)).collect();
+        let missed: Vec<&String> = secret.iter().filter(|name| !looks_secret(name)).collect();
         assert!(missed.is_empty(), "secret names not recognised: {missed:?}");
-        let flagged: Vec<&str> = PLAIN.iter().copied().filter(|name| looks_secret(name)).collect();
+        let flagged: Vec<&String> = plain.iter().filter(|name| looks_secret(name)).collect();
         assert!(flagged.is_empty(), "plain names taken for secrets: {flagged:?}");
+    }
+
+    #[test]
+    fn secret_fields_are_found_in_forms_json_and_multipart_bodies() {
+        let form = "grant_type=refresh_token&client_id=app&client_secret=s3&refresh_token=r1&password=";
+        assert_eq!(secret_fields(form, None), ["client_secret", "refresh_token"], "an empty value is no secret");
+        let json =
+            r#"{"model":"m","max_tokens":5,"auth":{"user":"a","password":"p"},"items":[{"apiKey":"k"}],"token":null}"#;
+        assert_eq!(secret_fields(json, Some("application/json")), ["auth", "items[0].apiKey"]);
+        let graphql = r#"{"query":"mutation { login }","variables":{"input":{"refreshToken":"r"}}}"#;
+        assert_eq!(secret_fields(graphql, None), ["variables.input.refreshToken"]);
+        let multipart = "--XyZ\r\nContent-Disposition: form-data; name=\"title\"\r\n\r\nhi\r\n--XyZ\r\nContent-Disposition: form-data; name=\"api_key\"\r\n\r\nk-1\r\n--XyZ--\r\n";
+        assert_eq!(secret_fields(multipart, Some("multipart/form-data; boundary=XyZ")), ["api_key"]);
+        assert!(secret_fields("just some text", Some("text/plain")).is_empty());
+        assert!(
+            secret_fields(r#"{"model":"m","messages":[{"role":"user","content":"my password is"}]}"#, None).is_empty()
+        );
     }
 
     #[test]

@@ -15,6 +15,7 @@ use super::store::slug;
 use crate::engine::{
     BudgetSpec, ConfigError, LimitKey, LimiterConfig, MAX_CONCURRENCY, Rate, Registry, Unit, parse_duration,
 };
+use crate::http::redact::redact_url;
 use crate::http::retry::{Jitter, RetryConfigError, RetryPolicy};
 
 /// Everything a host turns into, checked.
@@ -155,7 +156,10 @@ impl HostProfile {
         let fail = |message: String| Err(InvalidSetting::new(at.clone(), format!("base_url: {message}")));
         let url = match Url::parse(self.base_url.trim()) {
             Ok(url) => url,
-            Err(err) => return fail(format!("'{}' is not a URL ({err}); try https://api.example.com", self.base_url)),
+            Err(err) => {
+                let shown = redact_url(&self.base_url);
+                return fail(format!("'{shown}' is not a URL ({err}); try https://api.example.com"));
+            }
         };
         // Credentials are checked before anything echoes the URL back.
         if !url.username().is_empty() || url.password().is_some() {
@@ -181,6 +185,9 @@ impl HostProfile {
 
     fn header_map(&self) -> Result<HeaderMap, InvalidSetting> {
         let headers = checked_headers(&self.headers, &FieldPath::root().key("headers"), "headers")?;
+        crate::http::header_cap::check_header_count(self.secret_headers.len()).map_err(|err| {
+            InvalidSetting::new(FieldPath::root().key("secret_headers"), format!("secret_headers: {err}"))
+        })?;
         let mut secret = HashSet::new();
         for (index, name) in self.secret_headers.iter().enumerate() {
             let at = FieldPath::root().key("secret_headers").index(index);
@@ -434,6 +441,8 @@ mod tests {
         let err = HostProfile::new("a", "https://user:hunter2@api.example.com").key().unwrap_err().to_string();
         assert!(err.contains("credentials"), "{err}");
         assert!(!err.contains("hunter2"), "{err}");
+        let err = HostProfile::new("a", "https://user:hunter2@[::1").key().unwrap_err().to_string();
+        assert!(err.contains("not a URL") && !err.contains("hunter2"), "{err}");
         let err = HostProfile::new("a", "https://api.example.com/?key=abc").key().unwrap_err().to_string();
         assert!(err.contains("query string") && !err.contains("abc"), "{err}");
     }
@@ -530,6 +539,19 @@ mod tests {
         host.headers.insert("accept".into(), "application/json".into());
         host.secret_headers = vec!["ACCEPT".into()];
         assert!(host.default_headers().unwrap_err().to_string().contains("also in headers"));
+    }
+
+    #[test]
+    fn more_headers_than_a_request_may_carry_are_refused_naming_the_cap() {
+        let cap = crate::http::header_cap::MAX_REQUEST_HEADERS;
+        let mut host = host();
+        host.secret_headers = (0..=cap).map(|index| format!("x-key-{index}")).collect();
+        let err = host.default_headers().unwrap_err().to_string();
+        assert!(err.contains("secret_headers") && err.contains(&format!("more than the {cap}")), "{err}");
+        host.secret_headers.clear();
+        host.headers = (0..40_000).map(|index| (format!("x-h{index}"), "1".to_owned())).collect();
+        let err = host.default_headers().unwrap_err().to_string();
+        assert!(err.contains("headers: 40000 headers are more than the"), "{err}");
     }
 
     #[test]

@@ -14,7 +14,7 @@ use crate::engine::{LimitKey, LimiterConfig, Unit, parse_duration};
 use crate::files;
 use crate::http::cost::{self, duplicate_unit};
 use crate::http::header_cap::check_header_count;
-use crate::http::redact::looks_secret;
+use crate::http::redact::{holds_secret, looks_secret, redact_url};
 use crate::http::{BatchPlan, CostRule};
 
 /// The largest body an endpoint sends (a file beyond it is refused, naming the cap).
@@ -189,20 +189,21 @@ impl EndpointEntry {
             },
         };
         if !self.path.starts_with('/') {
-            return fail("path", format!("'{}' must start with '/', such as /items", self.path));
+            return fail("path", format!("'{}' must start with '/', such as /items", redact_url(&self.path)));
         }
         let Ok(base) = Url::parse(base_url.trim()) else {
             return fail("path", "the host's base_url is not a URL".into());
         };
         let Ok(mut url) = base.join(&format!("{}{}", base.path().trim_end_matches('/'), self.path)) else {
-            return fail("path", format!("'{}' does not make a URL under {base_url}", self.path));
+            let (path, base) = (redact_url(&self.path), redact_url(base_url));
+            return fail("path", format!("'{path}' does not make a URL under {base}"));
         };
         if url.fragment().is_some() {
             return fail("path", "must not have a fragment (#...)".into());
         }
         // An empty value is no secret (`?token=` asks for none).
-        if url.query_pairs().any(|(name, value)| !value.is_empty() && looks_secret(&name))
-            || self.query.iter().any(|(name, value)| !value.is_empty() && looks_secret(name))
+        if url.query_pairs().any(|(name, value)| holds_secret(&name, &value))
+            || self.query.iter().any(|(name, value)| holds_secret(name, value))
         {
             return fail(
                 "query",
@@ -378,6 +379,10 @@ mod tests {
         let cases = [
             (EndpointEntry { method: Some("GE T".into()), ..EndpointEntry::get("/a") }, "not an HTTP method"),
             (EndpointEntry::get("items"), "must start with '/'"),
+            (
+                EndpointEntry { name: "bad".into(), ..EndpointEntry::get("items?api_key=Bearer x") },
+                "must start with '/'",
+            ),
             (EndpointEntry::get("/a?api_key=1"), "looks like a secret"),
             (
                 EndpointEntry { query: BTreeMap::from([("token".into(), "1".into())]), ..EndpointEntry::get("/a") },

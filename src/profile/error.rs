@@ -283,6 +283,20 @@ pub enum ProfileError {
     /// An in-memory secret store was asked to save.
     #[error("this secret store lives in memory only and cannot be saved")]
     NoSecretsFile,
+    /// A profile whose text would be larger than a profile file may be (it could not be read
+    /// back); nothing was written.
+    #[error(
+        "profile '{name}' would be {size} bytes, more than the {} a profile file may be; nothing was written",
+        crate::files::human_bytes(*cap)
+    )]
+    TooLarge {
+        /// The profile.
+        name: String,
+        /// Its text's length in bytes.
+        size: usize,
+        /// The most a profile file may hold.
+        cap: u64,
+    },
     /// The client the profile describes could not be built.
     #[error("could not build the client: {0}")]
     Client(ClientError),

@@ -222,6 +222,10 @@ impl ProfileStore {
     /// Writes `text` as the file of profile `name`, after the checks of [`save`](Self::save).
     fn write(&self, name: &str, text: &str) -> Result<PathBuf, ProfileError> {
         let path = self.path_of(name)?;
+        // What could not be read back is never written (a paste can make a huge profile).
+        if text.len() as u64 > MAX_PROFILE_BYTES {
+            return Err(ProfileError::TooLarge { name: name.to_owned(), size: text.len(), cap: MAX_PROFILE_BYTES });
+        }
         fs::create_dir_all(&self.dir).map_err(ProfileError::io("create", &self.dir))?;
         if let Some(existing) = self.replaced(name, &path)? {
             files::write_bytes(&backup_of(&path), &existing, WriteOptions { private: true })?;

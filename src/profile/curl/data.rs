@@ -1,14 +1,11 @@
 //! The body a curl command sends, built from its data options as curl builds it (`-d`,
-//! `--data-raw`, `--data-binary`, `--data-urlencode`, `--json`, `-F`), and the fields of a body
-//! that look secret (form, JSON and multipart bodies, by the rule of [`crate::http::redact`]).
+//! `--data-raw`, `--data-binary`, `--data-urlencode`, `--json`, `-F`).
 
 use std::path::{Path, PathBuf};
 
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
-use serde_json::Value;
 
 use super::CurlError;
-use crate::http::redact::looks_secret;
 
 /// What `--data-urlencode` leaves as is (curl's `curl_easy_escape`: RFC 3986's unreserved).
 const UNRESERVED: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
@@ -159,91 +156,6 @@ pub(crate) fn multipart(parts: &[FormPart]) -> String {
     body
 }
 
-/// The fields of `body` that look secret and hold something: in a multipart body (by the
-/// boundary of `content_type`), a JSON body (dotted paths: `auth.password`) or a form body.
-pub(crate) fn secret_fields(body: &str, content_type: Option<&str>) -> Vec<String> {
-    if let Some(boundary) = content_type.and_then(multipart_boundary) {
-        return multipart_secrets(body, boundary);
-    }
-    let mut found = Vec::new();
-    if let Ok(value) = serde_json::from_str::<Value>(body) {
-        json_secrets(&value, "", &mut found);
-        return found;
-    }
-    for (name, value) in url::form_urlencoded::parse(body.as_bytes()) {
-        if !value.trim().is_empty() && looks_secret(&name) && !found.contains(&name.to_string()) {
-            found.push(name.into_owned());
-        }
-    }
-    found
-}
-
-/// The boundary of a `multipart/form-data` content type.
-fn multipart_boundary(content_type: &str) -> Option<&str> {
-    let (kind, parameters) = content_type.split_once(';')?;
-    if !kind.trim().eq_ignore_ascii_case("multipart/form-data") {
-        return None;
-    }
-    parameters.split(';').find_map(|parameter| {
-        let (name, value) = parameter.trim().split_once('=')?;
-        name.eq_ignore_ascii_case("boundary").then(|| value.trim_matches('"')).filter(|value| !value.is_empty())
-    })
-}
-
-fn multipart_secrets(body: &str, boundary: &str) -> Vec<String> {
-    let delimiter = format!("--{boundary}");
-    let mut found = Vec::new();
-    for part in body.split(delimiter.as_str()) {
-        let Some((head, content)) = part.split_once("\r\n\r\n").or_else(|| part.split_once("\n\n")) else {
-            continue;
-        };
-        let name = head.split(';').find_map(|field| {
-            let value = field.trim().strip_prefix("name=")?;
-            Some(value.trim_matches('"').to_owned())
-        });
-        if let Some(name) = name
-            && looks_secret(&name)
-            && !content.trim().is_empty()
-            && !found.contains(&name)
-        {
-            found.push(name);
-        }
-    }
-    found
-}
-
-/// Secret-looking keys with a value, anywhere in a JSON document.
-fn json_secrets(value: &Value, path: &str, found: &mut Vec<String>) {
-    match value {
-        Value::Object(map) => {
-            for (key, inner) in map {
-                let at = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
-                if looks_secret(key) && !is_empty(inner) {
-                    found.push(at);
-                } else {
-                    json_secrets(inner, &at, found);
-                }
-            }
-        }
-        Value::Array(items) => {
-            for (index, item) in items.iter().enumerate() {
-                json_secrets(item, &format!("{path}[{index}]"), found);
-            }
-        }
-        _ => {}
-    }
-}
-
-fn is_empty(value: &Value) -> bool {
-    match value {
-        Value::Null => true,
-        Value::String(text) => text.trim().is_empty(),
-        Value::Array(items) => items.is_empty(),
-        Value::Object(map) => map.is_empty(),
-        Value::Bool(_) | Value::Number(_) => false,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -302,22 +214,5 @@ mod tests {
         );
         assert_eq!(form_part("novalue", false, &files), Err(CurlError::BadForm));
         assert!(matches!(form_part("p=@photo.png", false, &files), Err(CurlError::BinaryData(_))));
-    }
-
-    #[test]
-    fn secret_fields_are_found_in_forms_json_and_multipart_bodies() {
-        let form = "grant_type=refresh_token&client_id=app&client_secret=s3&refresh_token=r1&password=";
-        assert_eq!(secret_fields(form, None), ["client_secret", "refresh_token"], "an empty value is no secret");
-        let json =
-            r#"{"model":"m","max_tokens":5,"auth":{"user":"a","password":"p"},"items":[{"apiKey":"k"}],"token":null}"#;
-        assert_eq!(secret_fields(json, Some("application/json")), ["auth", "items[0].apiKey"]);
-        let graphql = r#"{"query":"mutation { login }","variables":{"input":{"refreshToken":"r"}}}"#;
-        assert_eq!(secret_fields(graphql, None), ["variables.input.refreshToken"]);
-        let multipart = "--XyZ\r\nContent-Disposition: form-data; name=\"title\"\r\n\r\nhi\r\n--XyZ\r\nContent-Disposition: form-data; name=\"api_key\"\r\n\r\nk-1\r\n--XyZ--\r\n";
-        assert_eq!(secret_fields(multipart, Some("multipart/form-data; boundary=XyZ")), ["api_key"]);
-        assert!(secret_fields("just some text", Some("text/plain")).is_empty());
-        assert!(
-            secret_fields(r#"{"model":"m","messages":[{"role":"user","content":"my password is"}]}"#, None).is_empty()
-        );
     }
 }

@@ -8,8 +8,10 @@
 //! looks secret by the one rule of [`crate::http::redact`] never reaches the profile: such a
 //! header goes to the secret store (cookies from `-b` and `-H Cookie` joined into one), a query
 //! parameter or body field holding a value is refused with its name. An empty value is not a
-//! secret (`-H 'Authorization:'` is curl's way to drop the header). Every error shows URLs and
-//! headers redacted.
+//! secret (`-H 'Authorization:'` is curl's way to drop the header). A shell variable bash would
+//! expand (`-H "Authorization: Bearer $API_KEY"`, as API docs write it) is kept as the reference
+//! `${API_KEY}`, which the secret store resolves from the environment. Every error shows URLs
+//! and headers redacted.
 
 mod data;
 mod shell;
@@ -26,14 +28,14 @@ use data::{DataKind, FormPart, Piece};
 
 use super::model::{EndpointEntry, HostProfile, Profile};
 use crate::http::header_cap::{TooManyHeaders, check_header_count};
-use crate::http::redact::{looks_secret, redact_header_line, redact_url};
+use crate::http::redact::{holds_secret, looks_secret, redact_header_line, redact_url, secret_fields};
 
 /// The largest body an import keeps in the profile itself (a larger `--data-binary @FILE` is
 /// kept as the file's absolute path; profiles are read up to 1 MiB).
 pub const MAX_INLINE_BODY: usize = 256 * 1024;
 
-/// What a curl command describes.
-#[derive(Debug, Clone, PartialEq)]
+/// What a curl command describes (`Debug` shows the credentials' names, never their values).
+#[derive(Clone, PartialEq)]
 pub struct CurlImport {
     /// Named after its `host[:port]`; `secret_headers` lists the credentials' header names.
     pub host: HostProfile,
@@ -44,6 +46,18 @@ pub struct CurlImport {
     pub secrets: Vec<(String, String)>,
     /// Options read but of no use to a profile (`-s`, `-L`, `-o FILE`, ...), values redacted.
     pub ignored: Vec<String>,
+}
+
+impl std::fmt::Debug for CurlImport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let secrets: Vec<(&str, &str)> = self.secrets.iter().map(|(name, _)| (name.as_str(), "***")).collect();
+        f.debug_struct("CurlImport")
+            .field("host", &self.host)
+            .field("endpoint", &self.endpoint)
+            .field("secrets", &secrets)
+            .field("ignored", &self.ignored)
+            .finish()
+    }
 }
 
 /// Why a command could not be read. No message holds a secret: URLs and headers are redacted.
@@ -113,9 +127,16 @@ pub enum CurlError {
     FormAndData,
     /// A body too long to keep inside a profile.
     #[error(
-        "the body is {0} bytes, more than the {MAX_INLINE_BODY} a profile keeps inline; save it in a file and use --data-binary @FILE"
+        "the body is {size} bytes, more than the {cap} a profile keeps inline; save it in a file and use --data-binary @FILE",
+        size = .0,
+        cap = crate::files::human_bytes(MAX_INLINE_BODY as u64)
     )]
     BodyTooLarge(usize),
+    /// Typographic quotes (from a web page or a chat), which no shell reads as quotes.
+    #[error(
+        "the command has typographic quotes (‘ ’ “ ”), which a shell does not read as quotes; type them as ' or \""
+    )]
+    SmartQuotes,
 }
 
 /// Options that take a value and mean nothing to a profile.
@@ -193,7 +214,12 @@ pub fn parse_curl(command: &str) -> Result<CurlImport, CurlError> {
 /// [`parse_curl`], with `read` answering for the files the command names.
 pub fn parse_curl_with(command: &str, read: ReadFile<'_>) -> Result<CurlImport, CurlError> {
     let words = shell::split(command).map_err(|shell::Unclosed| CurlError::Quotes)?;
-    let mut words = words.into_iter();
+    if words.iter().any(|word| word.starts_with(['‘', '’', '“', '”'])) {
+        return Err(CurlError::SmartQuotes);
+    }
+    let mut words = words.into_iter().peekable();
+    // A shell prompt copied along (`$ curl ...`).
+    words.next_if(|word| matches!(word.as_str(), "$" | "%" | ">"));
     match words.next() {
         Some(first) if is_curl(&first) => {}
         Some(first) => return Err(CurlError::NotCurl(shortened(&redact_url(&first)))),
@@ -201,6 +227,11 @@ pub fn parse_curl_with(command: &str, read: ReadFile<'_>) -> Result<CurlImport, 
     }
     let mut request = Request::default();
     while let Some(word) = words.next() {
+        // What follows a pipe, a redirection or another command is not part of the request.
+        if matches!(word.as_str(), "|" | "||" | "&&" | ";" | ">" | ">>" | "2>" | "&") {
+            request.ignored.push(format!("everything from '{word}' on"));
+            break;
+        }
         let mut value = |option: &str| words.next().ok_or_else(|| CurlError::MissingValue(option.to_owned()));
         request.take(&word, &mut value, read)?;
     }
@@ -220,6 +251,16 @@ fn shortened(text: &str) -> String {
         Some((at, _)) => format!("{}…", &text[..at]),
         None => text.to_owned(),
     }
+}
+
+/// A field or parameter name as a message shows it: as written when it reads like a name
+/// (letters, digits, `-_.[]`, at most 64), else described (a name made of anything may hold
+/// what it should not).
+fn shown_name(name: &str) -> String {
+    let plain = name.len() <= 64
+        && !name.is_empty()
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '[' | ']'));
+    if plain { name.to_owned() } else { "(a field whose name looks secret)".to_owned() }
 }
 
 /// A word taken for a URL, as a message shows it: redacted, or `***` when it does not look
@@ -253,6 +294,13 @@ impl Request {
         value: &mut impl FnMut(&str) -> Result<String, CurlError>,
         read: ReadFile<'_>,
     ) -> Result<(), CurlError> {
+        if let Some((flags, option)) = split_bundle(word) {
+            if flags.contains('G') {
+                self.get = true;
+            }
+            self.ignored.push(format!("-{flags}"));
+            return self.take(&option, value, read);
+        }
         let (option, attached) = split_attached(word);
         let mut value = |name: &str| attached.clone().map_or_else(|| value(name), Ok);
         let add_data = |kind, request: &mut Self, value: String| -> Result<(), CurlError> {
@@ -306,7 +354,14 @@ impl Request {
                 }
                 self.ignored.push(option.to_owned());
             }
-            _ if option.starts_with("--") => return Err(CurlError::Unsupported(shortened(option))),
+            _ if option.starts_with("--") => {
+                let name: String = option
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.'))
+                    .take(40)
+                    .collect();
+                return Err(CurlError::Unsupported(name));
+            }
             // A short option may carry its value (a password) in the same word: name it alone.
             _ if option.starts_with('-') && option.len() > 1 => {
                 let name: String = option.chars().take(2).collect();
@@ -359,7 +414,7 @@ impl Request {
     fn finish(mut self) -> Result<CurlImport, CurlError> {
         let text = self.url.take().ok_or(CurlError::NoUrl)?;
         // curl assumes http:// for a bare host.
-        let with_scheme = if text.contains("://") { text.clone() } else { format!("http://{text}") };
+        let with_scheme = if has_scheme(&text) { text.clone() } else { format!("http://{text}") };
         let bad = |why: &str| CurlError::BadUrl { url: shortened(&redact_url(&text)), why: why.to_owned() };
         let mut url = Url::parse(&with_scheme).map_err(|err| bad(&err.to_string()))?;
         if !matches!(url.scheme(), "http" | "https") {
@@ -385,6 +440,13 @@ impl Request {
         check_header_count(headers.len())?;
 
         let (mut body, body_file) = self.body(&mut headers)?;
+        // Checked before -G moves it into the query: a JSON body there would hide its fields.
+        if let Some(text) = &body
+            && let Some(field) = secret_fields(text, content_type(&headers)).into_iter().next()
+        {
+            let shown = shown_name(&field);
+            return Err(if self.get { CurlError::SecretInQuery(shown) } else { CurlError::SecretInBody(shown) });
+        }
         let mut query: Vec<String> =
             url.query().filter(|query| !query.is_empty()).map(str::to_owned).into_iter().collect();
         if self.get
@@ -399,12 +461,10 @@ impl Request {
         if !query.is_empty() {
             url.set_query(Some(&query.join("&")));
         }
-        if let Some(secret) = url
-            .query_pairs()
-            .find(|(name, value)| !value.trim().is_empty() && looks_secret(name))
-            .map(|(name, _)| name.into_owned())
+        if let Some(secret) =
+            url.query_pairs().find(|(name, value)| holds_secret(name, value)).map(|(name, _)| name.into_owned())
         {
-            return Err(CurlError::SecretInQuery(shortened(&secret)));
+            return Err(CurlError::SecretInQuery(shown_name(&secret)));
         }
         if self.json {
             for (name, default) in [("Content-Type", "application/json"), ("Accept", "application/json")] {
@@ -414,13 +474,6 @@ impl Request {
                     headers.push((name.into(), default.into()));
                 }
             }
-        }
-        let content_type =
-            headers.iter().find(|(name, _)| name.eq_ignore_ascii_case("content-type")).map(|(_, value)| value.as_str());
-        if let Some(text) = &body
-            && let Some(field) = data::secret_fields(text, content_type).into_iter().next()
-        {
-            return Err(CurlError::SecretInBody(shortened(&field)));
         }
         if let Some(text) = &body
             && text.len() > MAX_INLINE_BODY
@@ -477,12 +530,8 @@ impl Request {
             match std::str::from_utf8(bytes) {
                 Ok(text) if text.len() <= MAX_INLINE_BODY => return Ok((Some(text.to_owned()), None)),
                 Ok(text) => {
-                    let content_type = headers
-                        .iter()
-                        .find(|(name, _)| name.eq_ignore_ascii_case("content-type"))
-                        .map(|(_, value)| value.as_str());
-                    if let Some(field) = data::secret_fields(text, content_type).into_iter().next() {
-                        return Err(CurlError::SecretInBody(shortened(&field)));
+                    if let Some(field) = secret_fields(text, content_type(headers)).into_iter().next() {
+                        return Err(CurlError::SecretInBody(shown_name(&field)));
                     }
                     return Ok((None, Some(path.clone())));
                 }
@@ -501,6 +550,22 @@ impl Request {
         }
         Ok(((!texts.is_empty()).then(|| texts.join("&")), None))
     }
+}
+
+/// The content type the request is sent with: the last `Content-Type` given (the profile keeps
+/// the last of a name).
+fn content_type(headers: &[(String, String)]) -> Option<&str> {
+    headers.iter().rev().find(|(name, _)| name.eq_ignore_ascii_case("content-type")).map(|(_, value)| value.as_str())
+}
+
+/// Whether `text` starts with a scheme: `name:` then `/` (`http:/h` is http, as curl and the
+/// URL standard read it; `localhost:8787` is a host and port).
+fn has_scheme(text: &str) -> bool {
+    text.split_once(':').is_some_and(|(scheme, rest)| {
+        rest.starts_with('/')
+            && scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+            && scheme.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+    })
 }
 
 /// Every `Cookie` header joined into one (`-b` and `-H Cookie` both count), where the first was.
@@ -582,7 +647,7 @@ fn split_secrets(
     for (name, value) in headers {
         let lower = name.to_ascii_lowercase();
         if looks_secret(&lower) {
-            if value.trim().is_empty() {
+            if !holds_secret(&lower, &value) {
                 continue;
             }
             if !host.secret_headers.contains(&lower) {
@@ -610,6 +675,15 @@ fn split_attached(word: &str) -> (&str, Option<String>) {
         Some(short) => (short, Some(word[2..].to_owned())),
         None => (word, None),
     }
+}
+
+/// `-sSo FILE`, `-sXPOST`: flags bundled before one option that takes a value → (`sS`, `-o`)
+/// and (`s`, `-XPOST`).
+fn split_bundle(word: &str) -> Option<(&str, String)> {
+    let body = word.strip_prefix('-').filter(|body| !body.starts_with('-'))?;
+    let at = body.find(|flag| !(IGNORED_SHORT.contains(flag) || flag == 'G')).filter(|&at| at > 0)?;
+    let option = format!("-{}", &body[at..]);
+    SHORT_WITH_VALUE.iter().any(|short| option.starts_with(short)).then(|| (&body[..at], option))
 }
 
 /// `-sSL`: short flags bundled, each one that means nothing to a profile (or `-G`).
@@ -662,6 +736,8 @@ mod tests {
         assert_eq!(import.ignored, ["-sS"]);
         let text = format!("{:?}", (&import.host, &import.endpoint));
         assert!(!text.contains("sk-live") && !text.contains("k-9"), "no secret in the profile: {text}");
+        let debug = format!("{import:?}");
+        assert!(debug.contains("authorization") && !debug.contains("sk-live"), "{debug}");
     }
 
     #[test]
@@ -687,6 +763,15 @@ mod tests {
         let head = parse("curl -I --max-time 5 https://h/").unwrap();
         assert_eq!(head.endpoint.method.as_deref(), Some("HEAD"));
         assert_eq!(head.ignored, ["--max-time 5"]);
+        let bundled = parse("curl -sSo out.json -sXPUT https://h/x -sLH 'Accept: a'").unwrap();
+        assert_eq!(bundled.endpoint.method.as_deref(), Some("PUT"));
+        assert_eq!(bundled.endpoint.headers["Accept"], "a");
+        assert_eq!(bundled.ignored, ["-sS", "-o out.json", "-s", "-sL"]);
+        let piped = parse("$ curl https://h/x | jq . && echo done").unwrap();
+        assert_eq!(
+            (piped.endpoint.path.as_str(), piped.ignored.as_slice()),
+            ("/x", ["everything from '|' on".to_owned()].as_slice())
+        );
         let bearer = parse("curl --oauth2-bearer t0k https://h/").unwrap();
         assert_eq!(bearer.secrets, [("authorization".to_owned(), "Bearer t0k".to_owned())]);
     }
@@ -726,6 +811,8 @@ mod tests {
             ("curl 'https://h/x?api_key=abc'", CurlError::SecretInQuery("api_key".into())),
             ("curl -F a=b -d c https://h/", CurlError::FormAndData),
             ("curl -d @- https://h/", CurlError::DataFromStdin),
+            ("curl ‘https://h/x’", CurlError::SmartQuotes),
+            ("curl https://h/ -H “Accept: x”", CurlError::SmartQuotes),
         ];
         for (command, expected) in cases {
             assert_eq!(parse(command).unwrap_err(), expected, "{command}");

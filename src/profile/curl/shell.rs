@@ -60,6 +60,11 @@ impl Word {
         self.started = true;
     }
 
+    fn push_str(&mut self, text: &str) {
+        self.bytes.extend_from_slice(text.as_bytes());
+        self.started = true;
+    }
+
     fn finish(&mut self, words: &mut Vec<String>) {
         if self.started {
             words.push(text_of(&std::mem::take(&mut self.bytes)));
@@ -117,11 +122,35 @@ fn split_bash(text: &str) -> Result<Vec<String>, Unclosed> {
                 chars.next();
                 double_quoted(&mut chars, &mut word)?;
             }
+            '$' => variable(&mut chars, &mut word),
             other => word.push(other),
         }
     }
     word.finish(&mut words);
     Ok(words)
+}
+
+/// After a `$` that bash would expand (outside single quotes): `$NAME` and `${NAME}` become
+/// the reference `${NAME}`, which the secret store resolves from the environment when a client
+/// is built — so `-H "Authorization: Bearer $API_KEY"` from an API's docs works as it did in the
+/// shell. Anything else after the `$` is kept as written.
+fn variable(chars: &mut Chars<'_>, word: &mut Word) {
+    let braced = chars.next_if_eq(&'{').is_some();
+    let mut name = String::new();
+    while let Some(c) = chars.next_if(|&c| c.is_ascii_alphanumeric() || c == '_') {
+        name.push(c);
+    }
+    let valid = name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_');
+    let closed = !braced || chars.next_if_eq(&'}').is_some();
+    if valid && closed {
+        word.push_str(&format!("${{{name}}}"));
+    } else {
+        word.push('$');
+        if braced {
+            word.push('{');
+        }
+        word.push_str(&name);
+    }
 }
 
 type Chars<'a> = std::iter::Peekable<std::str::Chars<'a>>;
@@ -139,6 +168,7 @@ fn double_quoted(chars: &mut Chars<'_>, word: &mut Word) -> Result<(), Unclosed>
                 }
                 _ => word.push('\\'),
             },
+            '$' => variable(chars, word),
             inner => word.push(inner),
         }
     }
@@ -360,7 +390,11 @@ mod tests {
         assert_eq!(bash("curl 'it'\\''s' ''"), ["curl", "it's", ""]);
         assert_eq!(bash("curl \\\n  -s \\\r\n  x"), ["curl", "-s", "x"]);
         assert_eq!(bash("curl x # a comment 'unclosed\n -s a#b"), ["curl", "x", "-s", "a#b"]);
-        assert_eq!(bash("curl \"$HOME\" $TOKEN"), ["curl", "$HOME", "$TOKEN"], "no expansion");
+        assert_eq!(
+            bash("curl \"Bearer $TOKEN\" ${HOME}/x '$KEEP' \\$KEEP $5 ${bad-name} $"),
+            ["curl", "Bearer ${TOKEN}", "${HOME}/x", "$KEEP", "$KEEP", "$5", "${bad-name}", "$"],
+            "what bash expands becomes a reference; the rest stays"
+        );
         assert_eq!(split("curl 'x"), Err(Unclosed));
         assert_eq!(split("curl \"x"), Err(Unclosed));
         assert_eq!(split("curl $'x\\'"), Err(Unclosed));
