@@ -87,7 +87,7 @@ fn no_message_of_an_import_echoes_a_credential() {
     let (code, stdout, stderr) =
         run(config, ["profile", "import-curl", "p", "curl -x http://user:PASS1@proxy:3128 https://h.example/"], "");
     assert_eq!(code, 0, "{stderr}");
-    assert!(stdout.contains("ignored: -x http://***@proxy:3128/"), "{stdout}");
+    assert!(stdout.contains("ignored: -x http://user:***@proxy:3128/"), "{stdout}");
     assert!(!stdout.contains("PASS1"), "{stdout}");
 }
 

@@ -296,21 +296,27 @@ pub fn redact_header_line(line: &str) -> String {
     }
 }
 
-/// A URL (or text meant to be one) fit for a message: user name and password become `***`, and
-/// so do the values of query and fragment parameters whose names look secret
-/// (`https://u:pw@h/x?key=abc&page=2` → `https://***@h/x?key=***&page=2`). Text that does not
+/// A URL (or text meant to be one) fit for a message: a password becomes `***` (and a user name
+/// without a password, often a key), and so do the values of query and fragment parameters
+/// whose names look secret (`https://u:pw@h/x?key=abc&page=2` → `https://u:***@h/x?key=***&page=2`). Text that does not
 /// parse keeps nothing before its last `@`.
 pub fn redact_url(text: impl AsRef<str>) -> String {
     let text = text.as_ref();
     let parsed = scheme_end(text).and_then(|_| url::Url::parse(text).ok()).filter(url::Url::has_host);
     let Some(mut url) = parsed else { return redact_unparsed(text) };
-    let had_user = !url.username().is_empty() || url.password().is_some();
+    let user = url.username().to_owned();
+    let has_password = url.password().is_some();
     // Neither can fail on a URL that had credentials (it has a host).
     let _ = url.set_password(None);
     let _ = url.set_username("");
     let mut shown = url.to_string();
-    if had_user && let Some(at) = shown.find("://") {
-        shown.insert_str(at + 3, &format!("{MASK}@"));
+    if (has_password || !user.is_empty())
+        && let Some(at) = shown.find("://")
+    {
+        // A user name beside a password names who logs in (`alice:***@`); alone it is often
+        // the key itself (`sk_live_…@`), so it goes too.
+        let credentials = if has_password { format!("{user}:{MASK}@") } else { format!("{MASK}@") };
+        shown.insert_str(at + 3, &credentials);
     }
     redact_parameters(&shown).into_owned()
 }
@@ -542,9 +548,9 @@ mod tests {
     #[test]
     fn urls_lose_their_credentials_and_secret_parameters() {
         let cases = [
-            ("https://alice:PW@h.example/x?page=2", "https://***@h.example/x?page=2"),
+            ("https://alice:PW@h.example/x?page=2", "https://alice:***@h.example/x?page=2"),
             ("https://tok@h.example/", "https://***@h.example/"),
-            ("http://u:p@proxy:3128", "http://***@proxy:3128/"),
+            ("http://u:p@proxy:3128", "http://u:***@proxy:3128/"),
             ("https://h.example/x?key=abc&page=2&api_key=", "https://h.example/x?key=***&page=2&api_key="),
             ("https://h.example/cb#access_token=abc&state=1", "https://h.example/cb#access_token=***&state=1"),
             (
@@ -567,9 +573,9 @@ mod tests {
     #[test]
     fn parsed_urls_in_messages_hide_user_info_and_secret_parameters() {
         let shown = |text: &str| redact_url(url::Url::parse(text).unwrap());
-        assert_eq!(shown("http://alice:PW@host/x"), "http://***@host/x");
+        assert_eq!(shown("http://alice:PW@host/x"), "http://alice:***@host/x");
         assert_eq!(shown("https://sk_live_123@api.example.com/v1"), "https://***@api.example.com/v1");
-        assert_eq!(shown("http://alice:p%40ss@h:8080/a?b=1#f"), "http://***@h:8080/a?b=1#f");
+        assert_eq!(shown("http://alice:p%40ss@h:8080/a?b=1#f"), "http://alice:***@h:8080/a?b=1#f");
         let cases = [
             ("http://h/x?api_key=K&page=2", "http://h/x?api_key=***&page=2"),
             ("http://h/x?access_token=T", "http://h/x?access_token=***"),

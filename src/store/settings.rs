@@ -217,17 +217,9 @@ impl fmt::Display for SharedReport {
     }
 }
 
-/// `redis://user:secret@host` → `redis://user:***@host`: an ACL user name stays (it names who
-/// connects, not a key); passwords and secret-looking query values go ([`crate::http::redact_url`]).
+/// `redis://user:secret@host` → `redis://user:***@host` ([`crate::http::redact_url`]).
 fn redacted_url(text: &str) -> String {
     match url::Url::parse(text) {
-        Ok(mut url) if url.password().is_some() => {
-            let user = url.username().to_owned();
-            // Neither can fail: the URL has a host, since it had a password.
-            let _ = url.set_password(None);
-            let _ = url.set_username("");
-            crate::http::redact_url(&url).replacen("://", &format!("://{user}:***@"), 1)
-        }
         Ok(url) => crate::http::redact_url(&url),
         // Not a URL: keep only what follows the last '@' (the host), if there is one.
         Err(_) => text.rsplit_once('@').map_or_else(|| text.to_owned(), |(_, host)| format!("***@{host}")),

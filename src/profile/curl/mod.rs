@@ -870,9 +870,9 @@ mod tests {
             assert!(!err.contains("sk-X"), "{command}: {err}");
         }
         let proxy = parse("curl -x http://user:PASS@proxy:3128 -U bob:PASS2 https://h/").unwrap();
-        assert_eq!(proxy.ignored, ["-x http://***@proxy:3128/", "-U ***"]);
+        assert_eq!(proxy.ignored, ["-x http://user:***@proxy:3128/", "-U ***"]);
         let two = parse("curl https://u:pw@a.example/ https://b.example/").unwrap_err();
-        assert_eq!(two, CurlError::TwoUrls("https://***@a.example/".into(), "https://b.example/".into()));
+        assert_eq!(two, CurlError::TwoUrls("https://u:***@a.example/".into(), "https://b.example/".into()));
     }
 
     /// Finding 4: an empty header is curl's way to drop it, and no secret.
