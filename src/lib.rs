@@ -234,6 +234,7 @@ pub mod mock;
 pub mod probe;
 pub mod profile;
 pub mod proxy;
+pub mod redact;
 pub mod run;
 pub mod sim;
 pub mod store;

@@ -391,3 +391,26 @@ async fn huge_header_values_reach_the_csv_compactly() {
     assert!(row.contains(",1e308,"), "{row}");
     assert!(row.len() < 200, "{row}");
 }
+
+/// A shared store that is not there when a fail-closed burst starts is an error before any
+/// request, not an endless wait; fail-open sends without it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_shared_store_is_an_error_before_any_request() {
+    let http = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let redis = format!("redis://{free}");
+    let url = format!("{}items", http.url());
+    let base = ["burst", &url, "-n", "2", "--rate", "5/1s", "--redis", &redis, "--shared-key", "gone", "--json"];
+    let (code, stdout, stderr) = ratescope(dir.path(), args(&base)).await;
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    assert!(stderr.contains(&format!("the shared budget store at {redis} cannot be reached")), "{stderr}");
+    assert!(stderr.contains("--on-redis-failure fail-open"), "{stderr}");
+    assert_eq!(http.arrivals().len(), 0, "nothing was sent");
+    let mut open = args(&base);
+    open.extend(["--on-redis-failure".to_owned(), "fail-open".to_owned()]);
+    let (code, stdout, stderr) = ratescope(dir.path(), open).await;
+    assert_eq!(code, 0, "{stderr}");
+    let summary: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(summary["succeeded"], 2, "{summary}");
+}

@@ -2,7 +2,7 @@
 //!
 //! Two kinds of input. Raw text (anything not starting with 0xFF, such as the browser pastes in
 //! the seeds): the reader never panics, and whatever it accepts keeps no secret in the profile by
-//! the one rule (`http::redact`): no endpoint header whose name looks secret, no query parameter
+//! the one rule (`ratescope::redact`): no endpoint header whose name looks secret, no query parameter
 //! or body field that holds a secret, every credential for the secret store named as one and
 //! not empty. Input starting with 0xFF builds a command around a known secret placed only where
 //! credentials go (a header value, user-info, a secret query parameter or body field, `-u`, `-x`,
@@ -12,7 +12,7 @@
 
 use libfuzzer_sys::arbitrary::Unstructured;
 use libfuzzer_sys::fuzz_target;
-use ratescope::http::redact::{holds_secret, looks_secret, redact_header_line, redact_url, secret_fields};
+use ratescope::redact::{holds_secret, looks_secret, redact_header_line, redact_url, secret_fields};
 use ratescope::profile::{CurlImport, parse_curl_with};
 
 const SECRET: &str = "zqS3cr3tV4lue";

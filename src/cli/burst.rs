@@ -17,6 +17,7 @@ use crate::files::{self, WriteOptions};
 use crate::http::{BatchPlan, CostRule, LimitedClient, RetryPolicy, redact_url};
 use crate::profile::{MAX_BODY_BYTES, Profile, ProfileStore, SecretStore};
 use crate::run::{ArrivalPattern, Burst, BurstSpec, Endpoint, PriorityMix, content_type_of, write_csv};
+use crate::store::{FailPolicy, SharedSettings};
 
 #[derive(Debug, Args)]
 pub struct BurstArgs {
@@ -292,9 +293,29 @@ fn profile_client(profile: &Profile, args: &BurstArgs, spec: &mut BurstSpec) -> 
     let secrets = SecretStore::open_default()?;
     let mut builder = spec.savings(profile.client_builder(&secrets)?.request_timeout(args.timeout));
     if let Some(shared) = args.shared.settings(profile.shared_settings_with(&secrets)?)? {
+        check_store(&shared)?;
         builder = builder.share_budgets(&shared)?.0;
     }
     Ok(builder.build()?)
+}
+
+/// With the fail-closed policy, a shared store that cannot be reached when the burst starts is
+/// an error before anything is sent: waiting for it would hang a mistyped URL forever. (Once
+/// the burst runs, a store that goes away is waited for, as the policy says.)
+fn check_store(shared: &SharedSettings) -> anyhow::Result<()> {
+    if shared.policy != FailPolicy::Closed {
+        return Ok(());
+    }
+    let handle = tokio::runtime::Handle::current();
+    let reached = std::thread::scope(|scope| scope.spawn(|| handle.block_on(shared.check_reachable())).join());
+    match reached {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(err)) => anyhow::bail!(
+            "the shared budget store at {} cannot be reached: {err}; start it or fix the URL, or pass --on-redis-failure fail-open (or local/N) to send without it",
+            shared.display_url()
+        ),
+        Err(_) => anyhow::bail!("the check of the shared budget store at {} failed", shared.display_url()),
+    }
 }
 
 fn describe_hosts(profile: &Profile) -> String {
@@ -323,6 +344,9 @@ pub fn run(args: BurstArgs) -> anyhow::Result<ExitCode> {
             spec.shared = args.shared.settings(None)?;
             if spec.shared.is_some() && spec.limits.as_ref().is_none_or(|limits| limits.budgets.is_empty()) {
                 usage!("--redis shares the burst's budgets, but it has none: add --rate and/or --window");
+            }
+            if let Some(shared) = &spec.shared {
+                check_store(shared)?;
             }
             None
         }

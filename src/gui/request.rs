@@ -7,8 +7,8 @@ use http::{HeaderMap, HeaderName, HeaderValue, Method};
 
 use crate::http::CostRule;
 use crate::http::header_cap::check_header_count;
-use crate::http::redact::looks_secret;
 use crate::profile::{CurlImport, EndpointEntry, parse_curl};
+use crate::redact::looks_secret;
 use crate::run::content_type_of;
 
 /// Methods an endpoint may pick for itself.
@@ -107,7 +107,7 @@ impl RequestDraft {
                 return Err(format!("header line {number} is not 'Name: value'"));
             };
             let Ok(name) = HeaderName::from_bytes(name.trim().as_bytes()) else {
-                let shown = crate::http::redact::redact_header_line(name.trim());
+                let shown = crate::redact::redact_header_line(name.trim());
                 return Err(format!("header line {number}: '{shown}' is not a header name"));
             };
             if looks_secret(name.as_str()) {

@@ -11,12 +11,12 @@ pub mod header_cap;
 pub mod headers;
 pub mod http1;
 pub mod mirror;
-pub mod redact;
 pub mod redirect;
 pub mod retry;
 pub mod transport;
 pub mod unit_mirror;
 
+pub use crate::redact::redact_url;
 pub use batch::{BatchError, BatchFormat, BatchPlan, BatchSettings, BatchTemplate, Batcher, IdsQuery};
 #[cfg(feature = "middleware")]
 pub use client::middleware::RateLimitMiddleware;
@@ -29,7 +29,6 @@ pub use events::{Event, EventKind, EventSink};
 pub use extensions::{CostRules, RequestCost};
 pub use headers::{RateLimitInfo, ServerBudget};
 pub use http1::Http1Transport;
-pub use redact::redact_url;
 pub use redirect::RedirectPolicy;
 pub use retry::{Jitter, RetryPolicy};
 pub use transport::{Exchanged, Transport, TransportError};

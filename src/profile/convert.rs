@@ -15,8 +15,8 @@ use super::store::slug;
 use crate::engine::{
     BudgetSpec, ConfigError, LimitKey, LimiterConfig, MAX_CONCURRENCY, Rate, Registry, Unit, parse_duration,
 };
-use crate::http::redact::redact_url;
 use crate::http::retry::{Jitter, RetryConfigError, RetryPolicy};
+use crate::redact::redact_url;
 
 /// Everything a host turns into, checked.
 #[derive(Debug, Clone)]

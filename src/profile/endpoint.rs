@@ -14,8 +14,8 @@ use crate::engine::{LimitKey, LimiterConfig, Unit, parse_duration};
 use crate::files;
 use crate::http::cost::{self, duplicate_unit};
 use crate::http::header_cap::check_header_count;
-use crate::http::redact::{holds_secret, looks_secret, redact_url};
 use crate::http::{BatchPlan, CostRule};
+use crate::redact::{holds_secret, looks_secret, redact_url};
 
 /// The largest body an endpoint sends (a file beyond it is refused, naming the cap).
 pub const MAX_BODY_BYTES: u64 = 16 * 1024 * 1024;

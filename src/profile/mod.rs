@@ -58,7 +58,7 @@
 //! refused, so a typo is an error rather than a silently ignored setting. Budget names starting
 //! with `server:` are kept for limits learned from servers at run time and are never stored.
 //! Headers that look secret (`authorization`, `cookie`, `x-api-key`, `private-token`, ... by the
-//! one rule of [`crate::http::redact::looks_secret`]) are refused in `headers`: they belong in
+//! one rule of [`crate::redact::looks_secret`]) are refused in `headers`: they belong in
 //! `secret_headers`; so is a query parameter that looks secret and holds a value.
 //!
 //! Every error names the file, the line and column, the host and the field:

@@ -3,7 +3,7 @@
 use super::error::{FieldPath, InvalidSetting, ProfileError};
 use super::model::{Profile, SharedEntry};
 use super::secrets::{SecretStore, Unresolved, resolve};
-use crate::http::redact::looks_secret;
+use crate::redact::looks_secret;
 use crate::store::{FailPolicy, SharedSettings};
 
 impl Profile {

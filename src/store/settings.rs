@@ -132,6 +132,12 @@ impl SharedSettings {
         redacted_url(&self.url)
     }
 
+    /// Connects to the store once and asks for a PING (within the connect timeout), to find a
+    /// store that is not there before any work starts rather than wait for it forever.
+    pub async fn check_reachable(&self) -> Result<(), StoreError> {
+        RedisStore::connect_to(&self.address()?, SHARED_PREFIX, self.options).await.map(drop)
+    }
+
     /// Moves the budgets of every limiter key of `registry` into gates (returned by limiter
     /// key), leaving lanes and concurrency in the registry. Needs a tokio runtime.
     pub fn share(&self, registry: &Registry) -> Result<(Vec<(String, SharedGate)>, SharedHandle), StoreError> {
@@ -217,10 +223,10 @@ impl fmt::Display for SharedReport {
     }
 }
 
-/// `redis://user:secret@host` → `redis://user:***@host` ([`crate::http::redact_url`]).
+/// `redis://user:secret@host` → `redis://user:***@host` ([`crate::redact::redact_url`]).
 fn redacted_url(text: &str) -> String {
     match url::Url::parse(text) {
-        Ok(url) => crate::http::redact_url(&url),
+        Ok(url) => crate::redact::redact_url(&url),
         // Not a URL: keep only what follows the last '@' (the host), if there is one.
         Err(_) => text.rsplit_once('@').map_or_else(|| text.to_owned(), |(_, host)| format!("***@{host}")),
     }

@@ -164,7 +164,7 @@ pub struct Settlement {
 #[derive(Debug, Clone, Error)]
 pub enum ClientError {
     /// The URL has no host, so no limiter and no server.
-    #[error("'{}' cannot be requested: it has no host", crate::http::redact_url(.0))]
+    #[error("'{}' cannot be requested: it has no host", crate::redact::redact_url(.0))]
     NoHost(Url),
     /// The retry policy stopped with no response worth returning.
     #[error("{reason}")]

@@ -73,7 +73,7 @@ fn wire_request(spec: &RequestSpec, headers: &HeaderMap) -> Result<http::Request
     *request.headers_mut() = headers.clone();
     match spec.url.as_str().parse() {
         Ok(uri) => *request.uri_mut() = uri,
-        Err(err) => return Err(format!("'{}' is not a URI: {err}", crate::http::redact_url(&spec.url))),
+        Err(err) => return Err(format!("'{}' is not a URI: {err}", crate::redact::redact_url(&spec.url))),
     }
     Ok(request)
 }
@@ -99,7 +99,7 @@ pub(super) fn classify(err: &reqwest::Error) -> Attempt {
     let message = error_chain(err);
     // reqwest names the URL, query and all: a key in it stays out of the message.
     let message = match err.url() {
-        Some(url) => message.replace(url.as_str(), &crate::http::redact_url(url)),
+        Some(url) => message.replace(url.as_str(), &crate::redact::redact_url(url)),
         None => message,
     };
     Attempt::ConnectionError(message)

@@ -5,7 +5,7 @@
 //! `$'…'` strings, or Windows cmd with its `^` escapes — both flavours of the browsers' "Copy as
 //! cURL"), then read option by option as curl reads them; the body is built as curl builds it
 //! ([`data`]: `-d @FILE` is read now, `--data-urlencode` encoded, `-F` made multipart). What
-//! looks secret by the one rule of [`crate::http::redact`] never reaches the profile: such a
+//! looks secret by the one rule of [`crate::redact`] never reaches the profile: such a
 //! header goes to the secret store (cookies from `-b` and `-H Cookie` joined into one), a query
 //! parameter or body field holding a value is refused with its name. An empty value is not a
 //! secret (`-H 'Authorization:'` is curl's way to drop the header). A shell variable bash would
@@ -28,7 +28,7 @@ use data::{DataKind, FormPart, Piece};
 
 use super::model::{EndpointEntry, HostProfile, Profile};
 use crate::http::header_cap::{TooManyHeaders, check_header_count};
-use crate::http::redact::{holds_secret, looks_secret, redact_header_line, redact_url, secret_fields};
+use crate::redact::{holds_secret, looks_secret, redact_header_line, redact_url, secret_fields};
 
 /// The largest body an import keeps in the profile itself (a larger `--data-binary @FILE` is
 /// kept as the file's absolute path; profiles are read up to 1 MiB).
