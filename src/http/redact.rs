@@ -120,8 +120,14 @@ const NOT_SECRET_TOKENS: [&str; 7] = ["page", "next", "continuation", "sync", "c
 pub const MASK: &str = "***";
 
 /// Whether a header name, query parameter or body field (any case) looks like it carries a
-/// secret (see the module documentation for the rule).
+/// secret (see the module documentation for the rule). A name looks secret when its spelling
+/// or its lower-case spelling does (`VCookie` is *v cookie*; `http::HeaderName` would give
+/// `vcookie`), so whatever a caller lower-cases stays on the same side.
 pub fn looks_secret(name: &str) -> bool {
+    spelling_looks_secret(name) || spelling_looks_secret(&name.to_lowercase())
+}
+
+fn spelling_looks_secret(name: &str) -> bool {
     let mut words = words(name);
     while words.len() > 1 && words.last().is_some_and(|word| word.bytes().all(|b| b.is_ascii_digit())) {
         words.pop();
@@ -525,6 +531,7 @@ mod tests {
         assert_eq!(words("AWSAccessKeyId"), ["aws", "access", "key", "id"]);
         assert_eq!(words("clientSecret"), ["client", "secret"]);
         assert_eq!(words("x.hub..sig"), ["x", "hub", "sig"]);
+        assert!(looks_secret("VCookie") && looks_secret("APIKEY"), "either spelling decides");
     }
 
     #[test]
