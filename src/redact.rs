@@ -120,8 +120,14 @@ const NOT_SECRET_TOKENS: [&str; 7] = ["page", "next", "continuation", "sync", "c
 pub const MASK: &str = "***";
 
 /// Whether a header name, query parameter or body field (any case) looks like it carries a
-/// secret (see the module documentation for the rule).
+/// secret (see the module documentation for the rule). A name looks secret when its spelling
+/// or its lower-case spelling does (`VCookie` is *v cookie*; `http::HeaderName` would give
+/// `vcookie`), so whatever a caller lower-cases stays on the same side.
 pub fn looks_secret(name: &str) -> bool {
+    spelling_looks_secret(name) || spelling_looks_secret(&name.to_lowercase())
+}
+
+fn spelling_looks_secret(name: &str) -> bool {
     let mut words = words(name);
     while words.len() > 1 && words.last().is_some_and(|word| word.bytes().all(|b| b.is_ascii_digit())) {
         words.pop();
@@ -173,12 +179,46 @@ pub fn secret_fields(body: &str, content_type: Option<&str>) -> Vec<String> {
         json_secrets(&value, "", &mut found);
         return found;
     }
+    // Not one JSON document (two joined, a JavaScript object, a form around JSON): any quoted
+    // key before a colon counts, and so does any form field.
+    quoted_key_secrets(body, &mut found);
     for (name, value) in url::form_urlencoded::parse(body.as_bytes()) {
         if holds_secret(&name, &value) && !found.contains(&name.to_string()) {
             found.push(name.into_owned());
         }
     }
     found
+}
+
+/// `"key": value` anywhere in `text` whose key looks secret and whose value is not `""`,
+/// `null` or missing.
+fn quoted_key_secrets(text: &str, found: &mut Vec<String>) {
+    let mut rest = text;
+    while let Some(open) = rest.find('"') {
+        let after = &rest[open + 1..];
+        // The closing quote: the first one no backslash escapes.
+        let mut end = None;
+        let mut escaped = false;
+        for (at, c) in after.char_indices() {
+            match c {
+                '\\' if !escaped => escaped = true,
+                '"' if !escaped => {
+                    end = Some(at);
+                    break;
+                }
+                _ => escaped = false,
+            }
+        }
+        let Some(end) = end else { return };
+        let key = &after[..end];
+        rest = &after[end + 1..];
+        let Some(value) = rest.trim_start().strip_prefix(':') else { continue };
+        let value = value.trim_start();
+        let empty = value.is_empty() || value.starts_with("\"\"") || value.starts_with("null");
+        if !empty && looks_secret(key) && !found.iter().any(|known| known == key) {
+            found.push(key.to_owned());
+        }
+    }
 }
 
 /// The boundary of a `multipart/form-data` content type.
@@ -521,6 +561,9 @@ mod tests {
         let multipart = "--XyZ\r\nContent-Disposition: form-data; name=\"title\"\r\n\r\nhi\r\n--XyZ\r\nContent-Disposition: form-data; name=\"api_key\"\r\n\r\nk-1\r\n--XyZ--\r\n";
         assert_eq!(secret_fields(multipart, Some("multipart/form-data; boundary=XyZ")), ["api_key"]);
         assert!(secret_fields("just some text", Some("text/plain")).is_empty());
+        let joined = r#"{"user":{"appid":"k"}}&{"user":{"appid":"k"}}"#;
+        assert_eq!(secret_fields(joined, Some("application/json")), ["appid"], "two documents joined");
+        assert_eq!(secret_fields(r#"{token: 1, "apiKey" : "k", "password": ""}"#, None), ["apiKey"]);
         assert!(
             secret_fields(r#"{"model":"m","messages":[{"role":"user","content":"my password is"}]}"#, None).is_empty()
         );
@@ -532,6 +575,7 @@ mod tests {
         assert_eq!(words("AWSAccessKeyId"), ["aws", "access", "key", "id"]);
         assert_eq!(words("clientSecret"), ["client", "secret"]);
         assert_eq!(words("x.hub..sig"), ["x", "hub", "sig"]);
+        assert!(looks_secret("VCookie") && looks_secret("APIKEY"), "either spelling decides");
     }
 
     #[test]

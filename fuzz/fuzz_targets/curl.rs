@@ -112,7 +112,7 @@ fn built(data: &[u8]) {
     let mut words = vec!["curl".to_owned(), quoted(&mut u, &url)];
     let options = u.int_in_range(0..=8).unwrap_or(0);
     for _ in 0..options {
-        let choice = u.int_in_range(0..=17).unwrap_or(0);
+        let choice = u.int_in_range(0..=16).unwrap_or(0);
         let name = pick(&mut u, &secret_names);
         let field = pick(&mut u, &secret_fields);
         let plain_name = pick(&mut u, &plain);
@@ -133,10 +133,13 @@ fn built(data: &[u8]) {
             13 => format!("--data-urlencode {}", quoted(&mut u, &format!("{field}=SECRET"))),
             14 => "-G".to_owned(),
             15 => format!("-H {}", quoted(&mut u, &format!("{plain_name}: v"))),
-            16 => pick(&mut u, &["-T up.bin", "-s", "--compressed", "-X PUT", "-I", "-d x=1"]).to_owned(),
-            _ => "-H".to_owned(),
+            _ => pick(&mut u, &["-T up.bin", "-s", "--compressed", "-X PUT", "-I", "-d x=1"]).to_owned(),
         };
         words.push(word);
+    }
+    // An option without its value only last: before a word it would take that word.
+    if u.arbitrary::<bool>().unwrap_or(false) {
+        words.push("-H".to_owned());
     }
     let separator = if u.arbitrary::<bool>().unwrap_or(false) { " \\\n  " } else { " " };
     let command = words.join(separator).replace("SECRET", SECRET);

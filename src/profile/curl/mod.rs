@@ -646,7 +646,7 @@ fn split_secrets(
     let mut secrets: Vec<(String, String)> = Vec::new();
     for (name, value) in headers {
         let lower = name.to_ascii_lowercase();
-        if looks_secret(&lower) {
+        if looks_secret(&name) {
             if !holds_secret(&lower, &value) {
                 continue;
             }
