@@ -637,7 +637,10 @@ impl App {
             return;
         };
         match self.proxy.config(profile, &self.editor.secrets) {
-            Ok(config) => {
+            Ok((config, skipped)) => {
+                for warning in skipped {
+                    self.toasts.error(format!("the proxy starts without a host: {warning}"));
+                }
                 self.proxy.status = ProxyStatus::Starting;
                 self.backend.send(Command::StartProxy(Box::new(config)));
             }

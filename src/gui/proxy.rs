@@ -55,18 +55,36 @@ pub enum ProxyAction {
 }
 
 impl ProxyPanel {
-    /// The proxy for `profile` on loopback at the typed port, with its limits and secrets.
-    pub fn config(&self, profile: &Profile, secrets: &SecretStore) -> Result<ProxyConfig, String> {
+    /// The proxy for `profile` on loopback at the typed port, with its limits and secrets, and
+    /// one warning per host left out because its secrets cannot be resolved (an unset
+    /// `${STRIPE_SECRET_KEY}`): the other hosts still get their routes. An error when no host
+    /// can run, or a setting is wrong.
+    pub fn config(&self, profile: &Profile, secrets: &SecretStore) -> Result<(ProxyConfig, Vec<String>), String> {
         let port: u16 = self
             .port
             .trim()
             .parse()
             .map_err(|_| format!("port '{}' is not a number from 0 to 65535", self.port.trim()))?;
-        let routes = profile_routes(profile).map_err(|err| err.to_string())?;
-        let mut config = ProxyConfig::new(routes).with_profile(profile, secrets).map_err(|err| err.to_string())?;
+        let mut runnable = profile.clone();
+        let mut skipped = Vec::new();
+        runnable.hosts.retain(|host| match secrets.headers_for(&profile.name, host) {
+            Ok(_) => true,
+            Err(err) => {
+                skipped.push(format!("'{}' left out: {err}", host.name));
+                false
+            }
+        });
+        if runnable.hosts.is_empty() {
+            return Err(match skipped.as_slice() {
+                [] => "the profile has no hosts: add one first".to_owned(),
+                reasons => format!("no host can run: {}", reasons.join("; ")),
+            });
+        }
+        let routes = profile_routes(&runnable).map_err(|err| err.to_string())?;
+        let mut config = ProxyConfig::new(routes).with_profile(&runnable, secrets).map_err(|err| err.to_string())?;
         config.listen = std::net::SocketAddr::from(([127, 0, 0, 1], port));
         config.validate().map_err(|err| err.to_string())?;
-        Ok(config)
+        Ok((config, skipped))
     }
 }
 
@@ -128,4 +146,41 @@ pub fn proxy_ui(ui: &mut egui::Ui, panel: &mut ProxyPanel, profile: Option<&str>
         }
     }
     action
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::HostProfile;
+
+    /// A profile of the demo host and a host whose key is an unset environment variable.
+    fn two_hosts() -> (Profile, SecretStore) {
+        let mut profile = Profile::from_toml(crate::profile::DEMO_TOML).unwrap();
+        let mut stripe = HostProfile::new("Stripe", "https://api.stripe.com");
+        stripe.secret_headers = vec!["authorization".into()];
+        profile.hosts.push(stripe);
+        let mut secrets = SecretStore::in_memory();
+        secrets.set(&profile.name, "Stripe", "authorization", "Bearer ${RATESCOPE_SURELY_UNSET_STRIPE_KEY}");
+        (profile, secrets)
+    }
+
+    #[test]
+    fn a_host_whose_secret_is_unset_is_left_out_and_named() {
+        let (profile, secrets) = two_hosts();
+        let (config, skipped) = ProxyPanel::default().config(&profile, &secrets).unwrap();
+        let prefixes: Vec<&str> = config.routes.iter().map(|route| route.prefix.as_str()).collect();
+        assert_eq!(prefixes, ["/demo-api"], "the demo host still runs");
+        assert_eq!(skipped.len(), 1, "{skipped:?}");
+        assert!(
+            skipped[0].starts_with("'Stripe' left out") && skipped[0].contains("RATESCOPE_SURELY_UNSET_STRIPE_KEY")
+        );
+    }
+
+    #[test]
+    fn no_runnable_host_is_an_error_naming_why() {
+        let (mut profile, secrets) = two_hosts();
+        profile.hosts.retain(|host| host.name == "Stripe");
+        let err = ProxyPanel::default().config(&profile, &secrets).unwrap_err();
+        assert!(err.starts_with("no host can run: 'Stripe' left out"), "{err}");
+    }
 }
