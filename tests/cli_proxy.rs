@@ -54,6 +54,14 @@ fn framing_headers_and_dot_segment_prefixes_are_usage_errors() {
     assert!(stderr.contains("'.' or '..' segments"), "{stderr}");
 }
 
+/// A zero `--stats-every` is refused (it panicked in tokio's interval, exit 101).
+#[test]
+fn a_zero_stats_period_is_a_usage_error() {
+    let (code, stderr) = ratescope(&["proxy", "--route", "a=http://127.0.0.1:9", "--stats-every", "0s"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("the period must be longer than zero") && !stderr.contains("panicked"), "{stderr}");
+}
+
 /// An upstream whose `/hold` reports each arrival (with its API key) and answers when released.
 async fn holding_upstream() -> (std::net::SocketAddr, mpsc::UnboundedReceiver<Option<String>>, Arc<Notify>) {
     let (arrived, arrivals) = mpsc::unbounded_channel();

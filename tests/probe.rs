@@ -465,3 +465,20 @@ fn a_save_that_cannot_be_written_is_refused_before_any_request() {
     assert_eq!(code, Some(2), "{stderr}");
     assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 0, "nothing was sent");
 }
+
+/// Settings the probe cannot work with are usage errors (exit 2) before the "probing" line.
+#[test]
+fn impossible_probe_settings_are_usage_errors_before_anything_is_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("http://127.0.0.1:{}/x", dead_port());
+    for (flag, value, said) in [
+        ("--max-requests", "0", "at least 2 requests"),
+        ("--max-requests", "1", "at least 2 requests"),
+        ("--margin", "NaN", "margin NaN is not a share"),
+        ("--margin", "0.9", "margin 0.9 is not a share"),
+    ] {
+        let (code, _, stderr) = cli(dir.path(), &["probe", &url, flag, value]);
+        assert_eq!(code, Some(2), "{flag} {value}: {stderr}");
+        assert!(stderr.contains(said) && !stderr.contains("probing"), "{flag} {value}: {stderr}");
+    }
+}

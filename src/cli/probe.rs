@@ -108,6 +108,7 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
         headers,
         max_wait: args.max_wait,
     };
+    options.validate().map_err(|err| super::as_usage(err.into()))?;
     if !args.json {
         eprintln!("probing {} (at most {} requests)…", redact_url(&args.url), options.max_requests);
     }

@@ -86,8 +86,16 @@ pub struct ProxyArgs {
     pub drain: Duration,
     /// Every DURATION, write a line to stderr: requests in flight, open connections and the
     /// tokio tasks alive in the process (for soak tests and leak hunts).
-    #[arg(long, value_parser = duration_arg, value_name = "DURATION")]
+    #[arg(long, value_parser = period_arg, value_name = "DURATION")]
     pub stats_every: Option<Duration>,
+}
+
+/// A period for `--stats-every`: longer than zero (a zero period would tick without end).
+fn period_arg(text: &str) -> Result<Duration, String> {
+    match duration_arg(text)? {
+        period if period.is_zero() => Err("the period must be longer than zero".to_owned()),
+        period => Ok(period),
+    }
 }
 
 impl ProxyArgs {

@@ -138,15 +138,23 @@ fn client(builder: ClientBuilder) -> Result<LimitedClient, ClientError> {
     builder.registry(Default::default()).adaptive(Default::default()).retry(never).build()
 }
 
+impl ProbeOptions {
+    /// Refuses a request allowance below two and a margin outside 0..=0.5 (NaN included).
+    pub fn validate(&self) -> Result<(), ProbeError> {
+        if self.max_requests < 2 {
+            return Err(ProbeError::TooFewRequests { min: 2, given: self.max_requests });
+        }
+        if !(0.0..=0.5).contains(&self.margin) {
+            return Err(ProbeError::Margin(self.margin));
+        }
+        Ok(())
+    }
+}
+
 /// Probes `url`. `builder` supplies the transport settings (tests pass one without timers, or
 /// with an in-process transport); its limits and retry policy are replaced.
 pub async fn probe(builder: ClientBuilder, url: &Url, options: &ProbeOptions) -> Result<ProbeReport, ProbeError> {
-    if options.max_requests < 2 {
-        return Err(ProbeError::TooFewRequests { min: 2, given: options.max_requests });
-    }
-    if !(0.0..=0.5).contains(&options.margin) {
-        return Err(ProbeError::Margin(options.margin));
-    }
+    options.validate()?;
     let mut prober = Prober {
         client: client(builder)?,
         url: url.clone(),
