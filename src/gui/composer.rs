@@ -480,7 +480,7 @@ fn fire_target_ui(ui: &mut egui::Ui, editor: &Editor, limiter_on: bool) {
         (Some(_), None) => format!("{FIRE_TARGET} no host: add one with + host"),
         (None, None) => format!("{FIRE_TARGET} no profile yet"),
     };
-    ui.add(egui::Label::new(egui::RichText::new(text).small()).truncate());
+    ui.add(egui::Label::new(text).truncate());
 }
 
 /// How the composer's target line starts.

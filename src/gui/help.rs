@@ -42,5 +42,7 @@ pub fn theme_ui(ui: &mut egui::Ui) {
     let button = ui.button(icon).on_hover_text(format!("{what} (click for the next)")).accessible_name(what);
     if button.clicked() {
         ui.ctx().set_theme(next);
+        // The new visuals apply from the next frame: draw it now, not at the next mouse move.
+        ui.ctx().request_repaint();
     }
 }
