@@ -68,6 +68,32 @@ impl HostProfile {
         self.endpoints.push(entry);
     }
 
+    /// Puts a request taken from elsewhere (a pasted curl command). An endpoint of another
+    /// name with the same method and path (a trailing `/` aside) takes the request's query,
+    /// headers and body and keeps its own name, path, weight, costs and batch, so a paste of a request
+    /// the host lists already updates it instead of listing it twice; otherwise the request is
+    /// put as [`put_endpoint`](Self::put_endpoint) puts it. Returns the endpoint's name.
+    pub fn merge_request(&mut self, entry: EndpointEntry) -> String {
+        let method = |endpoint: &EndpointEntry| endpoint.method.as_deref().unwrap_or("GET").to_ascii_uppercase();
+        let path = |endpoint: &EndpointEntry| endpoint.path.trim_end_matches('/').to_owned();
+        let same_request = |known: &&mut EndpointEntry| {
+            !known.name.eq_ignore_ascii_case(&entry.name)
+                && method(known) == method(&entry)
+                && path(known) == path(&entry)
+        };
+        if let Some(known) = self.endpoints.iter_mut().find(same_request) {
+            known.method = entry.method;
+            known.query = entry.query;
+            known.headers = entry.headers;
+            known.body = entry.body;
+            known.body_file = entry.body_file;
+            return known.name.clone();
+        }
+        let name = entry.name.clone();
+        self.put_endpoint(entry);
+        name
+    }
+
     /// `a, b, c`, or `none` when the host lists no endpoint.
     pub fn endpoint_names(&self) -> String {
         if self.endpoints.is_empty() {

@@ -629,8 +629,8 @@ impl Profile {
                 host.secret_headers.push(name.clone());
             }
         }
-        host.put_endpoint(import.endpoint.clone());
-        Imported { host: host.name.clone(), endpoint: import.endpoint.name.clone(), new_host }
+        let endpoint = host.merge_request(import.endpoint.clone());
+        Imported { host: host.name.clone(), endpoint, new_host }
     }
 }
 
@@ -711,6 +711,31 @@ mod tests {
 
     fn parse(command: &str) -> Result<CurlImport, CurlError> {
         parse_curl_with(command, &no_files)
+    }
+
+    /// A paste of a request the host lists already (`GET /items` of the demo profile, there
+    /// named `items`) updates that endpoint instead of adding a twin; its batch template stays.
+    #[test]
+    fn a_paste_of_a_listed_request_updates_that_endpoint() {
+        let mut profile = Profile::from_toml(crate::profile::DEMO_TOML).unwrap();
+        let host = |profile: &Profile| profile.hosts.iter().find(|host| host.name == "demo API").unwrap().clone();
+        let before = host(&profile).endpoints.len();
+        let import = parse("curl 'http://127.0.0.1:8787/items/' -H 'accept: application/json'").unwrap();
+        let added = profile.add_curl_import(&import);
+        assert_eq!(added.endpoint, "items", "the listed endpoint's name is kept");
+        let after = host(&profile);
+        assert_eq!(after.endpoints.len(), before, "no twin: {}", after.endpoint_names());
+        let items = after.endpoints.iter().find(|endpoint| endpoint.name == "items").unwrap();
+        assert_eq!(items.headers.get("accept").map(String::as_str), Some("application/json"));
+        assert!(items.batch.is_some(), "what the paste does not say is kept");
+        let other = parse("curl -X DELETE 'http://127.0.0.1:8787/items'").unwrap();
+        let added = profile.add_curl_import(&other);
+        assert_eq!(
+            host(&profile).endpoints.len(),
+            before + 1,
+            "another method is another endpoint ({})",
+            added.endpoint
+        );
     }
 
     #[test]
