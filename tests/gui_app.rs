@@ -806,3 +806,38 @@ fn the_composer_names_the_host_fire_will_hit() {
     harness.run_steps(2);
     harness.get_by_label(&format!("{FIRE_TARGET} demo API  {base} · limiter off: sent raw"));
 }
+
+/// Discover's "Create profile" under a name that is taken asks before replacing that profile;
+/// "Keep the old one" leaves its file alone, "Replace it" saves the suggestion in its place.
+#[test]
+fn discover_asks_before_replacing_a_profile_of_the_same_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut harness = harness_for(dir.path());
+    ready(&mut harness);
+    let before = demo_file(dir.path());
+    harness.get_by_label("Discover…").click();
+    harness.run_steps(2);
+    harness.get_by_label("Probe").click();
+    step_until(&mut harness, "the probe", |app| app.discover().report.is_some());
+    type_key_by_key(&mut harness, "discovered profile name", "demo");
+    harness.get_by_label("Create profile").click();
+    harness.run_steps(2);
+    harness.get_by_label_contains("A profile named 'demo' exists");
+    harness.get_by_label("Keep the old one").click();
+    harness.run_steps(2);
+    assert!(harness.query_by_label_contains("A profile named 'demo' exists").is_none());
+    assert_eq!(demo_file(dir.path()), before, "nothing was written");
+
+    harness.get_by_label("Create profile").click();
+    harness.run_steps(2);
+    harness.get_by_label(ratescope::gui::discover::REPLACE_PROFILE_TEXT).click();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while demo_file(dir.path()) == before {
+        assert!(Instant::now() < deadline, "the replacement was not saved");
+        harness.step();
+        await_news();
+    }
+    assert!(dir.path().join("profiles/demo.toml.bak").exists(), "the old one is kept aside");
+    step_until(&mut harness, "the save's confirmation", |app| !app.editor().profiles[app.editor().current].is_dirty());
+    assert!(!harness.state().discover().open);
+}

@@ -496,7 +496,14 @@ impl App {
         match self.discover.window_ui(ui.ctx()) {
             DiscoverAction::None => {}
             DiscoverAction::Probe { url, max_requests } => self.backend.send(Command::Probe { url, max_requests }),
-            DiscoverAction::CreateProfile(profile) => self.keep_discovered(*profile),
+            DiscoverAction::CreateProfile(profile) if self.editor.has_profile_like(&profile.name) => {
+                // Asked first: a profile of that name would be replaced.
+                self.discover.replacing = Some(profile);
+            }
+            DiscoverAction::CreateProfile(profile) | DiscoverAction::ReplaceProfile(profile) => {
+                self.discover.replacing = None;
+                self.keep_discovered(*profile);
+            }
         }
         self.save_as_ui(ui.ctx());
         self.capture_charts(ui.ctx());
@@ -612,7 +619,7 @@ impl App {
 
     /// A profile made from a probe's suggestion: selected, and saved at once.
     fn keep_discovered(&mut self, profile: Profile) {
-        self.editor.add_saved(profile.clone());
+        self.editor.add_unsaved(profile.clone());
         let secrets = self.editor.secrets.clone();
         self.backend.send(Command::Save { profile: Box::new(profile), secrets: Box::new(secrets) });
         self.discover.open = false;

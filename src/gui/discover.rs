@@ -20,6 +20,8 @@ pub enum DiscoverAction {
     },
     /// Keep this profile (made from the suggestion): select it and save it.
     CreateProfile(Box<Profile>),
+    /// Keep it in place of the open profile of the same name, as the person confirmed.
+    ReplaceProfile(Box<Profile>),
 }
 
 /// The window's state.
@@ -37,6 +39,8 @@ pub struct Discover {
     pub report: Option<Result<ProbeReport, String>>,
     /// The name the profile made from the suggestion gets.
     pub profile_name: String,
+    /// A profile made from the suggestion whose name is taken, waiting for "Replace" or "Cancel".
+    pub replacing: Option<Box<Profile>>,
 }
 
 impl Default for Discover {
@@ -48,12 +52,15 @@ impl Default for Discover {
             running: false,
             report: None,
             profile_name: "discovered".into(),
+            replacing: None,
         }
     }
 }
 
 /// The label of the button that makes a profile of the suggestion.
 pub const CREATE_PROFILE_TEXT: &str = "Create profile";
+/// The label of the button that confirms replacing a profile of the same name.
+pub const REPLACE_PROFILE_TEXT: &str = "Replace it";
 
 impl Discover {
     /// Opens the window on `url` (the selected host and endpoint).
@@ -110,6 +117,7 @@ impl Discover {
             }
         });
         let mut failed = None;
+        let mut cancel_replace = false;
         match &self.report {
             None => {}
             Some(Err(err)) => {
@@ -134,10 +142,29 @@ impl Discover {
                         }
                     }
                 });
+                if let Some(replacing) = &self.replacing {
+                    ui.label(format!(
+                        "A profile named '{}' exists. Replace it with this suggestion? (Its file is kept as .bak.) \
+                         Or type another name.",
+                        replacing.name
+                    ));
+                    ui.horizontal(|ui| {
+                        if ui.button(REPLACE_PROFILE_TEXT).clicked() {
+                            action = DiscoverAction::ReplaceProfile(replacing.clone());
+                        }
+                        if ui.button("Keep the old one").clicked() {
+                            cancel_replace = true;
+                        }
+                    });
+                }
             }
         }
         if let Some(err) = failed {
             self.report = Some(Err(format!("no profile made: {err}")));
+        }
+        if cancel_replace || self.replacing.as_ref().is_some_and(|replacing| replacing.name != self.profile_name.trim())
+        {
+            self.replacing = None;
         }
         action
     }

@@ -382,6 +382,23 @@ impl Editor {
         self.host = 0;
     }
 
+    /// Adds a profile made here (not on disk until the background confirms its save) in place
+    /// of any of the same name, and selects it.
+    pub fn add_unsaved(&mut self, profile: Profile) {
+        self.profiles.retain(|doc| doc.profile.name != profile.name);
+        self.profiles.push(ProfileDoc { saved: None, profile });
+        self.current = self.profiles.len() - 1;
+        self.host = 0;
+    }
+
+    /// Whether a profile open here is named `name`, or would be saved to the same file.
+    pub fn has_profile_like(&self, name: &str) -> bool {
+        let file = crate::profile::slug(name).ok();
+        self.profiles.iter().any(|doc| {
+            doc.profile.name == name || (file.is_some() && crate::profile::slug(&doc.profile.name).ok() == file)
+        })
+    }
+
     /// The profile shown, if any.
     pub fn profile(&self) -> Option<&Profile> {
         self.profiles.get(self.current).map(|doc| &doc.profile)
