@@ -841,3 +841,44 @@ fn discover_asks_before_replacing_a_profile_of_the_same_name() {
     step_until(&mut harness, "the save's confirmation", |app| !app.editor().profiles[app.editor().current].is_dirty());
     assert!(!harness.state().discover().open);
 }
+
+/// Pastes `command` into the Import curl panel and imports it.
+fn import_curl(harness: &mut Harness<'_, App>, command: &str) {
+    harness.get_by_label("Import curl…").click();
+    harness.run_steps(2);
+    harness.get_by_label("curl command").focus();
+    harness.run_steps(1);
+    harness.get_by_label("curl command").type_text(command);
+    harness.run_steps(1);
+    harness.get_by_label("Import").click();
+    harness.run_steps(2);
+}
+
+/// Secrets follow their host: an import's key reaches `secrets.toml` only when its profile is
+/// saved, and a deleted host's key leaves it with the next save.
+#[test]
+fn secrets_are_written_with_their_profile_and_leave_with_their_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut harness = harness_for(dir.path());
+    ready(&mut harness);
+    let secrets = || std::fs::read_to_string(dir.path().join("secrets.toml")).unwrap_or_default();
+    import_curl(&mut harness, "curl https://api.example.com/v1/things -H 'X-Api-Key: sk-follow-1'");
+    let texts = harness.state().toasts().texts().join(" | ");
+    assert!(texts.contains("kept in the secret store"), "{texts}");
+    assert!(!secrets().contains("sk-follow-1"), "not written before the profile is saved");
+
+    harness.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::S);
+    step_until(&mut harness, "the save", |app| !app.editor().profiles[app.editor().current].is_dirty());
+    assert!(secrets().contains("sk-follow-1"), "written with its profile: {}", secrets());
+
+    // Delete the imported host (a confirmation, then the red button), and save.
+    harness.get_by_label("delete").click();
+    harness.run_steps(2);
+    harness.get_by_label_contains("delete 'api.example.com'").click();
+    harness.run_steps(2);
+    harness.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::S);
+    step_until(&mut harness, "the save", |app| !app.editor().profiles[app.editor().current].is_dirty());
+    let hosts: Vec<String> = harness.state().editor().profile().unwrap().hosts.iter().map(|h| h.name.clone()).collect();
+    assert!(!hosts.contains(&"api.example.com".to_owned()), "{hosts:?}");
+    assert!(!secrets().contains("sk-follow-1"), "the deleted host's key left the file: {}", secrets());
+}

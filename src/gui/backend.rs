@@ -544,11 +544,21 @@ fn load_profiles(locations: &Locations) -> Update {
     Update::Profiles { profiles, problems, secrets: Box::new(secrets) }
 }
 
+/// Writes the profile, then its secrets: the secret file as it is on disk, with this profile's
+/// part taken from the app's copy (its hosts' secret headers only), so secrets follow their
+/// host and other profiles' unsaved secrets stay unwritten until those profiles are saved.
 fn save(locations: &Locations, profile: &Profile, secrets: &SecretStore) -> Update {
     let saved = locations.store().and_then(|store| store.save(profile).map_err(|err| err.to_string()));
     let failed = |error: String| Update::SaveFailed { name: profile.name.clone(), error };
+    let write_secrets = || -> Result<(), String> {
+        let mut stored = locations.secrets()?;
+        if stored.adopt_profile(secrets, profile) {
+            stored.save().map_err(|err| err.to_string())?;
+        }
+        Ok(())
+    };
     match saved {
-        Ok(path) => match secrets.save() {
+        Ok(path) => match write_secrets() {
             Ok(()) => Update::Saved {
                 profile: Box::new(profile.clone()),
                 message: format!("saved '{}' to {}", profile.name, path.display()),
@@ -559,9 +569,19 @@ fn save(locations: &Locations, profile: &Profile, secrets: &SecretStore) -> Upda
     }
 }
 
+/// Moves the profile's file aside and removes its secrets from the secret file (the app keeps
+/// both in memory for Undo; saving the restored profile writes them again).
 fn delete(locations: &Locations, name: &str) -> Update {
     match locations.store().and_then(|store| store.delete(name).map_err(|err| err.to_string())) {
-        Ok(path) => Update::Info(format!("'{name}' moved aside to {}", path.display())),
+        Ok(path) => {
+            let forgotten = locations.secrets().and_then(|mut stored| {
+                if stored.remove_profile(name) { stored.save().map_err(|err| err.to_string()) } else { Ok(()) }
+            });
+            match forgotten {
+                Ok(()) => Update::Info(format!("'{name}' moved aside to {}", path.display())),
+                Err(err) => Update::Error(format!("'{name}' moved aside, but its secrets were not removed: {err}")),
+            }
+        }
         Err(err) => Update::Error(format!("not deleted: {err}")),
     }
 }

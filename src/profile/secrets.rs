@@ -21,7 +21,7 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 
 use super::config_dir;
 use super::error::{Position, ProfileError};
-use super::model::HostProfile;
+use super::model::{HostProfile, Profile};
 use crate::files::{self, WriteOptions};
 
 /// A secret value: `Debug` shows `***`.
@@ -153,6 +153,35 @@ impl SecretStore {
         }
         files::write_bytes(path, text.as_bytes(), WriteOptions { private: true })?;
         Ok(())
+    }
+
+    /// Takes `profile`'s secrets from `edited` (the app's copy, edited since the file was read):
+    /// each secret header of each of its hosts, as `edited` holds it, and nothing else of that
+    /// profile, so a deleted host's or header's secret goes with it. Other profiles' secrets stay
+    /// as this store holds them: they follow their own profile's save. Returns whether anything
+    /// changed.
+    pub fn adopt_profile(&mut self, edited: &SecretStore, profile: &Profile) -> bool {
+        let mut adopted: BTreeMap<String, BTreeMap<String, Secret>> = BTreeMap::new();
+        for host in &profile.hosts {
+            for header in &host.secret_headers {
+                if let Some(secret) = edited.raw(&profile.name, &host.name, header) {
+                    adopted
+                        .entry(host.name.clone())
+                        .or_default()
+                        .insert(header.trim().to_ascii_lowercase(), secret.clone());
+                }
+            }
+        }
+        let before = self.secrets.get(&profile.name);
+        if before == Some(&adopted) || (before.is_none() && adopted.is_empty()) {
+            return false;
+        }
+        if adopted.is_empty() {
+            self.secrets.remove(&profile.name);
+        } else {
+            self.secrets.insert(profile.name.clone(), adopted);
+        }
+        true
     }
 
     /// Sets the value of `header` for `host` of `profile` (`${VAR}` references allowed).
@@ -383,6 +412,33 @@ mod tests {
 
     fn env(name: &str) -> Option<String> {
         (name == "TOKEN").then(|| "t0k3n".to_owned())
+    }
+
+    /// Secrets follow their host: a profile's save writes its own hosts' secret headers as
+    /// edited, drops those of deleted hosts and headers, and leaves other profiles alone.
+    #[test]
+    fn a_profiles_save_takes_its_hosts_secrets_and_nothing_else() {
+        let mut profile = Profile::new("p");
+        let mut kept = HostProfile::new("kept", "https://a.example");
+        kept.secret_headers = vec!["authorization".into()];
+        profile.hosts.push(kept);
+        let mut on_disk = SecretStore::in_memory();
+        on_disk.set("p", "kept", "authorization", "old");
+        on_disk.set("p", "deleted host", "x-api-key", "gone-with-its-host");
+        on_disk.set("other", "h", "authorization", "other-profile");
+        let mut edited = on_disk.clone();
+        edited.set("p", "kept", "authorization", "new");
+        edited.set("p", "kept", "x-dropped-header", "not a secret header of the host any more");
+        edited.set("other", "h", "authorization", "edited but not saved");
+        assert!(on_disk.adopt_profile(&edited, &profile));
+        assert_eq!(on_disk.raw("p", "kept", "authorization").map(|s| s.0.as_str()), Some("new"));
+        assert!(on_disk.raw("p", "deleted host", "x-api-key").is_none(), "a deleted host's secret goes");
+        assert!(on_disk.raw("p", "kept", "x-dropped-header").is_none());
+        assert_eq!(on_disk.raw("other", "h", "authorization").map(|s| s.0.as_str()), Some("other-profile"));
+        assert!(!on_disk.adopt_profile(&edited, &profile), "nothing changes the second time");
+        profile.hosts.clear();
+        assert!(on_disk.adopt_profile(&edited, &profile));
+        assert!(on_disk.secrets.get("p").is_none(), "a profile without secret headers keeps none");
     }
 
     #[test]
