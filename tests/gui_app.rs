@@ -882,3 +882,19 @@ fn secrets_are_written_with_their_profile_and_leave_with_their_host() {
     assert!(!hosts.contains(&"api.example.com".to_owned()), "{hosts:?}");
     assert!(!secrets().contains("sk-follow-1"), "the deleted host's key left the file: {}", secrets());
 }
+
+/// A new host starts adaptive (no limits are known yet) and says what that means.
+#[test]
+fn a_new_host_follows_the_server_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut harness = harness_for(dir.path());
+    ready(&mut harness);
+    harness.get_by_label("+ host").click();
+    harness.run_steps(2);
+    let host = harness.state().editor().selected_host().unwrap().clone();
+    assert!(host.adaptive && host.budgets.is_empty() && host.concurrency.is_none(), "{host:?}");
+    harness.get_by_label(ratescope::gui::no_limits_text(true));
+    harness.get_by_label("adaptive: follow the limits the server publishes").click();
+    harness.run_steps(2);
+    harness.get_by_label(ratescope::gui::no_limits_text(false));
+}

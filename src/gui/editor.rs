@@ -748,7 +748,8 @@ fn host_list_ui(ui: &mut egui::Ui, hosts: &mut Vec<HostProfile>, selection: Host
     ui.horizontal(|ui| {
         if ui.button("+ host").clicked() {
             let name = fresh_host_name(hosts, (1..).map(|i| format!("host {i}")));
-            hosts.push(HostProfile::new(name, "https://api.example.com"));
+            // With no limits known yet, following what the server publishes is the useful start.
+            hosts.push(HostProfile { adaptive: true, ..HostProfile::new(name, "https://api.example.com") });
             *selected = hosts.len() - 1;
         }
         let Some(host) = hosts.get(*selected).cloned() else { return };
@@ -804,7 +805,19 @@ fn host_limits_ui(ui: &mut egui::Ui, host: &mut HostProfile) -> bool {
     ui.checkbox(&mut host.adaptive, "adaptive: follow the limits the server publishes").on_hover_text(
         "Server budgets tighten these limits, never loosen them; an exhausted budget pauses the host until it resets.",
     );
+    if host.budgets.is_empty() && host.concurrency.is_none() {
+        ui.weak(no_limits_text(host.adaptive));
+    }
     changed
+}
+
+/// What a host without budgets or a concurrency cap does, said under its limits.
+pub fn no_limits_text(adaptive: bool) -> &'static str {
+    if adaptive {
+        "No limits set: requests are paced by what the server publishes (rate-limit headers, 429s with Retry-After)."
+    } else {
+        "No limits set and adaptive off: requests go out unpaced."
+    }
 }
 
 /// Limits of their own for path prefixes. Returns whether any changed.

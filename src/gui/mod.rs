@@ -32,7 +32,7 @@ mod value_axis;
 pub use app::{App, AppOptions, DemoStatus, RunStatus, Tab};
 pub use backend::{Backend, Command, FireRequest, Update};
 pub use composer::{ArrivalChoice, Composer, EndpointDraft, FIRE_TARGET};
-pub use editor::{Editor, EditorAction, ProfileDoc};
+pub use editor::{Editor, EditorAction, ProfileDoc, no_limits_text};
 pub use proxy::{ProxyAction, ProxyPanel, ProxyStatus, proxy_ui};
 pub use toasts::Toasts;
 
