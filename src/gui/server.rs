@@ -12,6 +12,8 @@ pub const EMPTY_TEXT: &str = "The server has not advertised any limits yet.";
 pub const ADAPTIVE_TITLE: &str = "Adaptive mode learned";
 /// How many of adaptive mode's newest notes the panel shows.
 const ADAPTIVE_SHOWN: usize = 4;
+/// What a budget whose reset has passed shows instead of its bar.
+pub const RESET_TEXT: &str = "reset";
 /// The label of the button that adopts the server's budgets.
 pub const APPLY_TEXT: &str = "Apply to profile";
 
@@ -24,8 +26,15 @@ pub fn server_ui(ui: &mut Ui, telemetry: &Telemetry) -> Option<LimiterConfig> {
     };
     // Waits count down from when the response arrived.
     let since = telemetry.seconds(tokio::time::Instant::now()) - telemetry.latest_server_at;
-    let left = |wait: std::time::Duration| wait.saturating_sub(std::time::Duration::from_secs_f64(since.max(0.0)));
-    ui.ctx().request_repaint_after(std::time::Duration::from_millis(250));
+    let elapsed = std::time::Duration::from_secs_f64(since.max(0.0));
+    let left = |wait: std::time::Duration| wait.saturating_sub(elapsed);
+    let passed = |wait: std::time::Duration| wait <= elapsed;
+    // Countdowns move only while one runs: once every reset has passed the panel sleeps.
+    let counting = info.retry_after.is_some_and(|wait| !passed(wait))
+        || info.budgets.iter().any(|budget| budget.reset_after.is_some_and(|wait| !passed(wait)));
+    if counting {
+        ui.ctx().request_repaint_after(std::time::Duration::from_millis(250));
+    }
     ui.horizontal_wrapped(|ui| {
         match key {
             Some(key) => ui.label(format!("key {key}")),
@@ -37,8 +46,14 @@ pub fn server_ui(ui: &mut Ui, telemetry: &Telemetry) -> Option<LimiterConfig> {
         if info.throttled {
             ui.label(RichText::new("throttled").color(super::palette::status_colors(ui.visuals()).warn));
         }
-        if let Some(wait) = info.retry_after {
-            ui.label(format!("retry after {}", format_wait(left(wait))));
+        match info.retry_after {
+            Some(wait) if passed(wait) => {
+                ui.weak("retry-after passed");
+            }
+            Some(wait) => {
+                ui.label(format!("retry after {}", format_wait(left(wait))));
+            }
+            None => {}
         }
     });
 
@@ -54,6 +69,15 @@ pub fn server_ui(ui: &mut Ui, telemetry: &Telemetry) -> Option<LimiterConfig> {
                 ui.label(budget.name.as_str()).on_hover_text(format!("{} · from {}", budget.unit, budget.source));
                 let remaining = budget.remaining.map_or_else(|| "?".to_owned(), number);
                 let limit = budget.limit.map_or_else(|| "?".to_owned(), number);
+                if budget.reset_after.is_some_and(passed) {
+                    // What was left before a reset that has passed says nothing about now.
+                    ui.weak(format!("{remaining} / {limit} {} before its reset", budget.unit));
+                    ui.weak(RESET_TEXT);
+                    ui.weak("passed");
+                    ui.label(budget.window.map_or_else(|| "-".to_owned(), format_period));
+                    ui.end_row();
+                    continue;
+                }
                 ui.monospace(format!("{remaining} / {limit} {}", budget.unit));
                 match (budget.remaining, budget.limit) {
                     (Some(remaining), Some(limit)) if limit > 0.0 => {
@@ -147,7 +171,12 @@ mod tests {
 
     /// A telemetry whose newest response carried `pairs` as headers.
     fn telemetry_after(pairs: &[(&'static str, &'static str)]) -> Telemetry {
-        let origin = Instant::now();
+        telemetry_from(Duration::ZERO, pairs)
+    }
+
+    /// [`telemetry_after`] for a response that arrived `ago`.
+    fn telemetry_from(ago: Duration, pairs: &[(&'static str, &'static str)]) -> Telemetry {
+        let origin = Instant::now() - ago;
         let mut telemetry = Telemetry::new(origin, 100, 100);
         let mut headers = HeaderMap::new();
         for (name, value) in pairs {
@@ -180,6 +209,24 @@ mod tests {
             },
             (telemetry, None),
         )
+    }
+
+    /// A budget whose reset has passed shows as reset, greyed, not as the old "0 / 5" with a
+    /// red bar and "resets in 0ms".
+    #[test]
+    fn a_budget_whose_reset_has_passed_shows_as_reset() {
+        let pairs =
+            [("ratelimit-policy", "\"burst\";q=5;w=1"), ("ratelimit", "\"burst\";r=0;t=1"), ("retry-after", "1")];
+        let mut fresh = harness(telemetry_from(Duration::ZERO, &pairs));
+        fresh.run_steps(1);
+        fresh.get_by_label("0 / 5 requests");
+        assert!(fresh.query_by_label(RESET_TEXT).is_none());
+        let mut stale = harness(telemetry_from(Duration::from_secs(30), &pairs));
+        stale.run_steps(1);
+        stale.get_by_label("0 / 5 requests before its reset");
+        stale.get_by_label(RESET_TEXT);
+        stale.get_by_label("retry-after passed");
+        assert!(stale.query_by_label_contains("resets in 0").is_none());
     }
 
     #[test]
@@ -257,7 +304,10 @@ mod tests {
         harness.get_by_label("retry after 2.0s");
         tokio::time::advance(Duration::from_secs(40)).await;
         harness.run();
-        harness.get_by_label("0ms");
+        // Past its reset the budget shows as reset (it used to read "0ms" forever).
+        harness.get_by_label(RESET_TEXT);
+        harness.get_by_label("passed");
+        assert!(harness.query_by_label("0ms").is_none());
     }
 
     fn harness_without_data() -> Harness<'static, State> {
