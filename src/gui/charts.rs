@@ -410,17 +410,27 @@ fn chart_ui(ui: &mut Ui, frame: &Frame<'_>, chart: &Chart, size: (f32, Option<(f
 /// A chart's legend as one wrapping row under its plot: a short solid or dashed line in the
 /// series' colour, its name and newest value.
 fn legend_ui(ui: &mut Ui, entries: &[LegendEntry]) {
+    const SWATCH: f32 = 18.0;
+    const GAP: f32 = 4.0;
     ui.horizontal_wrapped(|ui| {
         for entry in entries {
-            let (rect, _) = ui.allocate_exact_size(egui::vec2(18.0, 10.0), egui::Sense::hover());
+            // Swatch and text are one widget at the body's size (legends are read, not glanced
+            // at), so the row wraps between entries, never inside one or between its two parts.
+            let text_color = ui.visuals().text_color();
+            let font = egui::TextStyle::Body.resolve(ui.style());
+            let galley = ui.painter().layout_no_wrap(entry.text.clone(), font, text_color);
+            let size = egui::vec2(SWATCH + GAP + galley.size().x, galley.size().y.max(10.0));
+            let (rect, response) = ui.allocate_exact_size(size, egui::Sense::hover());
+            response.widget_info(|| egui::WidgetInfo::labeled(egui::Role::Label, true, &entry.text));
             let stroke = egui::Stroke::new(2.0, entry.color);
-            let (left, right) = (rect.left_center(), rect.right_center());
+            let y = rect.center().y;
+            let (left, right) = (egui::pos2(rect.left(), y), egui::pos2(rect.left() + SWATCH, y));
             if entry.dashed {
                 ui.painter().add(egui::Shape::dashed_line(&[left, right], stroke, 3.0, 2.0));
             } else {
                 ui.painter().line_segment([left, right], stroke);
             }
-            ui.label(RichText::new(&entry.text).small());
+            ui.painter().galley(egui::pos2(rect.left() + SWATCH + GAP, rect.top()), galley, text_color);
             ui.add_space(6.0);
         }
     });
@@ -450,7 +460,8 @@ fn hover_text(telemetry: &Telemetry, scale: Scale, position: &HoverPosition<'_>)
 }
 
 /// The prefix of the server's own series on the Tokens chart.
-const SERVER_PREFIX: &str = "server: ";
+/// Distinct from the adaptive copy's `server:NAME` budgets that share the chart.
+const SERVER_PREFIX: &str = "server says: ";
 
 fn round2(value: f64) -> String {
     let text = format!("{value:.2}");
@@ -943,10 +954,15 @@ mod tests {
         // The legend names the real values too.
         harness.get_by_label("api · burst 2 of 5");
         harness.get_by_label("api · hour 997 of 1000");
-        harness.get_by_label("server: default 60 of 100");
+        harness.get_by_label("server says: default 60 of 100");
         // Budgets in other units say so.
         harness.get_by_label("api · tpm 4000 of 4000 tokens");
-        harness.get_by_label("server: tokens 900 of 1000 tokens");
+        harness.get_by_label("server says: tokens 900 of 1000 tokens");
+        // Legends read at the body's size (they were small text, about 9 px), swatch and
+        // text in one piece.
+        let body = harness.ctx.global_style().text_styles[&egui::TextStyle::Body].size;
+        let entry = harness.get_by_label("server says: default 60 of 100").rect();
+        assert!(entry.height() >= body, "{entry:?} for a {body} px body font");
     }
 
     #[tokio::test(start_paused = true)]
@@ -972,7 +988,7 @@ mod tests {
         let plots: Vec<egui::Rect> = ["Tokens", "Queue", "Outcomes / s", "Retries / s", "Latency (ms)"]
             .map(|title| *plot_memory(&harness, title).transform().frame())
             .to_vec();
-        for text in ["api · burst 2 of 5", "server: default 60 of 100", "2xx (4 in all)", "429 (8 in all)"] {
+        for text in ["api · burst 2 of 5", "server says: default 60 of 100", "2xx (4 in all)", "429 (8 in all)"] {
             let legend = harness.get_by_label(text).rect();
             for plot in &plots {
                 assert!(!legend.intersects(*plot), "{text:?} at {legend:?} covers a plot at {plot:?}");
