@@ -117,7 +117,7 @@ fn keyed_run(threads: usize, iters: u64, admit: &(impl Fn(usize) + Sync)) -> Dur
 
 /// 10,000 hosts, each with a bucket that never refuses: what a client pays per request to find
 /// its host's limiter and be admitted (`Registry::limiter_for` with the URL's port and path, then
-/// `try_acquire(1)`, as `limiter_for_url` does), beside governor's keyed limiter (its default
+/// `try_acquire(1)`, as `LimitedClient::limiter_for` does), beside governor's keyed limiter (its default
 /// DashMap store, keyed by `String`, on the OS monotonic clock) doing `check_key`. Host names are
 /// built once, outside the timed loop, for both. The time criterion reports is per sweep of
 /// 10,000 admissions.

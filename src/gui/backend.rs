@@ -33,7 +33,8 @@ pub enum Command {
         /// The port; 0 for any free one.
         port: u16,
     },
-    /// Fire a burst: `table` holds the limits of every key, applied before the first request.
+    /// Fire a burst: the spec (its limits applied to every key before the first request) and
+    /// the client builder it is sent with.
     Fire(Box<FireRequest>),
     /// Cancel the running burst.
     Cancel,

@@ -169,7 +169,8 @@ impl EventSink {
         Self::default()
     }
 
-    /// Events dropped so far because the consumer lagged.
+    /// Events dropped because the consumer lagged since the last `Lagged` report (the count
+    /// starts again from zero each time one is delivered).
     pub fn dropped(&self) -> u64 {
         self.inner.as_ref().map_or(0, |inner| inner.dropped.load(Ordering::Relaxed))
     }

@@ -771,8 +771,3 @@ fn outcome_text(outcome: &Outcome<'_>) -> String {
         Outcome::Timeout => "no response in time".to_owned(),
     }
 }
-
-/// The limiter a request to `url` would wait in, if any (for snapshots and charts).
-pub fn limiter_for_url(registry: &Registry, url: &Url) -> Option<Limiter> {
-    registry.limiter_for(&url.host_str()?.to_ascii_lowercase(), url.port_or_known_default(), url.path())
-}
