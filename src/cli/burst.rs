@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
+use anyhow::Context;
 use clap::Args;
 use http::Method;
 use http::header::CONTENT_TYPE;
@@ -306,16 +307,14 @@ fn check_store(shared: &SharedSettings) -> anyhow::Result<()> {
     if shared.policy != FailPolicy::Closed {
         return Ok(());
     }
-    let handle = tokio::runtime::Handle::current();
-    let reached = std::thread::scope(|scope| scope.spawn(|| handle.block_on(shared.check_reachable())).join());
-    match reached {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(err)) => anyhow::bail!(
-            "the shared budget store at {} cannot be reached: {err}; start it or fix the URL, or pass --on-redis-failure fail-open (or local/N) to send without it",
+    // The runtime is entered, not running a task here, so blocking on it is allowed (as `run`
+    // does for the burst itself).
+    tokio::runtime::Handle::current().block_on(shared.check_reachable()).with_context(|| {
+        format!(
+            "the shared budget store at {} cannot be reached; start it or fix the URL, or pass --on-redis-failure fail-open (or local/N) to send without it",
             shared.display_url()
-        ),
-        Err(_) => anyhow::bail!("the check of the shared budget store at {} failed", shared.display_url()),
-    }
+        )
+    })
 }
 
 fn describe_hosts(profile: &Profile) -> String {

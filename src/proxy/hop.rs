@@ -8,10 +8,7 @@
 
 use std::net::IpAddr;
 
-use http::header::{
-    CONNECTION, CONTENT_LENGTH, EXPECT, HOST, HeaderName, PROXY_AUTHENTICATE, TE, TRAILER, TRANSFER_ENCODING, UPGRADE,
-    VIA,
-};
+use http::header::{CONNECTION, CONTENT_LENGTH, EXPECT, HOST, HeaderName, VIA};
 use http::{HeaderMap, HeaderValue};
 
 const KEEP_ALIVE: &str = "keep-alive";
@@ -26,9 +23,24 @@ const VIA_ME: &str = "1.1 ratescope";
 /// target (`Host`) or belongs to one hop: the fields a proxy sets itself and never takes from
 /// anyone's configuration.
 pub(crate) fn is_framing_or_hop(name: &HeaderName) -> bool {
-    [CONNECTION, TE, TRAILER, TRANSFER_ENCODING, UPGRADE, HOST, CONTENT_LENGTH, EXPECT, PROXY_AUTHENTICATE]
-        .contains(name)
-        || [KEEP_ALIVE, PROXY_CONNECTION, "proxy-authorization"].contains(&name.as_str())
+    is_hop_by_hop(name) || [HOST, CONTENT_LENGTH, EXPECT].contains(name)
+}
+
+/// The fixed hop-by-hop set (RFC 9110 §7.6.1), without those a `Connection` header names.
+const HOP_BY_HOP: [&str; 9] = [
+    "connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "proxy-authenticate",
+    KEEP_ALIVE,
+    PROXY_CONNECTION,
+    "proxy-authorization",
+];
+
+fn is_hop_by_hop(name: &HeaderName) -> bool {
+    HOP_BY_HOP.contains(&name.as_str())
 }
 
 /// Removes the hop-by-hop fields: those named in `Connection`, then the fixed set.
@@ -43,10 +55,7 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
     for name in named {
         headers.remove(name);
     }
-    for name in [CONNECTION, TE, TRAILER, TRANSFER_ENCODING, UPGRADE, PROXY_AUTHENTICATE] {
-        headers.remove(name);
-    }
-    for name in [KEEP_ALIVE, PROXY_CONNECTION, "proxy-authorization"] {
+    for name in HOP_BY_HOP {
         headers.remove(name);
     }
 }
