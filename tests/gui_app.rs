@@ -113,10 +113,12 @@ fn a_narrow_window_keeps_the_toolbars_inside_it_and_apart() {
     for rect in sliders {
         assert!(rect.right() <= width, "a slider ends at {} in a {width}-point window", rect.right());
     }
-    // The demo API's status is shortened rather than drawn over the profile buttons.
+    // The demo API's status has the status bar at the window's foot to itself, whole, instead
+    // of shrinking to "d…" beside the profile buttons.
     let status = harness.get_by_label_contains("demo API running at").rect();
-    let import = harness.get_by_label("Import…").rect();
-    assert!(status.left() >= import.right(), "status {status:?} overlaps Import… {import:?}");
+    let log = harness.get_by_label("Request log").rect();
+    assert!(status.top() > log.bottom() && status.bottom() <= 640.0, "status {status:?}, log {log:?}");
+    assert!(status.width() > 200.0, "the status reads whole: {status:?}");
 }
 
 #[test]
@@ -531,7 +533,7 @@ fn small_windows_keep_everything_apart() {
         let import = harness.get_by_label("Import…").rect();
         assert!(import.right() <= width, "{width}: Import… ends at {}", import.right());
         if let Some(status) = harness.query_by_label_contains("demo API running at") {
-            assert!(status.rect().left() >= import.right(), "{width}: the status overlaps Import…");
+            assert!(status.rect().top() >= fire.bottom(), "{width}: the status is not at the window's foot");
         }
         type_key_by_key(&mut harness, "request count", "3");
         harness.get_by_label("Fire").click();
@@ -897,4 +899,141 @@ fn a_new_host_follows_the_server_and_says_so() {
     harness.get_by_label("adaptive: follow the limits the server publishes").click();
     harness.run_steps(2);
     harness.get_by_label(ratescope::gui::no_limits_text(false));
+}
+
+/// Completes every screenshot the app asked for this frame with a window-sized image.
+fn complete_screenshots(harness: &Harness<'_, App>, size: [usize; 2]) -> usize {
+    let mut taken = 0;
+    for command in window_commands(harness) {
+        if let egui::ViewportCommand::Screenshot(callback) = command {
+            let image = egui::ColorImage::new(size, vec![egui::Color32::from_rgb(200, 210, 220); size[0] * size[1]]);
+            callback.complete(std::sync::Arc::new(image));
+            taken += 1;
+        }
+    }
+    taken
+}
+
+/// Charts PNG… holds every chart at the window's width, more than one window of them at
+/// 1024×700, drawn page by page without the follow / zoom controls.
+#[test]
+fn charts_png_holds_every_chart_at_full_width() {
+    let dir = tempfile::tempdir().unwrap();
+    let (width, height) = (1024.0, 700.0);
+    let mut harness = harness_sized(app(dir.path()), egui::vec2(width, height));
+    ready(&mut harness);
+    type_key_by_key(&mut harness, "request count", "8");
+    harness.get_by_label("Fire").click();
+    step_until(&mut harness, "the burst", |app| app.history().runs.len() == 1);
+    harness.get_by_label("Charts PNG…").click();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut pages = 0;
+    while harness.state().save_as().is_none() {
+        assert!(Instant::now() < deadline, "the capture never finished after {pages} pages");
+        harness.step();
+        pages += complete_screenshots(&harness, [width as usize, height as usize]);
+    }
+    assert_eq!(pages, 3, "five charts at a readable size take three pages of a 700-point window");
+    harness.run_steps(2);
+    let target = dir.path().join("charts.png");
+    type_key_by_key(&mut harness, "save to path", &target.display().to_string());
+    step_until(&mut harness, "the file", |_| target.exists());
+    let decoder = png::Decoder::new(std::io::Cursor::new(std::fs::read(&target).unwrap()));
+    let info = decoder.read_info().unwrap().info().clone();
+    assert_eq!(info.width, width as u32, "the whole window's width");
+    assert!(info.height > height as u32, "more than one window of charts: {} px", info.height);
+}
+
+/// Messages sit in the status bar, apart from every button; a change waiting for Ctrl+S says
+/// so until it is saved, and not after.
+#[test]
+fn messages_never_cover_a_button_and_go_once_saved() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut harness = harness_sized(app(dir.path()), egui::vec2(1280.0, 800.0));
+    ready(&mut harness);
+    type_key_by_key(&mut harness, "request count", "6");
+    harness.get_by_label("Fire").click();
+    step_until(&mut harness, "the burst", |app| app.history().runs.len() == 1);
+    harness.get_by_label("Export JSON…").click_accesskit();
+    harness.run_steps(2);
+    let target = dir.path().join("summary.json");
+    type_key_by_key(&mut harness, "save to path", &target.display().to_string());
+    step_until(&mut harness, "the message", |app| {
+        app.toasts().texts().iter().any(|text| text.contains("summary.json"))
+    });
+    harness.run_steps(2);
+    let message = harness.get_by_label_contains("summary.json").rect();
+    for button in harness.get_all_by_role(egui::accesskit::Role::Button) {
+        let rect = button.rect();
+        let own = rect.center().y > message.top() - 2.0 && rect.center().y < message.bottom() + 2.0;
+        assert!(own || !rect.intersects(message), "a message lies over a button at {rect:?}: {button:?}");
+    }
+    import_curl(&mut harness, "curl http://127.0.0.1:9/v1/things");
+    let unsaved = |app: &App| app.toasts().texts().iter().any(|text| text.contains("Ctrl+S keeps it"));
+    assert!(unsaved(harness.state()), "{:?}", harness.state().toasts().texts());
+    harness.key_press_modifiers(egui::Modifiers::COMMAND, egui::Key::S);
+    step_until(&mut harness, "the save", |app| !app.editor().profiles[app.editor().current].is_dirty());
+    assert!(!unsaved(harness.state()), "the reminder went with the save: {:?}", harness.state().toasts().texts());
+}
+
+/// Discover's "Apply to this host" puts the suggestion into the host being edited, leaves the
+/// file alone until saved, and Undo brings the host's limits back as they were.
+#[test]
+fn discover_applies_its_suggestion_to_the_host_being_edited_with_undo() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut harness = harness_for(dir.path());
+    ready(&mut harness);
+    let before = harness.state().editor().selected_host().unwrap().clone();
+    let file_before = demo_file(dir.path());
+    harness.get_by_label("Discover…").click();
+    harness.run_steps(2);
+    harness.get_by_label("Probe").click();
+    step_until(&mut harness, "the probe", |app| app.discover().report.is_some());
+    let suggested = harness.state().discover().report.clone().unwrap().unwrap().limiter_config().unwrap();
+    harness.get_by_label(ratescope::gui::discover::APPLY_TO_HOST_TEXT).click();
+    harness.run_steps(2);
+    let applied = harness.state().editor().selected_host().unwrap().clone();
+    assert_eq!(applied.limiter_config().unwrap().describe(), suggested.describe(), "{applied:?}");
+    assert_eq!(applied.name, before.name, "the same host, not a new one");
+    assert!(!harness.state().discover().open, "the window gives way to the host's editor");
+    assert_eq!(demo_file(dir.path()), file_before, "nothing written before Ctrl+S");
+    harness.get_by_label("Undo").click();
+    harness.run_steps(2);
+    assert_eq!(harness.state().editor().selected_host().unwrap(), &before, "Undo restores the host");
+    assert!(!harness.state().editor().profiles[harness.state().editor().current].is_dirty());
+}
+
+/// How many charts' titles show above the lower panel (or its folded line), and how tall the
+/// charts' area is.
+fn charts_shown(harness: &Harness<'_, App>) -> (usize, f32) {
+    let bottom = harness.get_by_label(ratescope::gui::LOWER_PANEL).rect().top();
+    let top = harness.get_by_label("Tokens").rect().top();
+    let titles = ["Tokens", "Queue", "Outcomes / s", "Retries / s", "Latency (ms)"];
+    let shown = titles.iter().filter(|title| harness.get_by_label(title).rect().bottom() <= bottom).count();
+    (shown, bottom - top)
+}
+
+/// At 1024×700 the lower panel folds to one line and the charts take its room; unfolded, it
+/// comes back as it was.
+#[test]
+fn folding_the_lower_panel_gives_the_charts_its_room() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut harness = harness_sized(app(dir.path()), egui::vec2(1024.0, 700.0));
+    ready(&mut harness);
+    type_key_by_key(&mut harness, "request count", "4");
+    harness.get_by_label("Fire").click();
+    step_until(&mut harness, "the burst", |app| app.history().runs.len() == 1);
+    harness.run_steps(2);
+    let (shown, height) = charts_shown(&harness);
+    harness.get_by_label(ratescope::gui::LOWER_PANEL).click();
+    harness.run_steps(3);
+    assert!(harness.query_by_label("What the server says").is_none(), "folded away");
+    let (folded_shown, folded_height) = charts_shown(&harness);
+    assert!(folded_height > height + 150.0, "the charts' area grew from {height} to {folded_height}");
+    assert!(folded_shown > shown, "{folded_shown} charts show folded, {shown} before");
+    harness.get_by_label_contains("Request log (").rect();
+    harness.get_by_label(ratescope::gui::LOWER_PANEL).click();
+    harness.run_steps(3);
+    harness.get_by_label("What the server says");
+    assert_eq!(charts_shown(&harness), (shown, height), "unfolded as it was");
 }

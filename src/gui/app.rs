@@ -8,6 +8,7 @@ use tokio::sync::mpsc;
 use url::Url;
 
 use super::backend::{Backend, Command, Update};
+use super::chart_image::{CaptureState, ChartImage};
 use super::charts::{ChartView, EMPTY_TEXT, PROXY_EMPTY_TEXT, compare_charts_ui};
 use super::composer::{Composer, EndpointDraft};
 use super::discover::{Discover, DiscoverAction};
@@ -21,7 +22,7 @@ use super::screenshot::ScreenshotStep;
 use super::server::server_ui;
 use super::simulator::SimulatorTab;
 use super::summary::{SummaryAction, summary_ui};
-use super::toasts::Toasts;
+use super::toasts::{Toasts, Topic};
 use crate::http::Event;
 use crate::profile::{Profile, SecretStore};
 use crate::run::{BurstProgress, RequestResult, Summary, write_csv};
@@ -97,6 +98,9 @@ pub struct AppOptions {
     pub last_profile: Option<String>,
 }
 
+/// The name of the button that folds and unfolds the lower panel.
+pub const LOWER_PANEL: &str = "lower panel";
+
 /// Storage key of the last selected profile.
 pub const LAST_PROFILE_KEY: &str = "ratescope.last_profile";
 
@@ -127,16 +131,16 @@ pub struct App {
     pub(crate) save_as: Option<SaveAs>,
     /// The left panel (hosts and limits) is open.
     pub(crate) hosts_open: bool,
+    /// The lower panel (request log, what the server says, runs) is open.
+    pub(crate) lower_open: bool,
     /// The keyboard shortcuts overlay is open.
     pub(crate) help_open: bool,
     /// Whether a close of the window is held for unsaved work.
     pub(crate) quit: Quit,
     /// Close the window on the next frame (every save the quit prompt asked for is done).
     close_now: bool,
-    /// A PNG of the charts being captured: the charts' rectangle and the slot the capture fills.
-    chart_capture: Option<ChartCapture>,
-    /// The charts' rectangle on screen last frame (for a PNG of them).
-    charts_rect: Option<egui::Rect>,
+    /// A PNG of the charts being captured, page by page.
+    chart_capture: Option<ChartImage>,
     events: Option<mpsc::Receiver<Event>>,
     /// Close by itself after this long (a smoke test of the real window), counting frames.
     smoke: Option<(std::time::Instant, Duration, u64)>,
@@ -169,11 +173,11 @@ impl App {
             firing: None,
             save_as: None,
             hosts_open: true,
+            lower_open: true,
             help_open: false,
             quit: Quit::default(),
             close_now: false,
             chart_capture: None,
-            charts_rect: None,
             events: None,
             smoke: options.close_after.map(|after| (std::time::Instant::now(), after, 0)),
             screenshot: options.screenshot.map(|(path, after)| super::screenshot::ScreenshotMode::new(path, after)),
@@ -272,7 +276,7 @@ impl App {
                     self.demo = DemoStatus::Failed(err);
                 }
                 Update::BurstStarted { events, planned } => {
-                    self.toasts.resolve("fire");
+                    self.toasts.resolve(Topic::Fire);
                     self.watch(events);
                     self.run = RunStatus::Running { progress: BurstProgress { planned, ..BurstProgress::default() } };
                 }
@@ -297,7 +301,8 @@ impl App {
                 Update::Error(err) => self.toasts.error(err),
                 Update::Info(text) => self.toasts.info(text),
                 Update::Saved { profile, message } => {
-                    self.toasts.resolve("save");
+                    self.toasts.resolve(Topic::Save);
+                    self.toasts.resolve(Topic::Unsaved);
                     self.toasts.info(message);
                     let name = profile.name.clone();
                     self.editor.mark_saved(*profile);
@@ -306,9 +311,9 @@ impl App {
                 Update::SaveFailed { name: _, error } => {
                     if matches!(self.quit, Quit::Saving { .. }) {
                         self.quit.save_failed();
-                        self.toasts.error_about("save", format!("{error}; the window stays open"));
+                        self.toasts.error_about(Topic::Save, format!("{error}; the window stays open"));
                     } else {
-                        self.toasts.error_about("save", error);
+                        self.toasts.error_about(Topic::Save, error);
                     }
                 }
                 Update::Profiles { profiles, problems, secrets } => self.profiles_loaded(profiles, problems, *secrets),
@@ -328,16 +333,18 @@ impl App {
                     self.discover.report = Some(*found);
                 }
                 Update::ProxyStarted { url, routes, events } => {
+                    self.toasts.resolve(Topic::Proxy);
                     self.watch(events);
                     self.proxy.status = ProxyStatus::Running { url, routes };
                 }
                 Update::ProxyStopped(message) => {
                     self.drain_events(usize::MAX);
                     self.proxy.status = ProxyStatus::Stopped;
+                    self.toasts.resolve(Topic::Proxy);
                     self.toasts.info(message);
                 }
                 Update::ProxyFailed(err) => {
-                    self.toasts.error(format!("the proxy did not start: {err}"));
+                    self.toasts.error_about(Topic::Proxy, format!("the proxy did not start: {err}"));
                     self.proxy.status = ProxyStatus::Failed(err);
                 }
             }
@@ -388,7 +395,7 @@ impl App {
                 self.firing = Some(self.composer.describe(&request.spec));
                 self.backend.send(Command::Fire(Box::new(request)));
             }
-            Err(err) => self.toasts.error_about("fire", err),
+            Err(err) => self.toasts.error_about(Topic::Fire, err),
         }
     }
 
@@ -432,7 +439,7 @@ impl App {
             Ok((profile, secrets)) => {
                 self.backend.send(Command::Save { profile: Box::new(profile), secrets: Box::new(secrets) });
             }
-            Err(err) => self.toasts.error_about("save", err),
+            Err(err) => self.toasts.error_about(Topic::Save, err),
         }
     }
 
@@ -464,7 +471,7 @@ impl App {
                 }
                 Err(err) => {
                     self.quit = Quit::Staying;
-                    self.toasts.error_about("save", format!("{err}; fix it, or quit without saving"));
+                    self.toasts.error_about(Topic::Save, format!("{err}; fix it, or quit without saving"));
                 }
             },
         }
@@ -479,6 +486,12 @@ impl App {
         self.close_requested_ui(ui.ctx());
         self.shortcuts(ui);
         egui::Panel::top("top").show(ui, |ui| self.top_bar_ui(ui));
+        // The status bar comes before every other panel, so it is the window's last line and
+        // its messages take their own room instead of lying over buttons.
+        egui::Panel::bottom("status").show(ui, |ui| self.status_bar_ui(ui));
+        if self.tab != Tab::Proxy {
+            self.toasts.resolve(Topic::Proxy);
+        }
         match self.tab {
             // The proxy's traffic shows on the same charts and log as a burst's.
             Tab::Burst | Tab::Proxy => self.burst_tab_ui(ui),
@@ -493,8 +506,18 @@ impl App {
                 });
             }
         }
-        match self.discover.window_ui(ui.ctx()) {
+        let host = self.editor.selected_host().map(|host| host.name.clone());
+        match self.discover.window_ui(ui.ctx(), host.as_deref()) {
             DiscoverAction::None => {}
+            DiscoverAction::ApplyToHost(config) => match self.editor.apply_limits(&config) {
+                Ok(message) => {
+                    // The Undo offer is in the hosts panel: it shows.
+                    self.hosts_open = true;
+                    self.discover.open = false;
+                    self.toasts.info_about(Topic::Unsaved, message);
+                }
+                Err(err) => self.toasts.error(err),
+            },
             DiscoverAction::Probe { url, max_requests } => self.backend.send(Command::Probe { url, max_requests }),
             DiscoverAction::CreateProfile(profile) if self.editor.has_profile_like(&profile.name) => {
                 // Asked first: a profile of that name would be replaced.
@@ -510,7 +533,15 @@ impl App {
         if self.help_open {
             super::help::help_ui(ui.ctx(), &mut self.help_open);
         }
-        self.toasts.toasts_ui(ui);
+    }
+
+    /// The window's foot: the demo API's state on the left, then the newest message.
+    fn status_bar_ui(&mut self, ui: &mut egui::Ui) {
+        ui.horizontal(|ui| {
+            self.demo_status_ui(ui);
+            ui.separator();
+            self.toasts.toasts_ui(ui);
+        });
     }
 
     fn save_as_ui(&mut self, ctx: &egui::Context) {
@@ -528,41 +559,29 @@ impl App {
         }
     }
 
-    /// Asks for a PNG of the charts (it arrives in a later frame, then the Save as window opens).
-    pub fn export_charts_png(&mut self) {
-        let Some(rect) = self.charts_rect else {
+    /// Asks for a PNG of every chart (drawn a page at a time over the window, then the Save
+    /// as window opens).
+    pub fn export_charts_png(&mut self, ctx: &egui::Context) {
+        if self.telemetry.log.is_empty() && self.telemetry.open.is_empty() {
             self.toasts.info("fire a burst first: there are no charts to save yet");
             return;
-        };
-        self.chart_capture = Some(ChartCapture { rect, image: Default::default(), requested: false });
+        }
+        self.chart_capture = Some(ChartImage::new(ctx.content_rect().height()));
     }
 
     fn capture_charts(&mut self, ctx: &egui::Context) {
         let Some(capture) = &mut self.chart_capture else { return };
-        if !capture.requested {
-            capture.requested = true;
-            let (slot, rect, waker) = (std::sync::Arc::clone(&capture.image), capture.rect, ctx.clone());
-            let pixels_per_point = ctx.pixels_per_point();
-            ctx.request_screenshot(move |image| {
-                let png = super::screenshot::png_bytes(&image.region(&rect, Some(pixels_per_point)));
-                if let Ok(mut slot) = slot.lock() {
-                    *slot = Some(png);
-                }
-                waker.request_repaint();
-            });
-            return;
-        }
-        let done = capture.image.lock().ok().and_then(|mut slot| slot.take());
-        match done {
-            Some(Ok(png)) => {
+        let previous = self.history.compared(self.shown_run);
+        match capture.capture_ui(ctx, &self.telemetry, previous, &self.chart_view) {
+            CaptureState::Working => {}
+            CaptureState::Done(png) => {
                 self.chart_capture = None;
                 self.save_as = Some(SaveAs::offer("the charts as PNG", "ratescope-charts.png", png));
             }
-            Some(Err(err)) => {
+            CaptureState::Failed(err) => {
                 self.chart_capture = None;
                 self.toasts.error(format!("the charts were not captured: {err}"));
             }
-            None => {}
         }
     }
 
@@ -570,11 +589,15 @@ impl App {
         let width = ui.available_width();
         // The log spans the whole width, under the hosts panel too, so it keeps its columns
         // in a narrow window.
-        egui::Panel::bottom("log")
-            .default_size(230.0)
-            .size_range(120.0..=(ui.available_height() * 0.6).max(120.0))
-            .resizable(true)
-            .show(ui, |ui| self.lower_ui(ui));
+        if self.lower_open {
+            egui::Panel::bottom("log")
+                .default_size(230.0)
+                .size_range(96.0..=(ui.available_height() * 0.7).max(96.0))
+                .resizable(true)
+                .show(ui, |ui| self.lower_ui(ui));
+        } else {
+            egui::Panel::bottom("log_folded").resizable(false).show(ui, |ui| self.lower_folded_ui(ui));
+        }
         let panel = egui::Panel::left("hosts")
             .default_size((width * 0.3).clamp(220.0, 340.0))
             .size_range(220.0..=(width * 0.4).clamp(220.0, 460.0))
@@ -603,10 +626,7 @@ impl App {
             };
             ui.separator();
             let previous = self.history.compared(self.shown_run);
-            let top = ui.cursor().min;
             compare_charts_ui(ui, &self.telemetry, previous, &mut self.chart_view, egui::Id::NULL, empty_text);
-            self.charts_rect = (!self.telemetry.log.is_empty() || !self.telemetry.open.is_empty())
-                .then(|| egui::Rect::from_min_max(top, ui.max_rect().max));
         });
     }
 
@@ -646,13 +666,13 @@ impl App {
         match self.proxy.config(profile, &self.editor.secrets) {
             Ok((config, skipped)) => {
                 for warning in skipped {
-                    self.toasts.error(format!("the proxy starts without a host: {warning}"));
+                    self.toasts.error_about(Topic::Proxy, format!("the proxy starts without a host: {warning}"));
                 }
                 self.proxy.status = ProxyStatus::Starting;
                 self.backend.send(Command::StartProxy(Box::new(config)));
             }
             Err(err) => {
-                self.toasts.error(format!("the proxy cannot start: {err}"));
+                self.toasts.error_about(Topic::Proxy, format!("the proxy cannot start: {err}"));
                 self.proxy.status = ProxyStatus::Failed(err);
             }
         }
@@ -678,6 +698,7 @@ impl App {
             },
             EditorAction::Delete(name) => self.backend.send(Command::Delete { name }),
             EditorAction::Message(text) => self.toasts.info(text),
+            EditorAction::Unsaved(text) => self.toasts.info_about(Topic::Unsaved, text),
         }
     }
 
@@ -701,7 +722,6 @@ impl App {
                     self.help_open = !self.help_open;
                 }
                 super::help::theme_ui(ui);
-                self.demo_status_ui(ui);
             });
         });
     }
@@ -740,11 +760,11 @@ impl App {
             self.open_discover();
         }
         if pressed.save_png {
-            self.export_charts_png();
+            self.export_charts_png(ui.ctx());
         }
         if pressed.keep_endpoints {
             match self.composer.endpoint_entries().and_then(|entries| self.editor.keep_endpoints(entries)) {
-                Ok(message) => self.toasts.info(message),
+                Ok(message) => self.toasts.info_about(Topic::Unsaved, message),
                 Err(err) => self.toasts.error(err),
             }
         }
@@ -755,7 +775,7 @@ impl App {
                     if let Some(method) = import.endpoint.method.as_deref().and_then(|m| m.parse().ok()) {
                         self.composer.method = method;
                     }
-                    self.toasts.info(message);
+                    self.toasts.info_about(Topic::Unsaved, message);
                 }
                 Err(err) => self.toasts.error(err),
             }
@@ -772,6 +792,26 @@ impl App {
         }
     }
 
+    /// The folded lower panel: one line saying what is in it, and the button that unfolds it.
+    fn lower_folded_ui(&mut self, ui: &mut egui::Ui) {
+        ui.horizontal(|ui| {
+            if ui
+                .button("show")
+                .on_hover_text("Show the request log, what the server says and the runs")
+                .accessible_name(LOWER_PANEL)
+                .clicked()
+            {
+                self.lower_open = true;
+            }
+            let rows = self.telemetry.log.len();
+            let runs = self.history.runs.len();
+            ui.add(
+                egui::Label::new(format!("Request log ({rows} attempts) · What the server says · Runs ({runs})"))
+                    .truncate(),
+            );
+        });
+    }
+
     fn lower_ui(&mut self, ui: &mut egui::Ui) {
         let width = ui.available_width();
         egui::Panel::right("server")
@@ -785,7 +825,13 @@ impl App {
                     .show(ui, |ui| self.server_side_ui(ui));
             });
         egui::CentralPanel::default().show(ui, |ui| {
-            ui.add(egui::Label::new(egui::RichText::new("Request log").heading()).truncate());
+            ui.horizontal(|ui| {
+                let fold = ui.button("hide").on_hover_text("Fold this panel away: the charts take its room");
+                if fold.accessible_name(LOWER_PANEL).clicked() {
+                    self.lower_open = false;
+                }
+                ui.add(egui::Label::new(egui::RichText::new("Request log").heading()).truncate());
+            });
             log_ui(ui, &self.telemetry, &mut self.selected_row);
         });
     }
@@ -793,10 +839,14 @@ impl App {
     /// What the server says (first: it is what a person tunes by), the runs so far, the
     /// summary of the last one, and the selected response.
     fn server_side_ui(&mut self, ui: &mut egui::Ui) {
-        ui.heading("What the server says");
-        if let Some(config) = server_ui(ui, &self.telemetry) {
+        // Each section folds, so in a short window the runs are a click away.
+        let server = egui::CollapsingHeader::new(egui::RichText::new("What the server says").heading())
+            .id_salt("server_says")
+            .default_open(true)
+            .show(ui, |ui| server_ui(ui, &self.telemetry));
+        if let Some(Some(config)) = server.body_returned {
             let message = self.editor.apply_server_limits(&config);
-            self.toasts.info(message);
+            self.toasts.info_about(Topic::Unsaved, message);
         }
         if let Some(selected) = self.selected_row
             && let Some(row) = self.telemetry.log.iter().rev().find(|row| (row.request_id, row.attempt) == selected)
@@ -809,8 +859,7 @@ impl App {
         egui::CollapsingHeader::new(egui::RichText::new("Runs").heading()).id_salt("runs").default_open(true).show(
             ui,
             |ui| {
-                // A wide table scrolls sideways rather than pushing the log's columns out.
-                egui::ScrollArea::horizontal().id_salt("runs_scroll").show(ui, |ui| history_ui(ui, &mut self.history));
+                history_ui(ui, &mut self.history);
             },
         );
         let RunStatus::Done { summary, results } = &self.run else { return };
@@ -838,13 +887,6 @@ impl App {
             None => {}
         }
     }
-}
-
-/// A PNG of the charts on its way: the region, and the slot the screenshot callback fills.
-struct ChartCapture {
-    rect: egui::Rect,
-    image: super::screenshot::CaptureSlot<Vec<u8>>,
-    requested: bool,
 }
 
 impl eframe::App for App {

@@ -277,19 +277,16 @@ pub fn stack_ui(ui: &mut Ui, telemetry: &Telemetry, view: &mut ChartView, option
         });
         return;
     };
-    let charts: [Chart; CHARTS] = [
-        Chart { title: "Tokens", build: tokens_ui, scale: Scale::Percent, note: Some(TOKENS_NOTE) },
-        Chart { title: "Queue", build: queue_ui, scale: Scale::Count, note: None },
-        Chart { title: "Outcomes / s", build: outcomes_ui, scale: Scale::Count, note: None },
-        Chart { title: "Retries / s", build: retries_ui, scale: Scale::Count, note: None },
-        Chart { title: "Latency (ms)", build: latency_ui, scale: Scale::LogMs, note: None },
-    ];
+    let charts = stack_charts();
     let row_height = ui.text_style_height(&egui::TextStyle::Body) + ui.spacing().item_spacing.y;
     // Each chart: its title, its legend below the plot, and the plot with its own time axis.
     let per_chart_text = 2.0 * row_height + ui.spacing().item_spacing.y;
     let notes = charts.iter().filter(|chart| chart.note.is_some()).count() as f32 * row_height;
-    let plot_height = ((ui.available_height() - notes - charts.len() as f32 * per_chart_text) / charts.len() as f32)
-        .max(MIN_PLOT_HEIGHT);
+    // As many whole charts as fit share the height (the rest scroll into view), so every
+    // point of room the panels leave, or give back when folded or dragged, goes to the plots.
+    let room = ui.available_height() - notes;
+    let fits = (room / (MIN_PLOT_HEIGHT + per_chart_text)).floor().clamp(1.0, charts.len() as f32);
+    let plot_height = (room / fits - per_chart_text).max(MIN_PLOT_HEIGHT);
     egui::ScrollArea::vertical().id_salt("ratescope_charts_scroll").auto_shrink(Vec2b::FALSE).show(ui, |ui| {
         let width = (ui.available_width() - Y_AXIS_WIDTH).max(1.0) * ui.pixels_per_point();
         let mut frame = Frame {
@@ -314,6 +311,55 @@ pub fn stack_ui(ui: &mut Ui, telemetry: &Telemetry, view: &mut ChartView, option
             }
         }
     });
+}
+
+/// The charts of a stack, top to bottom.
+fn stack_charts() -> [Chart; CHARTS] {
+    [
+        Chart { title: "Tokens", build: tokens_ui, scale: Scale::Percent, note: Some(TOKENS_NOTE) },
+        Chart { title: "Queue", build: queue_ui, scale: Scale::Count, note: None },
+        Chart { title: "Outcomes / s", build: outcomes_ui, scale: Scale::Count, note: None },
+        Chart { title: "Retries / s", build: retries_ui, scale: Scale::Count, note: None },
+        Chart { title: "Latency (ms)", build: latency_ui, scale: Scale::LogMs, note: None },
+    ]
+}
+
+/// Charts `which` of a stack for a picture: no toolbar, no scrolling, each plot `plot_height`
+/// tall at the full width, over the time range the stack `on_screen` shows now. Its plots have
+/// ids of their own, so drawing them leaves the zoom of the ones on screen alone.
+pub fn image_charts_ui(
+    ui: &mut Ui,
+    telemetry: &Telemetry,
+    previous: Option<&Telemetry>,
+    view: &ChartView,
+    on_screen: Id,
+    which: std::ops::Range<usize>,
+    plot_height: f32,
+) {
+    let outcomes =
+        [OutcomeRates::OK, OutcomeRates::THROTTLED, OutcomeRates::ERROR].map(|kind| telemetry.outcomes.series(kind));
+    let Some(extent) = data_extent(telemetry, &outcomes) else { return };
+    let shown = egui_plot::PlotMemory::load(ui.ctx(), plot_id(on_screen, "Tokens"))
+        .map(|memory| memory.bounds().range_x())
+        .map(|range| (*range.start(), *range.end()))
+        .filter(|(from, to)| from.is_finite() && to.is_finite() && to > from);
+    let range = if view.follow { view.follow_range(extent) } else { shown.unwrap_or((extent.earliest, extent.newest)) };
+    let width = (ui.available_width() - Y_AXIS_WIDTH).max(1.0) * ui.pixels_per_point();
+    let frame = Frame {
+        telemetry,
+        previous,
+        extent,
+        follow: Some(range),
+        buckets: (width.round() as usize).clamp(16, 8192),
+        stack: on_screen.with("ratescope_picture"),
+    };
+    for chart in stack_charts().iter().skip(which.start).take(which.len()) {
+        ui.label(RichText::new(chart.title).strong());
+        if let Some(note) = chart.note {
+            ui.add(egui::Label::new(RichText::new(note).weak().small()).wrap());
+        }
+        chart_ui(ui, &frame, chart, (plot_height, None), false);
+    }
 }
 
 /// Follow, window length and reset zoom; true when reset zoom was clicked.

@@ -3,6 +3,7 @@
 
 use egui::{RichText, Ui};
 
+use crate::engine::LimiterConfig;
 use crate::probe::{ProbeOptions, ProbeReport};
 use crate::profile::Profile;
 
@@ -22,6 +23,8 @@ pub enum DiscoverAction {
     CreateProfile(Box<Profile>),
     /// Keep it in place of the open profile of the same name, as the person confirmed.
     ReplaceProfile(Box<Profile>),
+    /// Put the suggested limits into the host being edited (which offers Undo).
+    ApplyToHost(Box<LimiterConfig>),
 }
 
 /// The window's state.
@@ -59,6 +62,8 @@ impl Default for Discover {
 
 /// The label of the button that makes a profile of the suggestion.
 pub const CREATE_PROFILE_TEXT: &str = "Create profile";
+/// The label of the button that puts the suggestion into the host being edited.
+pub const APPLY_TO_HOST_TEXT: &str = "Apply to this host";
 /// The label of the button that confirms replacing a profile of the same name.
 pub const REPLACE_PROFILE_TEXT: &str = "Replace it";
 
@@ -71,8 +76,8 @@ impl Discover {
         self.open = true;
     }
 
-    /// The window, when open.
-    pub fn window_ui(&mut self, ctx: &egui::Context) -> DiscoverAction {
+    /// The window, when open; `host` names the host being edited, which the suggestion can go into.
+    pub fn window_ui(&mut self, ctx: &egui::Context, host: Option<&str>) -> DiscoverAction {
         let mut action = DiscoverAction::None;
         let mut open = self.open;
         // Opens over the charts, a little below the toolbars, instead of over the menu bar.
@@ -83,13 +88,13 @@ impl Discover {
             .pivot(egui::Align2::CENTER_TOP)
             .default_pos(top_center)
             .show(ctx, |ui| {
-                action = self.contents_ui(ui);
+                action = self.contents_ui(ui, host);
             });
         self.open = open;
         action
     }
 
-    fn contents_ui(&mut self, ui: &mut Ui) -> DiscoverAction {
+    fn contents_ui(&mut self, ui: &mut Ui, host: Option<&str>) -> DiscoverAction {
         let mut action = DiscoverAction::None;
         ui.label("Ramps carefully, reads every rate-limit header, and stops at the first refusal or as soon as the headers tell the limits.");
         ui.horizontal(|ui| {
@@ -128,6 +133,20 @@ impl Discover {
                 ui.label(RichText::new(report.to_string()).monospace());
                 if report.suggested.budgets.is_empty() && report.suggested.concurrency.is_none() {
                     return action;
+                }
+                if let Some(host) = host {
+                    ui.horizontal(|ui| {
+                        let apply = ui.button(APPLY_TO_HOST_TEXT).on_hover_text(format!(
+                            "Put these limits into '{host}', the host being edited (Undo in the hosts panel)"
+                        ));
+                        if apply.clicked() {
+                            match report.limiter_config() {
+                                Ok(config) => action = DiscoverAction::ApplyToHost(Box::new(config)),
+                                Err(err) => failed = Some(err.to_string()),
+                            }
+                        }
+                        ui.weak(format!("into '{host}'"));
+                    });
                 }
                 ui.horizontal(|ui| {
                     ui.label("profile name");

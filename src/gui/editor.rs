@@ -32,6 +32,8 @@ pub enum EditorAction {
     Delete(String),
     /// Tell the user this.
     Message(String),
+    /// A change made that waits for a save: tell the user this until it is saved.
+    Unsaved(String),
 }
 
 /// A profile being edited and what is on disk.
@@ -57,6 +59,8 @@ enum Undo {
     Host(usize, Box<HostProfile>, usize),
     /// A catalogue entry added to profile `.0`: the profile as it was, and the entry's title.
     Catalog(usize, Box<Profile>, String),
+    /// Limits put into host `.1` of profile `.0`: the host as it was.
+    Limits(usize, usize, Box<HostProfile>),
 }
 
 /// The editing state.
@@ -499,6 +503,24 @@ impl Editor {
         Ok(format!("'{}' keeps {} (unsaved: Ctrl+S keeps it)", host.name, names.join(", ")))
     }
 
+    /// Puts `config`'s budgets and concurrency cap in place of the selected host's, with an Undo
+    /// offer in the hosts panel; says what changed, or why nothing did.
+    pub fn apply_limits(&mut self, config: &LimiterConfig) -> Result<String, String> {
+        let (profile, index) = (self.current, self.host);
+        let Some(host) = self.profiles.get_mut(profile).and_then(|doc| doc.profile.hosts.get_mut(index)) else {
+            return Err("select a host first: the suggestion goes into the host being edited".to_owned());
+        };
+        let before = Box::new(host.clone());
+        host.set_limits(config);
+        let message = format!(
+            "'{}' now has {} (unsaved: Ctrl+S keeps it; Undo in the hosts panel)",
+            host.name,
+            config.describe()
+        );
+        self.undo = Some((Undo::Limits(profile, index, before), Instant::now()));
+        Ok(message)
+    }
+
     /// Turns the server's reported budgets into the selected host's limits.
     pub fn apply_server_limits(&mut self, config: &LimiterConfig) -> String {
         let Some(host) = self.profiles.get_mut(self.current).and_then(|doc| doc.profile.hosts.get_mut(self.host))
@@ -641,6 +663,7 @@ impl Editor {
             Undo::Profile(doc, _) => format!("deleted profile '{}'", doc.profile.name),
             Undo::Host(_, host, _) => format!("deleted host '{}'", host.name),
             Undo::Catalog(_, _, title) => format!("added {title}"),
+            Undo::Limits(_, _, host) => format!("new limits for '{}'", host.name),
         };
         ui.label(RichText::new(what).italics());
         if ui.button("Undo").clicked() {
@@ -658,6 +681,13 @@ impl Editor {
                         doc.profile.hosts.insert(index, *host);
                         self.current = profile;
                         self.host = index;
+                    }
+                }
+                Some(Undo::Limits(profile, index, before)) => {
+                    if let Some(host) = self.profiles.get_mut(profile).and_then(|doc| doc.profile.hosts.get_mut(index))
+                    {
+                        *host = *before;
+                        (self.current, self.host) = (profile, index);
                     }
                 }
                 Some(Undo::Catalog(profile, before, _)) => {
@@ -694,14 +724,14 @@ impl Editor {
                 let (profile, message) = super::catalog::new_profile(taken, &mut self.secrets, &entry);
                 self.profiles.push(ProfileDoc { profile, saved: None });
                 (self.current, self.host) = (self.profiles.len() - 1, 0);
-                return EditorAction::Message(message);
+                return EditorAction::Unsaved(message);
             }
             let before = Box::new(doc.profile.clone());
             return match super::catalog::add_entry(&mut doc.profile, &mut self.secrets, &entry) {
                 Ok((host, message)) => {
                     self.undo = Some((Undo::Catalog(self.current, before, entry.info.title), Instant::now()));
                     self.host = host;
-                    EditorAction::Message(message)
+                    EditorAction::Unsaved(message)
                 }
                 Err(message) => EditorAction::Message(message),
             };

@@ -87,42 +87,75 @@ pub fn compare_label(number: u32) -> String {
     format!("compare #{number}")
 }
 
-/// The runs as a table, newest first, with a toggle to draw one under the live charts.
+/// The runs as a table, newest first, with a toggle to draw one under the live charts. Its
+/// columns fit the panel (cells elide, the whole text on hover): the run number and its compare
+/// toggle come first, so they stay in view however narrow the panel is.
 pub fn history_ui(ui: &mut Ui, history: &mut History) {
+    use egui_extras::{Column, TableBuilder};
+
     if history.runs.is_empty() {
         ui.weak("Finished runs appear here; compare one with the next to tune visually.");
         return;
     }
-    egui::Grid::new("ratescope_history").striped(true).num_columns(8).show(ui, |ui| {
-        for title in ["#", "settings", "429s", "goodput", "p50", "p99", "elapsed", ""] {
-            ui.strong(title);
-        }
-        ui.end_row();
-        for run in history.runs.iter().rev() {
-            ui.label(format!("#{}", run.number));
-            ui.add(egui::Label::new(&run.settings).truncate()).on_hover_text(&run.settings);
-            ui.label(RichText::new(run.throttled.to_string()).monospace());
-            ui.label(RichText::new(format!("{:.1}/s", run.goodput)).monospace());
-            ui.label(RichText::new(format!("{:.0} ms", run.p50_ms)).monospace());
-            ui.label(RichText::new(format!("{:.0} ms", run.p99_ms)).monospace());
-            let elapsed = if run.cancelled > 0 {
-                format!("{:.1} s (cancelled)", run.elapsed_s)
-            } else {
-                format!("{:.1} s", run.elapsed_s)
-            };
-            ui.label(RichText::new(elapsed).monospace());
-            let mut on = history.compare == Some(run.number);
-            if ui
-                .toggle_value(&mut on, "compare")
-                .on_hover_text("Draw this run faintly under the live charts")
-                .accessible_name(compare_label(run.number))
-                .changed()
-            {
-                history.compare = on.then_some(run.number);
+    // #, compare, 429s, goodput, p50, p99, elapsed, settings
+    const WANTED: [f32; 8] = [30.0, 66.0, 40.0, 64.0, 58.0, 58.0, 64.0, 150.0];
+    let widths = super::columns::fit_columns(ui.available_width(), ui.spacing().item_spacing.x, WANTED, 7);
+    let row_height = ui.text_style_height(&egui::TextStyle::Body).max(ui.spacing().interact_size.y);
+    let mut table = TableBuilder::new(ui).id_salt("ratescope_history").striped(true).vscroll(false);
+    for width in widths {
+        table = table.column(Column::exact(width).clip(true));
+    }
+    let cell = |ui: &mut Ui, text: String| {
+        ui.add(egui::Label::new(RichText::new(text).monospace()).truncate());
+    };
+    table
+        .header(row_height, |mut header| {
+            for (title, hint) in [
+                ("#", "The run's number in this session"),
+                ("", "Draw the run faintly under the live charts"),
+                ("429s", "Requests that ended in 429 Too Many Requests"),
+                ("goodput", "Successful requests per second of the run"),
+                ("p50", "Median time from first queued to response"),
+                ("p99", "99th percentile of the same"),
+                ("elapsed", "How long the run took"),
+                ("settings", "What was fired, and with which limits"),
+            ] {
+                header.col(|ui| {
+                    ui.add(egui::Label::new(RichText::new(title).strong()).truncate()).on_hover_text(hint);
+                });
             }
-            ui.end_row();
-        }
-    });
+        })
+        .body(|mut body| {
+            for run in history.runs.iter().rev() {
+                body.row(row_height, |mut row| {
+                    row.col(|ui| cell(ui, format!("#{}", run.number)));
+                    row.col(|ui| {
+                        let mut on = history.compare == Some(run.number);
+                        if ui
+                            .toggle_value(&mut on, "compare")
+                            .on_hover_text("Draw this run faintly under the live charts")
+                            .accessible_name(compare_label(run.number))
+                            .changed()
+                        {
+                            history.compare = on.then_some(run.number);
+                        }
+                    });
+                    row.col(|ui| cell(ui, run.throttled.to_string()));
+                    row.col(|ui| cell(ui, format!("{:.1}/s", run.goodput)));
+                    row.col(|ui| cell(ui, format!("{:.0} ms", run.p50_ms)));
+                    row.col(|ui| cell(ui, format!("{:.0} ms", run.p99_ms)));
+                    let elapsed = if run.cancelled > 0 {
+                        format!("{:.1} s (cancelled)", run.elapsed_s)
+                    } else {
+                        format!("{:.1} s", run.elapsed_s)
+                    };
+                    row.col(|ui| cell(ui, elapsed));
+                    row.col(|ui| {
+                        ui.add(egui::Label::new(&run.settings).truncate()).on_hover_text(&run.settings);
+                    });
+                });
+            }
+        });
 }
 
 #[cfg(test)]
@@ -201,5 +234,24 @@ mod tests {
         }
         assert_eq!(history.runs.len(), HISTORY_RUNS);
         assert_eq!(history.runs.front().map(|run| run.number), Some(4));
+    }
+
+    #[test]
+    fn a_narrow_panel_keeps_every_column_and_the_compare_toggles_in_view() {
+        let mut history = History::default();
+        let telemetry = Telemetry::new(Instant::now(), 10, 10);
+        history.push("GET /items/{id} ×50 · bucket 5 @ 5/1s · minute 100".into(), &summary(0, 12.5), telemetry);
+        let width = 320.0;
+        let mut harness = Harness::builder()
+            .with_size(egui::vec2(width, 200.0))
+            .build_ui_state(|ui, history: &mut History| history_ui(ui, history), history);
+        harness.run();
+        for label in [compare_label(1).as_str(), "#1", "settings", "elapsed"] {
+            let rect = harness.get_by_label(label).rect();
+            assert!(rect.left() >= 0.0 && rect.right() <= width + 0.5, "'{label}' at {rect:?}");
+        }
+        harness.get_by_label(&compare_label(1)).click();
+        harness.run();
+        assert_eq!(harness.state().compare, Some(1));
     }
 }

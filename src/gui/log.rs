@@ -20,21 +20,19 @@ pub fn log_ui(ui: &mut Ui, telemetry: &Telemetry, selected: &mut Option<(u64, u3
     }
     let row_height = ui.text_style_height(&egui::TextStyle::Body).max(ui.spacing().interact_size.y);
     let mut clicked: Option<(u64, u32)> = None;
-    TableBuilder::new(ui)
+    let widths = column_widths(ui.available_width(), ui.spacing().item_spacing.x);
+    let mut table = TableBuilder::new(ui)
         .id_salt("ratescope_request_log")
         .striped(true)
-        .resizable(true)
         .sense(Sense::click())
         .stick_to_bottom(true)
-        .auto_shrink([false, false])
-        .column(Column::initial(72.0).at_least(48.0))
-        .column(Column::initial(56.0).at_least(40.0))
-        .column(Column::initial(160.0).at_least(60.0).clip(true))
-        .column(Column::initial(52.0).at_least(40.0))
-        .columns(Column::initial(78.0).at_least(48.0), 2)
-        .column(Column::initial(56.0).at_least(40.0))
-        .column(Column::initial(78.0).at_least(48.0))
-        .column(Column::remainder().at_least(72.0))
+        .auto_shrink([false, false]);
+    // Every column shares the width there is: a narrow window elides cells (the whole text on
+    // hover) instead of pushing the last columns out of sight.
+    for width in widths {
+        table = table.column(Column::exact(width).clip(true));
+    }
+    table
         .header(row_height + 4.0, |mut header| {
             for (title, hint) in [
                 ("time (s)", "Seconds since the burst started, when the attempt ended"),
@@ -44,11 +42,11 @@ pub fn log_ui(ui: &mut Ui, telemetry: &Telemetry, selected: &mut Option<(u64, u3
                 ("service ms", "From sending the request to its response"),
                 ("queue ms", "Time the attempt waited in the client-side limiter"),
                 ("attempt", "1 for the first try, then one more per retry"),
-                ("remaining", "What the server says is left of its most restrictive budget"),
+                ("remaining", "What the server says is left of its tightest budget, and that budget's name; hover a cell for every budget"),
                 ("retry-after", "How long the server asked to wait, in seconds"),
             ] {
                 header.col(|ui| {
-                    ui.strong(title).on_hover_text(hint);
+                    ui.add(Label::new(RichText::new(title).strong()).truncate()).on_hover_text(hint);
                 });
             }
         })
@@ -58,7 +56,7 @@ pub fn log_ui(ui: &mut Ui, telemetry: &Telemetry, selected: &mut Option<(u64, u3
                 let id = (entry.request_id, entry.attempt);
                 row.set_selected(*selected == Some(id));
                 let (status_text, status_color) = status_style(entry, colors);
-                let cells: [(String, Option<Color32>); 9] = [
+                let cells: [(String, Option<Color32>); COLUMNS] = [
                     (format!("{:.3}", entry.at), None),
                     (entry.method.clone(), None),
                     (entry.path.clone(), None),
@@ -66,11 +64,12 @@ pub fn log_ui(ui: &mut Ui, telemetry: &Telemetry, selected: &mut Option<(u64, u3
                     (optional(entry.service_ms, |ms| format!("{ms:.1}")), None),
                     (format!("{:.1}", entry.queue_wait_ms), None),
                     (entry.attempt.to_string(), None),
-                    (optional(entry.remaining, number), None),
+                    (remaining_text(entry), None),
                     (optional(entry.retry_after_s, |s| format!("{s:.1}")), None),
                 ];
+                let every_budget = every_budget_text(entry);
                 let mut row_clicked = false;
-                for (text, color) in cells {
+                for (column, (text, color)) in cells.into_iter().enumerate() {
                     let (_, response) = row.col(|ui| {
                         let text = match color {
                             Some(color) => RichText::new(text).color(color),
@@ -78,9 +77,10 @@ pub fn log_ui(ui: &mut Ui, telemetry: &Telemetry, selected: &mut Option<(u64, u3
                         };
                         ui.add(Label::new(text).selectable(false).truncate());
                     });
-                    let response = match &entry.error {
-                        Some(error) => response.on_hover_text(error.as_str()),
-                        None => response,
+                    let response = match (&entry.error, &every_budget) {
+                        (Some(error), _) => response.on_hover_text(error.as_str()),
+                        (None, Some(budgets)) if column == REMAINING_COLUMN => response.on_hover_text(budgets),
+                        _ => response,
                     };
                     row_clicked |= response.clicked();
                 }
@@ -188,6 +188,46 @@ fn headers_ui(ui: &mut Ui, row: &LogRow) {
     }
 }
 
+/// The log's columns, and the one saying what is left of the server's budgets.
+const COLUMNS: usize = 9;
+const REMAINING_COLUMN: usize = 7;
+
+/// Each column's width: the path takes what the others leave, and in a narrow log every
+/// column shrinks alike rather than some leaving the view.
+fn column_widths(available: f32, spacing: f32) -> [f32; COLUMNS] {
+    // time, method, path, status, service, queue, attempt, remaining, retry-after
+    const WANTED: [f32; COLUMNS] = [64.0, 56.0, 160.0, 50.0, 76.0, 70.0, 56.0, 130.0, 78.0];
+    super::columns::fit_columns(available, spacing, WANTED, 2)
+}
+
+/// What is left of the tightest budget, named, and of how much when the server said:
+/// `3/5 burst`. One column holds every row, so a bare number would mix budgets.
+fn remaining_text(row: &LogRow) -> String {
+    let Some(tightest) = row.info.as_ref().and_then(|info| info.most_restrictive()) else {
+        return optional(row.remaining, number);
+    };
+    let Some(remaining) = tightest.remaining else { return "-".to_owned() };
+    match tightest.limit {
+        Some(limit) => format!("{}/{} {}", number(remaining), number(limit), tightest.name),
+        None => format!("{} {}", number(remaining), tightest.name),
+    }
+}
+
+/// Every budget the response advertised, one a line, for the remaining column's tooltip.
+fn every_budget_text(row: &LogRow) -> Option<String> {
+    let info = row.info.as_ref()?;
+    let lines: Vec<String> = info
+        .budgets
+        .iter()
+        .filter_map(|budget| {
+            let remaining = budget.remaining?;
+            let of = budget.limit.map(|limit| format!(" of {}", number(limit))).unwrap_or_default();
+            Some(format!("{}: {}{of} {} left", budget.name, number(remaining), budget.unit))
+        })
+        .collect();
+    (!lines.is_empty()).then(|| lines.join("\n"))
+}
+
 /// The status as shown, and its colour: 2xx green, 429 orange, other 4xx/5xx and errors red.
 fn status_style(row: &LogRow, colors: StatusColors) -> (String, Color32) {
     match row.status {
@@ -291,5 +331,60 @@ mod tests {
         );
         failed.run();
         failed.get_by_label("connection refused");
+    }
+
+    fn two_budget_row(telemetry: &mut Telemetry, id: u64, requests_left: &str, tokens_left: &str) {
+        let origin = Instant::now();
+        let event = |kind| Event { request_id: id, key: Some("api".into()), at: origin, kind };
+        telemetry.ingest(&event(EventKind::Sent { attempt: 1, method: "GET".into(), path: format!("/r/{id}") }));
+        let mut headers = HeaderMap::new();
+        for (name, value) in [
+            ("x-ratelimit-limit-requests", "100"),
+            ("x-ratelimit-remaining-requests", requests_left),
+            ("x-ratelimit-reset-requests", "1s"),
+            ("x-ratelimit-limit-tokens", "1000"),
+            ("x-ratelimit-remaining-tokens", tokens_left),
+            ("x-ratelimit-reset-tokens", "6m0s"),
+        ] {
+            headers.insert(name, value.parse().unwrap());
+        }
+        let info = RateLimitInfo::parse(Some(200), &headers, None, std::time::SystemTime::now());
+        telemetry.ingest(&event(EventKind::Response {
+            attempt: 1,
+            status: 200,
+            service_time: Duration::from_millis(5),
+            info: Box::new(info),
+            headers: Box::new(headers),
+        }));
+    }
+
+    #[test]
+    fn the_remaining_column_names_the_tightest_budget_and_fits_a_narrow_log() {
+        let mut telemetry = Telemetry::new(Instant::now(), 100, 100);
+        // 10 % of requests left beside 90 % of tokens, then the other way round: a bare
+        // number would put 10 and 100 in one column without saying they count different things.
+        two_budget_row(&mut telemetry, 1, "10", "900");
+        two_budget_row(&mut telemetry, 2, "90", "100");
+        let mut harness = Harness::builder().with_size(egui::vec2(560.0, 300.0)).build_ui_state(
+            |ui, (telemetry, selected): &mut (Telemetry, Option<(u64, u32)>)| log_ui(ui, telemetry, selected),
+            (telemetry, None),
+        );
+        harness.run();
+        harness.get_by_label("10/100 requests");
+        harness.get_by_label("100/1000 tokens");
+        // At 560 px the last column is still inside the log, not scrolled out of view.
+        let last = harness.get_by_label("retry-after").rect();
+        assert!(last.right() <= 560.0 + 0.5, "retry-after ends at {}", last.right());
+        let every = every_budget_text(&harness.state().0.log[0]).unwrap();
+        assert!(every.contains("requests: 10 of 100") && every.contains("tokens: 900 of 1000"), "{every}");
+    }
+
+    #[test]
+    fn columns_share_a_narrow_width_and_the_path_takes_a_wide_one() {
+        let narrow = column_widths(500.0, 8.0);
+        assert!(narrow.iter().sum::<f32>() + 8.0 * COLUMNS as f32 <= 500.0 + 0.01, "{narrow:?}");
+        let wide = column_widths(1600.0, 8.0);
+        assert!(wide[2] > 800.0, "the path takes the room: {wide:?}");
+        assert!(column_widths(50.0, 8.0).iter().all(|width| *width >= 28.0));
     }
 }

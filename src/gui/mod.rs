@@ -8,7 +8,9 @@ mod app;
 mod backend;
 mod batching;
 mod catalog;
+mod chart_image;
 pub mod charts;
+mod columns;
 mod composer;
 pub mod discover;
 mod draft;
@@ -29,7 +31,7 @@ pub mod summary;
 mod toasts;
 mod value_axis;
 
-pub use app::{App, AppOptions, DemoStatus, RunStatus, Tab};
+pub use app::{App, AppOptions, DemoStatus, LOWER_PANEL, RunStatus, Tab};
 pub use backend::{Backend, Command, FireRequest, Update};
 pub use composer::{ArrivalChoice, Composer, EndpointDraft, FIRE_TARGET};
 pub use editor::{Editor, EditorAction, ProfileDoc, no_limits_text};
