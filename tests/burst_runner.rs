@@ -197,3 +197,19 @@ async fn a_raw_capped_burst_spreads_its_schedule_over_the_workers() {
         assert_eq!(sent.as_millis() / 100, result.index as u128, "request {} left at {sent:?}", result.index);
     }
 }
+
+/// FIFO within a lane, as the README says: on a multi-threaded runtime (the CLI's and the
+/// app's) the requests of a burst fired all at once are sent in request order, although the
+/// runtime starts their tasks in an order of its own. Real time: only the order is asserted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paced_burst_sends_its_requests_in_their_order() {
+    let server = TestServer::start(1000, Duration::from_secs(60), 0).await;
+    let spec = BurstSpec { limits: Some(bucket(1, "400/1s")), ..BurstSpec::get(server.url("/ok"), 40) };
+    let (summary, results) = start(spec).finish().await;
+    assert_eq!(summary.succeeded, 40);
+    let mut sent: Vec<(Instant, usize)> =
+        results.iter().map(|result| (result.attempts[0].sent_at, result.index)).collect();
+    sent.sort();
+    let order: Vec<usize> = sent.into_iter().map(|(_, index)| index).collect();
+    assert_eq!(order, (0..40).collect::<Vec<_>>(), "sent in request order");
+}

@@ -9,6 +9,7 @@ mod runner;
 mod schedule;
 mod spec;
 mod summary;
+mod turnstile;
 
 pub use batched::{BatchRole, MISSING_ITEM};
 pub use export::{CSV_HEADER, write_csv};

@@ -10,6 +10,8 @@ use rand::SeedableRng;
 use rand::distr::{Distribution, weighted::WeightedIndex};
 use rand::rngs::StdRng;
 use tokio::task::JoinSet;
+
+use super::turnstile::Turnstile;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -420,6 +422,9 @@ async fn drive_tasks(
         counters.finished(&result);
         results.push(result);
     };
+    // Requests queue in the limiter in their order (FIFO within a lane); a raw burst has no
+    // queue to keep in order, and skips the chain.
+    let mut turnstile = plan.spec.limits.is_some().then(Turnstile::default);
     for index in 0..plan.len() {
         if !plan.arrival(index, cancel).await {
             break;
@@ -430,7 +435,14 @@ async fn drive_tasks(
         let Some(request) = plan.request(index) else { continue };
         let (plan, client, cancel) = (Arc::clone(plan), client.clone(), cancel.clone());
         let arrived = Instant::now();
-        let handle = tasks.spawn(async move { plan.perform(&client, index, request, arrived, &cancel).await });
+        let place = turnstile.as_mut().map(Turnstile::next_place);
+        let handle = tasks.spawn(async move {
+            let work = plan.perform(&client, index, request, arrived, &cancel);
+            match place {
+                Some(place) => place.run(work).await,
+                None => work.await,
+            }
+        });
         launched.insert(handle.id(), (index, arrived));
         counters.launched();
     }
