@@ -280,7 +280,9 @@ pub fn stack_ui(ui: &mut Ui, telemetry: &Telemetry, view: &mut ChartView, option
     let charts = stack_charts();
     let row_height = ui.text_style_height(&egui::TextStyle::Body) + ui.spacing().item_spacing.y;
     // Each chart: its title, its legend below the plot, and the plot with its own time axis.
-    let per_chart_text = 2.0 * row_height + ui.spacing().item_spacing.y;
+    // Title, legend (its entries widget-tall) and the spacing between them and the plot: about
+    // three text rows, as measured on screen.
+    let per_chart_text = 3.0 * row_height + ui.spacing().item_spacing.y;
     let notes = charts.iter().filter(|chart| chart.note.is_some()).count() as f32 * row_height;
     // As many whole charts as fit share the height (the rest scroll into view), so every
     // point of room the panels leave, or give back when folded or dragged, goes to the plots.
