@@ -47,8 +47,8 @@ fn export_through_a_symlink_writes_its_target_and_keeps_the_link() {
     assert!(export.status.success(), "{}", text(&export.stderr));
     assert!(fs::symlink_metadata(&link).unwrap().file_type().is_symlink(), "the link was replaced by a file");
     let written = fs::read_to_string(&target).unwrap();
-    assert!(written.starts_with("name = \"demo\""), "{written}");
-    // `[shared]` travels with the export (it used to be dropped).
+    // A copy of the saved file, comments and `[shared]` included (it used to be dropped).
+    assert_eq!(written, fs::read_to_string(config.path().join("profiles/demo.toml")).unwrap());
     assert!(written.contains("[shared]") && written.contains("key = \"team\""), "{written}");
 }
 
@@ -67,7 +67,7 @@ fn export_into_a_fifo_streams_and_keeps_the_fifo() {
     let export = ratescope(config.path(), &["profile", "export", "demo", fifo.to_str().unwrap()]);
     assert!(export.status.success(), "{}", text(&export.stderr));
     let received = reader.join().unwrap();
-    assert!(received.starts_with("name = \"demo\"") && received.contains("[shared]"), "{received}");
+    assert!(received.starts_with("# The demo profile") && received.contains("[shared]"), "{received}");
     assert!(fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo(), "the FIFO was replaced by a file");
 }
 

@@ -220,3 +220,58 @@ fn a_name_that_only_shares_a_file_name_is_refused_and_an_empty_paste_named() {
     assert_eq!(code, 2);
     assert!(stderr.contains("the command is empty") && !stderr.contains("''"), "{stderr}");
 }
+
+/// #34 item 3: a profile written by hand keeps every comment, its explicit defaults and its
+/// layout when `import-curl` adds to it; `export` copies the file as it is.
+#[test]
+fn adding_to_a_commented_profile_keeps_its_comments() {
+    const COMMENTED: &str = r#"# Our shop's API, as its support described it.
+name = "shop"
+
+# The storefront: 2 requests a second, bursts of 10.
+[[hosts]]
+name = "storefront"
+base_url = "https://shop.example"
+adaptive = false # they publish no rate-limit headers
+budgets = [
+    # the bucket support told us about
+    { name = "rate", kind = "token_bucket", capacity = 10, rate = "2/1s" },
+]
+
+# Reports are slow on their side.
+[[hosts.paths]]
+prefix = "/reports"
+concurrency = 1 # one report at a time
+"#;
+    let comments = |text: &str| -> Vec<String> {
+        text.lines().filter_map(|line| line.find('#').map(|at| line[at..].to_owned())).collect()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let config = Some(dir.path());
+    let profile = dir.path().join("profiles/shop.toml");
+    std::fs::create_dir_all(profile.parent().unwrap()).unwrap();
+    std::fs::write(&profile, COMMENTED).unwrap();
+
+    let (code, stdout, stderr) =
+        run(config, ["profile", "import-curl", "shop", "curl https://shop.example/items?page=2"], "");
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("added endpoint") && stdout.contains("host 'storefront'"), "{stdout}");
+    let text = read(&profile);
+    assert!(text.starts_with(COMMENTED), "the file as it was, the endpoint after it:\n{text}");
+    assert!(text[COMMENTED.len()..].starts_with("\n[[hosts.endpoints]]\n"), "{text}");
+    assert_eq!(read(dir.path().join("profiles/shop.toml.bak")), COMMENTED, "the previous version is kept");
+
+    let command = "curl https://shop.example/orders -H 'Authorization: Bearer sk-test-7f3a'";
+    let (code, _, stderr) = run(config, ["profile", "import-curl", "shop", command], "");
+    assert_eq!(code, 0, "{stderr}");
+    let text = read(&profile);
+    assert_eq!(comments(&text), comments(COMMENTED), "{text}");
+    assert!(text.contains("adaptive = false # they publish no rate-limit headers\n"), "{text}");
+    assert!(text.contains("secret_headers = [\"authorization\"]") && !text.contains("sk-test-7f3a"), "{text}");
+    let saved = ratescope::profile::Profile::from_toml(&text).unwrap();
+    assert_eq!(saved.hosts[0].endpoints.len(), 2, "{text}");
+
+    let (code, exported, stderr) = run(config, ["profile", "export", "shop", "-"], "");
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(exported, text, "export copies the file, comments included");
+}

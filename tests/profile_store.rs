@@ -84,6 +84,33 @@ fn the_second_save_keeps_the_first_as_bak() {
     assert_eq!(leftovers.len(), 2, "no temporary files left behind: {leftovers:?}");
 }
 
+/// #34 item 3: a save over a commented file keeps its comments, with the guarantees of any
+/// save (the old version as `.bak`, owner-only, reads back as saved); an unchanged one is left.
+#[test]
+fn a_save_over_a_commented_file_keeps_its_comments() {
+    let (_dir, store) = store();
+    assert!(store.ensure_demo().unwrap());
+    let path = store.path_of("demo").unwrap();
+    let mut demo = store.load("demo").unwrap();
+    assert_eq!(store.save(&demo).unwrap(), path);
+    assert_eq!(fs::read_to_string(&path).unwrap(), DEMO_TOML, "nothing changed: the same bytes");
+    assert!(!path.with_file_name("demo.toml.bak").exists(), "and not rewritten");
+
+    demo.hosts[0].budgets[0].capacity = Some(4);
+    assert_eq!(store.text_for(&demo).unwrap(), DEMO_TOML.replacen("capacity = 5", "capacity = 4", 1));
+    store.save(&demo).unwrap();
+    let text = fs::read_to_string(&path).unwrap();
+    assert_eq!(text, DEMO_TOML.replacen("capacity = 5", "capacity = 4", 1), "only that number changed");
+    assert_eq!(store.load("demo").unwrap(), demo);
+    assert_eq!(fs::read_to_string(path.with_file_name("demo.toml.bak")).unwrap(), DEMO_TOML);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+    }
+    assert_eq!(store.text("demo").unwrap(), text, "the file's own text");
+}
+
 #[test]
 fn a_corrupt_file_is_reported_with_its_line_and_never_overwritten() {
     let (_dir, store) = store();
@@ -403,7 +430,9 @@ fn cli_import_list_show_export() {
     assert!(ok, "{stderr}");
     assert_eq!(Profile::from_toml(&fs::read_to_string(&out).unwrap()).unwrap(), Profile::demo().unwrap());
     let (ok, stdout, _) = ratescope(&config, &["profile", "export", "demo", "-"]);
-    assert!(ok && stdout.starts_with("name = \"demo\""), "{stdout}");
+    assert!(ok, "{stdout}");
+    assert_eq!(stdout, DEMO_TOML, "the saved file as it is, comments included");
+    assert_eq!(fs::read_to_string(&out).unwrap(), DEMO_TOML);
 }
 
 #[test]

@@ -75,7 +75,8 @@ pub enum ProfileCommand {
         #[arg(long)]
         force: bool,
     },
-    /// Write a saved profile to FILE ("-" for standard output); secret values are never written.
+    /// Write a saved profile to FILE ("-" for standard output), comments included; secret
+    /// values are never written.
     Export {
         /// The profile's name.
         name: String,
@@ -179,7 +180,7 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
         ProfileCommand::New { name, from, base_url, force } => new_from_catalog(&store, &name, &from, base_url, force),
         ProfileCommand::Export { name, file } => {
             if file == Path::new("-") {
-                out!("{}", store.load(&name)?.to_toml()?)?;
+                out!("{}", store.text(&name)?)?;
             } else {
                 store.export(&name, &file).with_context(|| format!("cannot export profile '{name}'"))?;
                 outln!("exported profile '{name}' to {}", file.display())?;
@@ -248,7 +249,8 @@ fn new_from_catalog(
     if let Some(url) = base_url {
         profile.hosts[0].base_url = url.as_str().trim_end_matches('/').to_owned();
     }
-    let path = store.save(&profile)?;
+    // A replacement, not an edit: the old file's comments would describe what is gone.
+    let path = store.replace(&profile)?;
     let host = &profile.hosts[0];
     let mut secrets = SecretStore::open_default()?;
     let filed = entry.file_secrets(&mut secrets, &profile.name, &host.name);

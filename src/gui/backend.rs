@@ -388,7 +388,7 @@ impl Service {
                     let dialog = rfd::AsyncFileDialog::new()
                         .set_title("Export the profile (without secrets)")
                         .set_file_name(format!("{}.toml", profile.name));
-                    dialog.save_file().await.map(|file| export(&profile, file.path()))
+                    dialog.save_file().await.map(|file| export(&locations, &profile, file.path()))
                 }
                 Command::SaveFile { title, default_name, contents } => {
                     let dialog = rfd::AsyncFileDialog::new().set_title(title).set_file_name(default_name);
@@ -594,8 +594,14 @@ fn import(locations: &Locations, path: &std::path::Path) -> Update {
     }
 }
 
-fn export(profile: &Profile, path: &std::path::Path) -> Update {
-    match profile.to_toml() {
+/// Writes the profile as its saved file would say it: the file's comments kept
+/// ([`ProfileStore::text_for`]).
+fn export(locations: &Locations, profile: &Profile, path: &std::path::Path) -> Update {
+    let text = match locations.store() {
+        Ok(store) => store.text_for(profile),
+        Err(_) => profile.to_toml(),
+    };
+    match text {
         Ok(text) => match write_atomically(path, text.as_bytes()) {
             Update::Info(_) => {
                 Update::Info(format!("exported '{}' to {} (no secret values)", profile.name, path.display()))
@@ -667,6 +673,39 @@ mod tests {
                 panic!("no such update within {limit:?}; saw {} others", seen.len());
             }
         }
+    }
+
+    /// The app's Save and Export go through the store: a saved file keeps its comments and
+    /// layout (#34 item 3), and an export says what the saved file would.
+    #[test]
+    fn saving_and_exporting_in_the_app_keep_the_files_comments() {
+        let config_dir = tempfile::tempdir().unwrap();
+        let locations = Locations { config_dir: Some(config_dir.path().to_owned()) };
+        let store = locations.store().unwrap();
+        assert!(store.ensure_demo().unwrap());
+        let mut demo = store.load("demo").unwrap();
+        demo.hosts[0].adaptive = false;
+        demo.hosts[0].budgets[1].limit = Some(90);
+
+        let update = save(&locations, &demo, &SecretStore::in_memory());
+        assert!(matches!(update, Update::Saved { .. }), "{update:?}");
+        let text = std::fs::read_to_string(store.path_of("demo").unwrap()).unwrap();
+        assert_eq!(Profile::from_toml(&text).unwrap(), demo);
+        let comments = |text: &str| -> Vec<String> {
+            text.lines().filter(|line| line.starts_with('#')).map(str::to_owned).collect()
+        };
+        let mut expected = comments(crate::profile::DEMO_TOML);
+        // `adaptive = true` is gone, and the comment that explained it with it.
+        expected.retain(|line| !line.contains("Also follow the budgets the server publishes"));
+        assert_eq!(comments(&text), expected, "{text}");
+        assert!(text.contains("limit = 90, window = \"1m\""), "{text}");
+
+        demo.hosts[0].budgets[1].limit = Some(80);
+        let exported = config_dir.path().join("exported.toml");
+        let update = export(&locations, &demo, &exported);
+        assert!(matches!(update, Update::Info(_)), "{update:?}");
+        let copy = std::fs::read_to_string(&exported).unwrap();
+        assert_eq!(copy, text.replacen("limit = 90", "limit = 80", 1), "the edited profile, comments kept");
     }
 
     /// Stopping a proxy whose request hangs upstream drains for the whole deadline; meanwhile

@@ -68,8 +68,9 @@
 //!
 //! The config directory is `$RATESCOPE_CONFIG_DIR` when set, else the platform's
 //! (`~/.config/ratescope` on Linux). Profiles are `profiles/<slug>.toml` inside it, written
-//! atomically with the previous version kept as `<slug>.toml.bak`; secrets are in
-//! `secrets.toml` (see [`SecretStore`]), readable by the user only.
+//! atomically with the previous version kept as `<slug>.toml.bak`; a save over a file keeps its
+//! comments and layout wherever the settings did not change. Secrets are in `secrets.toml`
+//! (see [`SecretStore`]), readable by the user only.
 
 pub mod catalog;
 mod client;
@@ -78,6 +79,7 @@ mod curl;
 mod demo;
 mod endpoint;
 mod error;
+mod keep;
 mod model;
 mod secrets;
 mod shared;

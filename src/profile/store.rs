@@ -1,6 +1,7 @@
 //! Profiles on disk: one `<slug>.toml` per profile, written atomically and readable by its owner
 //! only (a profile may hold what came from a paste), the previous version kept as
-//! `<slug>.toml.bak`, and a broken file never overwritten.
+//! `<slug>.toml.bak`, a broken file never overwritten, and a saved file's comments and layout
+//! kept through later saves.
 
 use std::fs;
 use std::io;
@@ -8,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::error::ProfileError;
+use super::keep;
 use super::model::Profile;
 use super::{DEMO_TOML, config_dir};
 use crate::files::{self, WriteOptions};
@@ -139,9 +141,55 @@ impl ProfileStore {
 
     /// Validates and writes `profile` (mode 0600), keeping the version it replaces as `<slug>.toml.bak`.
     /// Refuses to replace a file that does not hold a valid profile of the same name.
+    ///
+    /// Over an existing file the profile is merged into the file's text ([`text_for`](Self::text_for)):
+    /// its comments and layout stay where the settings did not change, and a file that already
+    /// says exactly this profile is left as it is (not even rewritten).
     pub fn save(&self, profile: &Profile) -> Result<PathBuf, ProfileError> {
         profile.validate()?;
+        let path = self.path_of(&profile.name)?;
+        let existing = self.replaced(&profile.name, &path)?;
+        let text = match &existing {
+            Some(bytes) => merged_over(&path, bytes, profile)?,
+            None => profile.to_toml()?,
+        };
+        if existing.as_deref() == Some(text.as_bytes()) {
+            tracing::debug!(profile = %profile.name, path = %path.display(), "profile unchanged, not rewritten");
+            return Ok(path);
+        }
+        self.write(&profile.name, &text)
+    }
+
+    /// Writes `profile` afresh in the documented layout, as [`save`](Self::save) would write a
+    /// new one: for a profile that replaces the saved one rather than edits it (`profile new
+    /// --force`), whose comments would describe what is gone.
+    pub fn replace(&self, profile: &Profile) -> Result<PathBuf, ProfileError> {
+        profile.validate()?;
         self.write(&profile.name, &profile.to_toml()?)
+    }
+
+    /// The text [`save`](Self::save) would write for `profile`: merged into the text of its saved
+    /// file when there is a valid one of that name (comments kept), else fresh. For exporting a
+    /// profile being edited; secret values are never part of it.
+    pub fn text_for(&self, profile: &Profile) -> Result<String, ProfileError> {
+        let path = self.path_of(&profile.name)?;
+        // A broken or clashing file is no base for a copy; the profile itself still is.
+        match self.replaced(&profile.name, &path) {
+            Ok(Some(bytes)) => merged_over(&path, &bytes, profile),
+            Ok(None) | Err(_) => profile.to_toml(),
+        }
+    }
+
+    /// The text of the saved profile named `name`, comments and all, after the checks of
+    /// [`load`](Self::load).
+    pub fn text(&self, name: &str) -> Result<String, ProfileError> {
+        let path = self.path_of(name)?;
+        if !path.exists() {
+            return Err(ProfileError::NotFound { name: name.to_owned(), path });
+        }
+        let bytes = files::read_capped(&path, MAX_PROFILE_BYTES)?;
+        parse_bytes(&path, &bytes)?;
+        String::from_utf8(bytes).map_err(|_| invalid_utf8().in_file(&path))
     }
 
     /// Moves the profile's file to `<slug>.toml.bak` (replacing an older backup); returns that path.
@@ -170,10 +218,10 @@ impl ProfileStore {
         Ok(profile)
     }
 
-    /// Writes the profile named `name` to `path` as TOML. Only the profile is written:
-    /// secret header names, never their values (those live in the secret store).
+    /// Writes the profile named `name` to `path`: a copy of its file, comments included. Only
+    /// the profile is in it: secret header names, never their values (those live in the secret store).
     pub fn export(&self, name: &str, path: &Path) -> Result<(), ProfileError> {
-        let text = self.load(name)?.to_toml()?;
+        let text = self.text(name)?;
         files::write_bytes(path, text.as_bytes(), WriteOptions::default())?;
         Ok(())
     }
@@ -241,6 +289,12 @@ fn backup_of(path: &Path) -> PathBuf {
     let mut name = path.file_name().unwrap_or_default().to_os_string();
     name.push(".bak");
     path.with_file_name(name)
+}
+
+/// `profile` merged into `bytes`, the text of its valid file at `path` ([`keep::merged`]).
+fn merged_over(path: &Path, bytes: &[u8], profile: &Profile) -> Result<String, ProfileError> {
+    let text = std::str::from_utf8(bytes).map_err(|_| invalid_utf8().in_file(path))?;
+    keep::merged(text, profile)
 }
 
 /// A profile file: valid TOML, valid settings, and a name that belongs to this file name.
