@@ -665,6 +665,7 @@ fn export_writes_the_profile_to_a_typed_path_and_says_where() {
     let mut harness = harness(app(dir.path()));
     ready(&mut harness);
     harness.get_by_label("Export…").click();
+    step_until(&mut harness, "the profile's text", |app| app.save_as().is_some());
     harness.run_steps(2);
     harness.get_by_label("Save the profile 'demo' (no secret values) to:");
     let target = dir.path().join("exported.toml");
@@ -672,7 +673,15 @@ fn export_writes_the_profile_to_a_typed_path_and_says_where() {
     step_until(&mut harness, "the message", |app| {
         app.toasts().texts().iter().any(|text| text.contains("exported.toml"))
     });
-    assert!(std::fs::read_to_string(&target).unwrap().contains("demo"));
+    let exported = std::fs::read_to_string(&target).unwrap();
+    // The profile as edited (the demo host points at the port the demo API took), with every
+    // comment of its saved file.
+    let comments: Vec<String> =
+        demo_file(dir.path()).lines().filter(|line| line.trim_start().starts_with('#')).map(str::to_owned).collect();
+    assert!(comments.len() > 10);
+    for comment in comments {
+        assert!(exported.contains(&comment), "'{comment}' was lost: {exported}");
+    }
     assert!(harness.state().save_as().is_none(), "the window closed");
 }
 

@@ -317,6 +317,10 @@ impl App {
                     }
                 }
                 Update::Profiles { profiles, problems, secrets } => self.profiles_loaded(profiles, problems, *secrets),
+                Update::ExportText { name, text } => {
+                    let what = format!("the profile '{name}' (no secret values)");
+                    self.save_as = Some(SaveAs::offer(what, &format!("{name}.toml"), text.into_bytes()));
+                }
                 Update::Imported(profile) => {
                     self.toasts.info(format!("imported '{}'", profile.name));
                     self.editor.add_saved(*profile);
@@ -688,14 +692,8 @@ impl App {
             }
             EditorAction::Save => self.save(),
             EditorAction::Import => self.backend.send(Command::Import),
-            EditorAction::Export(profile) => match profile.to_toml() {
-                Ok(text) => {
-                    let what = format!("the profile '{}' (no secret values)", profile.name);
-                    let name = format!("{}.toml", profile.name);
-                    self.save_as = Some(SaveAs::offer(what, &name, text.into_bytes()));
-                }
-                Err(err) => self.toasts.error(format!("not exported: {err}")),
-            },
+            // The text comes from the backend: it reads the saved file to keep its comments.
+            EditorAction::Export(profile) => self.backend.send(Command::ExportText { profile }),
             EditorAction::Delete(name) => self.backend.send(Command::Delete { name }),
             EditorAction::Message(text) => self.toasts.info(text),
             EditorAction::Unsaved(text) => self.toasts.info_about(Topic::Unsaved, text),

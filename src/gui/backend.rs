@@ -66,6 +66,11 @@ pub enum Command {
         /// The profile.
         profile: Box<Profile>,
     },
+    /// The text exporting `profile` writes (its file's comments kept), for the Save as window.
+    ExportText {
+        /// The profile.
+        profile: Box<Profile>,
+    },
     /// Ask for a file and write `contents` to it (a JSON summary or a CSV of attempts).
     SaveFile {
         /// The file dialog's title.
@@ -169,6 +174,13 @@ pub enum Update {
     },
     /// A profile was imported from a file.
     Imported(Box<Profile>),
+    /// What exporting the profile `name` writes, read off the UI thread.
+    ExportText {
+        /// The profile's name.
+        name: String,
+        /// The TOML, comments of its saved file kept.
+        text: String,
+    },
     /// The Simulator tab's two results.
     Simulated(Result<Box<[SideResult; 2]>, String>),
     /// What a probe found.
@@ -330,6 +342,14 @@ impl Service {
             Command::Save { profile, secrets } => self.send(save(&self.locations, &profile, &secrets)),
             Command::WriteFile { path, contents, what } => self.send(write_file(&path, &contents, &what)),
             Command::Delete { name } => self.send(delete(&self.locations, &name)),
+            Command::ExportText { profile } => {
+                let text =
+                    self.locations.store().and_then(|store| store.text_for(&profile).map_err(|err| err.to_string()));
+                self.send(match text {
+                    Ok(text) => Update::ExportText { name: profile.name.clone(), text },
+                    Err(err) => Update::Error(format!("not exported: {err}")),
+                });
+            }
             Command::Import | Command::Export { .. } | Command::SaveFile { .. } => self.ask_for_file(command),
             Command::Simulate(request) => self.spawn_update(async move {
                 let done = tokio::task::spawn_blocking(move || run_both(*request)).await;
