@@ -814,7 +814,7 @@ mod tests {
     use crate::http::{Event, EventKind, RateLimitInfo};
 
     fn harness(telemetry: Telemetry) -> Harness<'static, (Telemetry, ChartView)> {
-        Harness::builder().with_size(egui::vec2(1000.0, 700.0)).build_ui_state(
+        Harness::builder().with_size(egui::vec2(1000.0, 800.0)).build_ui_state(
             |ui, (telemetry, view): &mut (Telemetry, ChartView)| charts_ui(ui, telemetry, view),
             (telemetry, ChartView::default()),
         )

@@ -98,8 +98,10 @@ pub fn history_ui(ui: &mut Ui, history: &mut History) {
         return;
     }
     // #, compare, 429s, goodput, p50, p99, elapsed, settings
-    const WANTED: [f32; 8] = [30.0, 66.0, 40.0, 64.0, 58.0, 58.0, 64.0, 150.0];
-    let widths = super::columns::fit_columns(ui.available_width(), ui.spacing().item_spacing.x, WANTED, 7);
+    const WANTED: [f32; 8] = [30.0, 68.0, 40.0, 60.0, 52.0, 52.0, 52.0, 150.0];
+    // The compare toggle keeps its width: a button cut to "co…" is no button.
+    let spacing = ui.spacing().item_spacing.x;
+    let widths = super::columns::fit_columns_keeping(ui.available_width(), spacing, WANTED, 7, &[1]);
     let row_height = ui.text_style_height(&egui::TextStyle::Body).max(ui.spacing().interact_size.y);
     let mut table = TableBuilder::new(ui).id_salt("ratescope_history").striped(true).vscroll(false);
     for width in widths {
@@ -142,12 +144,12 @@ pub fn history_ui(ui: &mut Ui, history: &mut History) {
                     });
                     row.col(|ui| cell(ui, run.throttled.to_string()));
                     row.col(|ui| cell(ui, format!("{:.1}/s", run.goodput)));
-                    row.col(|ui| cell(ui, format!("{:.0} ms", run.p50_ms)));
-                    row.col(|ui| cell(ui, format!("{:.0} ms", run.p99_ms)));
+                    row.col(|ui| cell(ui, compact_ms(run.p50_ms)));
+                    row.col(|ui| cell(ui, compact_ms(run.p99_ms)));
                     let elapsed = if run.cancelled > 0 {
-                        format!("{:.1} s (cancelled)", run.elapsed_s)
+                        format!("{:.1}s (cancelled)", run.elapsed_s)
                     } else {
-                        format!("{:.1} s", run.elapsed_s)
+                        format!("{:.1}s", run.elapsed_s)
                     };
                     row.col(|ui| cell(ui, elapsed));
                     row.col(|ui| {
@@ -156,6 +158,11 @@ pub fn history_ui(ui: &mut Ui, history: &mut History) {
                 });
             }
         });
+}
+
+/// A duration in milliseconds, short enough for a narrow column: `850ms`, `1.29s`.
+fn compact_ms(ms: f64) -> String {
+    if ms < 1000.0 { format!("{ms:.0}ms") } else { format!("{:.2}s", ms / 1000.0) }
 }
 
 #[cfg(test)]
@@ -209,11 +216,11 @@ mod tests {
             .with_size(egui::vec2(900.0, 300.0))
             .build_ui_state(|ui, history: &mut History| history_ui(ui, history), history);
         harness.run();
-        for text in ["#1", "#2", "37", "5.0/s", "4.0/s", "10.0 s", "12.5 s"] {
+        for text in ["#1", "#2", "37", "5.0/s", "4.0/s", "10.0s", "12.5s"] {
             assert!(harness.query_by_label(text).is_some(), "{text:?} is not shown");
         }
-        assert_eq!(harness.query_all_by_label("100 ms").count(), 2, "p50 of each run");
-        assert_eq!(harness.query_all_by_label("400 ms").count(), 2, "p99 of each run");
+        assert_eq!(harness.query_all_by_label("100ms").count(), 2, "p50 of each run");
+        assert_eq!(harness.query_all_by_label("400ms").count(), 2, "p99 of each run");
         harness.get_by_label("GET /items ×50 · limiter off");
         assert!(harness.state().compared(Some(2)).is_none(), "nothing compared yet");
         harness.get_by_label(&compare_label(1)).click();
@@ -241,7 +248,7 @@ mod tests {
         let mut history = History::default();
         let telemetry = Telemetry::new(Instant::now(), 10, 10);
         history.push("GET /items/{id} ×50 · bucket 5 @ 5/1s · minute 100".into(), &summary(0, 12.5), telemetry);
-        let width = 320.0;
+        let width = 380.0;
         let mut harness = Harness::builder()
             .with_size(egui::vec2(width, 200.0))
             .build_ui_state(|ui, history: &mut History| history_ui(ui, history), history);
@@ -250,6 +257,9 @@ mod tests {
             let rect = harness.get_by_label(label).rect();
             assert!(rect.left() >= 0.0 && rect.right() <= width + 0.5, "'{label}' at {rect:?}");
         }
+        // The toggle is as wide as its word, not cut to "co…".
+        let toggle = harness.get_by_label(&compare_label(1)).rect();
+        assert!(toggle.width() >= 60.0, "{toggle:?}");
         harness.get_by_label(&compare_label(1)).click();
         harness.run();
         assert_eq!(harness.state().compare, Some(1));
