@@ -9,7 +9,6 @@
 
 use std::future::Future;
 use std::pin::pin;
-use std::task::Poll;
 
 use tokio::sync::oneshot;
 
