@@ -63,14 +63,17 @@ impl ChartImage {
         let screen = ctx.content_rect();
         let first = self.page * self.per_page;
         let which = first..(first + self.per_page).min(CHARTS);
-        let text = CHART_TEXT_HEIGHT * which.len() as f32;
-        let plot_height = ((screen.height() - 16.0 - text) / which.len().max(1) as f32).max(MIN_PLOT_HEIGHT);
+        // Every page is laid out for a full page of charts, so the last one's plots (fewer
+        // of them) are as tall as the others'.
+        let text = CHART_TEXT_HEIGHT * self.per_page as f32;
+        let plot_height = ((screen.height() - 16.0 - text) / self.per_page as f32).max(MIN_PLOT_HEIGHT);
         let area = egui::Area::new(Id::unique("ratescope_chart_picture"))
             .order(egui::Order::Foreground)
             .fixed_pos(screen.min)
             .interactable(false)
             .show(ctx, |ui| {
-                egui::Frame::new().fill(ui.visuals().panel_fill).inner_margin(8.0).show(ui, |ui| {
+                // Opaque, so nothing of the window under the page shows through.
+                egui::Frame::new().fill(ui.visuals().panel_fill.to_opaque()).inner_margin(8.0).show(ui, |ui| {
                     ui.set_width(screen.width() - 16.0);
                     image_charts_ui(ui, telemetry, previous, view, Id::NULL, which, plot_height);
                 });
