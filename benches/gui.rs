@@ -1,28 +1,42 @@
-//! Frame time of the live charts holding one hour of data at 100 samples per second on every
-//! chart: layout plus tessellation on the CPU (what a frame costs before the GPU draws it).
+//! Frame time of the live charts holding a run recorded at 100 samples per second on every
+//! chart (one hour, and a whole day): layout plus tessellation on the CPU, what a frame costs
+//! before the GPU draws it. The day's memory (the process's peak resident set once it is
+//! recorded) is printed before the frames are timed.
 
 use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use ratescope::gui::charts::{ChartView, charts_ui};
+use egui_plot::{PlotBounds, PlotMemory};
+use ratescope::gui::charts::{ChartView, chart_plot_ids, charts_ui};
 use ratescope::telemetry::{Series, Telemetry};
 
-const SECONDS: usize = 3600;
 const PER_SECOND: usize = 100;
+const HOUR: usize = 3600;
+const DAY: usize = 24 * HOUR;
+/// Points each series keeps in full, as the app does (`SERIES_CAPACITY`); older ones are kept
+/// as summaries. `RATESCOPE_BENCH_CAPACITY` overrides it (to hold a whole day in full).
+const APP_CAPACITY: usize = 400_000;
 
-fn hour_of_data() -> Telemetry {
-    let points = SECONDS * PER_SECOND;
-    let mut telemetry = Telemetry::new(tokio::time::Instant::now(), points, 1000);
+fn capacity() -> usize {
+    std::env::var("RATESCOPE_BENCH_CAPACITY").ok().and_then(|text| text.parse().ok()).unwrap_or(APP_CAPACITY)
+}
+
+/// `seconds` of data at 100 Hz on every chart: two client budgets and one server budget, the
+/// queue's three lines, both latencies, outcomes and retries per second.
+fn recorded(seconds: usize) -> Telemetry {
+    let points = seconds * PER_SECOND;
+    let capacity = capacity();
+    let mut telemetry = Telemetry::new(tokio::time::Instant::now(), capacity, 1000);
     let wave = |i: usize, scale: f64| scale * (0.5 + 0.5 * ((i as f64) / 500.0).sin());
     for name in ["demo · rate", "demo · minute"] {
-        let mut series = Series::new(points);
+        let mut series = Series::new(capacity);
         for i in 0..points {
             series.push(i as f64 / PER_SECOND as f64, wave(i, 100.0));
         }
         telemetry.tokens.insert(name.to_owned(), series);
     }
-    let mut remaining = Series::new(points);
+    let mut remaining = Series::new(capacity);
     for i in 0..points {
         let t = i as f64 / PER_SECOND as f64;
         remaining.push(t, wave(i + 50, 100.0));
@@ -42,30 +56,82 @@ fn hour_of_data() -> Telemetry {
     telemetry
 }
 
-fn frame(c: &mut Criterion) {
-    let telemetry = hour_of_data();
-    let ctx = egui::Context::default();
-    let mut view = ChartView { follow: false, window_s: f64::INFINITY };
+/// The process's peak resident set, from `/proc/self/status`, in MB.
+fn peak_resident_mb() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+/// Times frames of `telemetry` in each `(name, view)`: a view is following the newest
+/// `window` seconds, or (not following) showing the range the plots were last panned to.
+fn frames(c: &mut Criterion, group: &str, telemetry: &Telemetry, views: &[(&str, ChartView, Option<(f64, f64)>)]) {
+    let mut group = c.benchmark_group(group);
+    group.measurement_time(Duration::from_secs(8));
     let input = || egui::RawInput {
         screen_rect: Some(egui::Rect::from_min_size(egui::Pos2::ZERO, egui::vec2(1360.0, 860.0))),
         ..Default::default()
     };
-    let mut group = c.benchmark_group("charts_frame");
-    group.measurement_time(Duration::from_secs(8));
-    for (name, window) in [("hour_of_data_whole_hour", f64::INFINITY), ("hour_of_data_following_1min", 60.0)] {
-        view.follow = window.is_finite();
-        view.window_s = window;
-        group.bench_function(name, |b| {
-            b.iter(|| {
-                let output = ctx.run_ui(input(), |ui| {
-                    egui::CentralPanel::default().show(ui, |ui| charts_ui(ui, &telemetry, &mut view));
-                });
-                black_box(ctx.tessellate(output.shapes, output.pixels_per_point))
+    for (name, view, range) in views {
+        // A fresh context per view: plot memories (the panned range) do not leak between views.
+        let ctx = egui::Context::default();
+        let mut view = *view;
+        let mut frame = || {
+            let output = ctx.run_ui(input(), |ui| {
+                egui::CentralPanel::default().show(ui, |ui| charts_ui(ui, telemetry, &mut view));
             });
-        });
+            ctx.tessellate(output.shapes, output.pixels_per_point)
+        };
+        frame();
+        if let Some((from, to)) = *range {
+            // As if the user had panned there: every plot's memory holds the range (and no
+            // link group remembers the old one), so the charts decimate what it shows.
+            let ids = chart_plot_ids(egui::Id::NULL);
+            let memories: Vec<_> = ids.iter().filter_map(|id| PlotMemory::load(&ctx, *id).map(|m| (*id, m))).collect();
+            ctx.data_mut(|data| data.clear());
+            for (id, mut memory) in memories {
+                let bounds = *memory.bounds();
+                memory.set_bounds(PlotBounds::from_min_max([from, bounds.min()[1]], [to, bounds.max()[1]]));
+                memory.auto_bounds.x = false;
+                memory.store(&ctx, id);
+            }
+            frame();
+            let shown = PlotMemory::load(&ctx, ids[0]).map(|memory| memory.bounds().range_x());
+            assert_eq!(shown, Some(from..=to), "the bench shows the range it names");
+        }
+        group.bench_function(*name, |b| b.iter(|| black_box(frame())));
     }
     group.finish();
 }
 
-criterion_group!(benches, frame);
+fn charts(c: &mut Criterion) {
+    let whole = ChartView { follow: false, window_s: f64::INFINITY };
+    let minute = ChartView { follow: true, window_s: 60.0 };
+    let hour = recorded(HOUR);
+    frames(
+        c,
+        "charts_frame",
+        &hour,
+        &[("hour_of_data_whole_hour", whole, None), ("hour_of_data_following_1min", minute, None)],
+    );
+    drop(hour);
+    let day = recorded(DAY);
+    if let Some(mb) = peak_resident_mb() {
+        eprintln!("a day at 100 Hz on every chart recorded: peak resident set {mb:.0} MB");
+    }
+    let noon = (12 * HOUR) as f64;
+    frames(
+        c,
+        "charts_frame_day",
+        &day,
+        &[
+            ("day_of_data_whole_day", whole, None),
+            ("day_of_data_an_hour_at_noon", whole, Some((noon, noon + HOUR as f64))),
+            ("day_of_data_following_1min", minute, None),
+        ],
+    );
+}
+
+criterion_group!(benches, charts);
 criterion_main!(benches);

@@ -708,6 +708,12 @@ fn line<'a>(name: impl Into<String>, points: impl Into<PlotPoints<'a>>) -> Line<
     Line::new(name, points).allow_band(false)
 }
 
+/// The global ids of the plots of `stack`, top to bottom: what their memories (zoom, pan)
+/// are kept under.
+pub fn chart_plot_ids(stack: Id) -> [Id; CHARTS] {
+    stack_charts().map(|chart| plot_id(stack, chart.title))
+}
+
 /// A plot's global id: its zoom survives the surrounding layout changing.
 pub(crate) fn plot_id(stack: Id, title: &str) -> Id {
     stack.with(("ratescope_chart", title))
