@@ -11,6 +11,10 @@ use egui_plot::{PlotBounds, PlotMemory};
 use ratescope::gui::charts::{ChartView, chart_plot_ids, charts_ui};
 use ratescope::telemetry::{Series, Telemetry};
 
+// The app's allocator (`src/main.rs`): a frame's meshes are large, short-lived allocations.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const PER_SECOND: usize = 100;
 const HOUR: usize = 3600;
 const DAY: usize = 24 * HOUR;
@@ -56,17 +60,20 @@ fn recorded(seconds: usize) -> Telemetry {
     telemetry
 }
 
-/// The process's peak resident set, from `/proc/self/status`, in MB.
-fn peak_resident_mb() -> Option<f64> {
+/// A line of `/proc/self/status` (`VmRSS`, the resident set now; `VmHWM`, its peak), in MB.
+fn resident_mb(field: &str) -> Option<f64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
+    let line = status.lines().find(|line| line.starts_with(field))?;
     let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb / 1024.0)
 }
 
 /// Times frames of `telemetry` in each `(name, view)`: a view is following the newest
 /// `window` seconds, or (not following) showing the range the plots were last panned to.
-fn frames(c: &mut Criterion, group: &str, telemetry: &Telemetry, views: &[(&str, ChartView, Option<(f64, f64)>)]) {
+/// A benchmark's name, how the charts follow, and the range panned to (when not following).
+type View<'a> = (&'a str, ChartView, Option<(f64, f64)>);
+
+fn frames(c: &mut Criterion, group: &str, telemetry: &Telemetry, views: &[View<'_>]) {
     let mut group = c.benchmark_group(group);
     group.measurement_time(Duration::from_secs(8));
     let input = || egui::RawInput {
@@ -116,10 +123,14 @@ fn charts(c: &mut Criterion) {
         &[("hour_of_data_whole_hour", whole, None), ("hour_of_data_following_1min", minute, None)],
     );
     drop(hour);
+    let before = resident_mb("VmRSS:").unwrap_or(f64::NAN);
     let day = recorded(DAY);
-    if let Some(mb) = peak_resident_mb() {
-        eprintln!("a day at 100 Hz on every chart recorded: peak resident set {mb:.0} MB");
-    }
+    let after = resident_mb("VmRSS:").unwrap_or(f64::NAN);
+    let peak = resident_mb("VmHWM:").unwrap_or(f64::NAN);
+    eprintln!(
+        "a day at 100 Hz on every chart: resident {before:.0} MB before, {after:.0} MB after (the day's data: {:.0} MB), peak {peak:.0} MB",
+        after - before
+    );
     let noon = (12 * HOUR) as f64;
     frames(
         c,

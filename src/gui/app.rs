@@ -1,6 +1,7 @@
 //! The app's state and its frame: drains the background's updates, lays out the panels,
 //! and turns clicks and shortcuts into commands.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use egui::{Key, KeyboardShortcut, Modifiers};
@@ -29,7 +30,8 @@ use crate::run::{BurstProgress, RequestResult, Summary, write_csv};
 use crate::store::SharedReport;
 use crate::telemetry::Telemetry;
 
-/// Points kept per chart series (an hour at 100 samples a second) and rows kept in the request log.
+/// Points kept in full per chart series (an hour at 100 samples a second; older ones are kept
+/// as min/max summaries, see `telemetry::Series`) and rows kept in the request log.
 const SERIES_CAPACITY: usize = 400_000;
 const LOG_CAPACITY: usize = 50_000;
 /// Events folded into the charts per frame at most, so one frame never stalls on a flood.
@@ -114,7 +116,7 @@ pub struct App {
     pub(crate) composer: Composer,
     pub(crate) demo: DemoStatus,
     pub(crate) run: RunStatus,
-    pub(crate) telemetry: Telemetry,
+    pub(crate) telemetry: Arc<Telemetry>,
     pub(crate) chart_view: ChartView,
     pub(crate) selected_row: Option<(u64, u32)>,
     pub(crate) toasts: Toasts,
@@ -162,7 +164,7 @@ impl App {
             composer: Composer::default(),
             demo: DemoStatus::Starting,
             run: RunStatus::Idle,
-            telemetry: Telemetry::new(tokio::time::Instant::now(), SERIES_CAPACITY, LOG_CAPACITY),
+            telemetry: Arc::new(Telemetry::new(tokio::time::Instant::now(), SERIES_CAPACITY, LOG_CAPACITY)),
             chart_view: ChartView::default(),
             selected_row: None,
             toasts: Toasts::default(),
@@ -285,7 +287,7 @@ impl App {
                         *current = progress;
                     }
                 }
-                Update::Snapshots(snapshots) => self.telemetry.sample(&snapshots),
+                Update::Snapshots(snapshots) => Arc::make_mut(&mut self.telemetry).sample(&snapshots),
                 Update::Shared(report) => self.shared_report = Some(report),
                 Update::Finished { summary, results } => {
                     if let Some(report) = &summary.shared {
@@ -294,7 +296,7 @@ impl App {
                     self.drain_events(usize::MAX);
                     self.events = None;
                     let settings = self.firing.take().unwrap_or_else(|| summary.limiter.clone());
-                    self.history.push(settings, &summary, self.telemetry.clone());
+                    self.history.push(settings, &summary, Arc::clone(&self.telemetry));
                     self.shown_run = self.history.runs.back().map(|run| run.number);
                     self.run = RunStatus::Done { summary, results };
                 }
@@ -358,7 +360,9 @@ impl App {
 
     /// A new stream of client events (a burst's or the proxy's) takes over the charts and log.
     fn watch(&mut self, events: mpsc::Receiver<Event>) {
-        self.telemetry.clear(tokio::time::Instant::now());
+        // A new recorder rather than clearing: the finished run's data may be shared with the
+        // history, and clearing would copy it first.
+        self.telemetry = Arc::new(Telemetry::new(tokio::time::Instant::now(), SERIES_CAPACITY, LOG_CAPACITY));
         self.shown_run = None;
         self.selected_row = None;
         self.events = Some(events);
@@ -382,7 +386,7 @@ impl App {
         let Some(events) = &mut self.events else { return };
         for _ in 0..limit {
             match events.try_recv() {
-                Ok(event) => self.telemetry.ingest(&event),
+                Ok(event) => Arc::make_mut(&mut self.telemetry).ingest(&event),
                 Err(_) => break,
             }
         }

@@ -9,7 +9,7 @@ use egui_plot::{
 };
 
 use super::value_axis::{GRID_SPACING_MIN, value_axis_label, value_axis_steps};
-use crate::telemetry::{OutcomeRates, RetryRates, Series, Telemetry};
+use crate::telemetry::{OutcomeRates, PerSecond, RetryRates, Series, Telemetry};
 
 /// Colour of successful (2xx/3xx) outcomes.
 const OK_COLOR: Color32 = Color32::from_rgb(46, 160, 67);
@@ -78,15 +78,8 @@ impl Extent {
     }
 
     fn include_series(extent: &mut Option<Self>, series: &Series) {
-        if let (Some(first), Some(last)) = (series.iter().next(), series.last()) {
-            Self::include(extent, first[0], last[0]);
-        }
-    }
-
-    fn include_points(extent: &mut Option<Self>, points: &[[f64; 2]]) {
-        if let (Some(first), Some(last)) = (points.first(), points.last()) {
-            // The newest second is still being counted: its start is the newest instant known.
-            Self::include(extent, first[0], last[0]);
+        if let (Some(first), Some(last)) = (series.first_time(), series.last()) {
+            Self::include(extent, first, last[0]);
         }
     }
 }
@@ -238,24 +231,21 @@ pub const CHARTS: usize = 5;
 
 /// The y range of each chart of a stack showing `telemetry`.
 pub fn chart_ranges(telemetry: &Telemetry) -> ChartRanges {
-    let highest = |series: &[&Series]| {
-        series.iter().flat_map(|series| series.iter()).map(|[_, value]| *value).fold(0.0, f64::max)
-    };
-    let per_second_peak =
-        |series: Vec<Vec<[f64; 2]>>| series.iter().flatten().map(|[_, count]| *count).fold(0.0, f64::max);
-    let outcomes = [OutcomeRates::OK, OutcomeRates::THROTTLED, OutcomeRates::ERROR]
-        .map(|kind| telemetry.outcomes.series(kind))
-        .to_vec();
-    let retries = (0..RetryRates::NAMES.len()).map(|kind| telemetry.retries.series(kind)).collect();
+    let ranges = |series: &[&Series]| series.iter().filter_map(|series| series.value_range()).collect::<Vec<_>>();
+    let highest = |series: &[&Series]| ranges(series).iter().map(|(_, high)| *high).fold(0.0, f64::max);
+    let peak_of = |counts: &[u32]| f64::from(counts.iter().copied().max().unwrap_or(0));
+    let outcomes =
+        [OutcomeRates::OK, OutcomeRates::THROTTLED, OutcomeRates::ERROR].map(|kind| telemetry.outcomes.peak(kind));
+    let retries: Vec<u32> = (0..RetryRates::NAMES.len()).map(|kind| telemetry.retries.peak(kind)).collect();
     let latencies = [&telemetry.service_ms, &telemetry.total_ms];
-    let fastest = latencies.iter().flat_map(|series| series.iter()).map(|[_, ms]| *ms).fold(f64::INFINITY, f64::min);
+    let fastest = ranges(&latencies).iter().map(|(low, _)| *low).fold(f64::INFINITY, f64::min);
     let slowest = highest(&latencies);
     let latency = if fastest.is_finite() { (log_ms(fastest), log_ms(slowest)) } else { (0.0, 1.0) };
     [
         (0.0, 100.0),
         (0.0, highest(&[&telemetry.open, &telemetry.queued, &telemetry.in_flight])),
-        (0.0, per_second_peak(outcomes)),
-        (0.0, per_second_peak(retries)),
+        (0.0, peak_of(&outcomes)),
+        (0.0, peak_of(&retries)),
         latency,
     ]
 }
@@ -269,9 +259,7 @@ pub fn widest_ranges(a: &ChartRanges, b: &ChartRanges) -> ChartRanges {
 pub fn stack_ui(ui: &mut Ui, telemetry: &Telemetry, view: &mut ChartView, options: &StackOptions<'_>) {
     let StackOptions { id: stack, empty_text, previous, ranges } = *options;
     let reset = chart_toolbar_ui(ui, view);
-    let outcomes =
-        [OutcomeRates::OK, OutcomeRates::THROTTLED, OutcomeRates::ERROR].map(|kind| telemetry.outcomes.series(kind));
-    let Some(extent) = data_extent(telemetry, &outcomes) else {
+    let Some(extent) = data_extent(telemetry) else {
         ui.centered_and_justified(|ui| {
             ui.label(RichText::new(empty_text).weak().size(16.0));
         });
@@ -338,9 +326,7 @@ pub fn image_charts_ui(
     which: std::ops::Range<usize>,
     plot_height: f32,
 ) {
-    let outcomes =
-        [OutcomeRates::OK, OutcomeRates::THROTTLED, OutcomeRates::ERROR].map(|kind| telemetry.outcomes.series(kind));
-    let Some(extent) = data_extent(telemetry, &outcomes) else { return };
+    let Some(extent) = data_extent(telemetry) else { return };
     let shown = egui_plot::PlotMemory::load(ui.ctx(), plot_id(on_screen, "Tokens"))
         .map(|memory| memory.bounds().range_x())
         .map(|range| (*range.start(), *range.end()))
@@ -621,24 +607,25 @@ fn queue_ui(plot_ui: &mut PlotUi<'_>, frame: &Frame<'_>, source: Source<'_>) -> 
 
 /// Bars per second (or per bucket when zoomed out) of several kinds side by side; an earlier
 /// run's counts as faint steps.
-fn per_second_bars_ui(
+fn per_second_bars_ui<const N: usize>(
     plot_ui: &mut PlotUi<'_>,
     frame: &Frame<'_>,
     source: Source<'_>,
-    kinds: &[(&str, Color32, Vec<[f64; 2]>)],
+    counts: &PerSecond<N>,
+    kinds: &[(&str, Color32, usize)],
 ) -> Vec<LegendEntry> {
     let (from, to, buckets) = frame.decimation_range(plot_ui);
     let mut legend = Vec::new();
     let shown = kinds.len().max(1) as f64;
-    for (slot, (name, color, per_second)) in kinds.iter().enumerate() {
-        let total = per_second.iter().map(|[_, count]| count).fold(0.0, |sum, count| sum + count);
+    let totals = counts.totals();
+    for (slot, (name, color, kind)) in kinds.iter().enumerate() {
         let (label, color) = (source.name(name), source.color(*color));
         legend.push(LegendEntry {
             color,
             dashed: source.previous,
-            text: format!("{label} ({} in all)", round2(total)),
+            text: format!("{label} ({} in all)", totals[*kind]),
         });
-        let segments = per_second_segments(per_second, from, to, buckets);
+        let segments = counts.segments(*kind, from, to, buckets);
         if source.previous {
             let steps: Vec<[f64; 2]> =
                 segments.iter().flat_map(|&(begin, end, value)| [[begin, value], [end, value]]).collect();
@@ -659,28 +646,27 @@ fn per_second_bars_ui(
 }
 
 fn outcomes_ui(plot_ui: &mut PlotUi<'_>, frame: &Frame<'_>, source: Source<'_>) -> Vec<LegendEntry> {
-    let outcomes = &source.telemetry.outcomes;
     let kinds = [
-        ("2xx", OK_COLOR, outcomes.series(OutcomeRates::OK)),
-        ("429", THROTTLED_COLOR, outcomes.series(OutcomeRates::THROTTLED)),
-        ("other errors", ERROR_COLOR, outcomes.series(OutcomeRates::ERROR)),
+        ("2xx", OK_COLOR, OutcomeRates::OK),
+        ("429", THROTTLED_COLOR, OutcomeRates::THROTTLED),
+        ("other errors", ERROR_COLOR, OutcomeRates::ERROR),
     ];
-    per_second_bars_ui(plot_ui, frame, source, &kinds)
+    per_second_bars_ui(plot_ui, frame, source, &source.telemetry.outcomes, &kinds)
 }
 
 fn retries_ui(plot_ui: &mut PlotUi<'_>, frame: &Frame<'_>, source: Source<'_>) -> Vec<LegendEntry> {
     let retries = &source.telemetry.retries;
     let colors = [THROTTLED_COLOR, ERROR_COLOR, PALETTE[1], PALETTE[3], Color32::GRAY];
     let totals = retries.totals();
-    let kinds: Vec<(&str, Color32, Vec<[f64; 2]>)> = RetryRates::NAMES
+    let kinds: Vec<(&str, Color32, usize)> = RetryRates::NAMES
         .iter()
         .zip(colors)
         .enumerate()
         // A cause that never happened takes no room, but 429 is always named.
         .filter(|(kind, _)| *kind == RetryRates::THROTTLED || totals[*kind] > 0)
-        .map(|(kind, (name, color))| (*name, color, retries.series(kind)))
+        .map(|(kind, (name, color))| (*name, color, kind))
         .collect();
-    per_second_bars_ui(plot_ui, frame, source, &kinds)
+    per_second_bars_ui(plot_ui, frame, source, retries, &kinds)
 }
 
 fn latency_ui(plot_ui: &mut PlotUi<'_>, frame: &Frame<'_>, source: Source<'_>) -> Vec<LegendEntry> {
@@ -720,7 +706,7 @@ pub(crate) fn plot_id(stack: Id, title: &str) -> Id {
 }
 
 /// The time extent of everything recorded, or `None` when nothing has been.
-fn data_extent(telemetry: &Telemetry, outcomes: &[Vec<[f64; 2]>; 3]) -> Option<Extent> {
+fn data_extent(telemetry: &Telemetry) -> Option<Extent> {
     let mut extent = None;
     for series in telemetry.tokens.values().chain(telemetry.server_remaining.values()) {
         Extent::include_series(&mut extent, series);
@@ -729,8 +715,9 @@ fn data_extent(telemetry: &Telemetry, outcomes: &[Vec<[f64; 2]>; 3]) -> Option<E
     {
         Extent::include_series(&mut extent, series);
     }
-    for points in outcomes {
-        Extent::include_points(&mut extent, points);
+    if let Some((first, last)) = telemetry.outcomes.extent() {
+        // The newest second is still being counted: its start is the newest instant known.
+        Extent::include(&mut extent, first, last);
     }
     extent
 }
@@ -764,45 +751,6 @@ fn staircase(points: &[[f64; 2]], columns: usize) -> PlotPoints<'static> {
         previous = Some(value);
     }
     out.into()
-}
-
-/// Per-second counts `(second, count)` as `(start, end, value)` segments over `from..=to`: each
-/// count spans its second, and with more seconds than `buckets` each bucket holds the busiest
-/// second inside it, so spikes survive zooming out.
-fn per_second_segments(per_second: &[[f64; 2]], from: f64, to: f64, buckets: usize) -> Vec<(f64, f64, f64)> {
-    let start = per_second.partition_point(|point| point[0] + 1.0 < from);
-    let end = per_second.partition_point(|point| point[0] <= to);
-    let visible = per_second.get(start..end).unwrap_or_default();
-    let buckets = buckets.max(1);
-    // Segments (start, end, value) in time order.
-    let mut segments: Vec<(f64, f64, f64)> = Vec::with_capacity(visible.len().min(buckets));
-    if visible.len() <= buckets || to <= from {
-        segments.extend(visible.iter().map(|&[second, count]| (second, second + 1.0, count)));
-    } else {
-        let width = (to - from) / buckets as f64;
-        let mut current: Option<(usize, f64)> = None;
-        for &[second, count] in visible {
-            let bucket = ((second - from).max(0.0) / width) as usize;
-            match &mut current {
-                Some((index, peak)) if *index == bucket => *peak = peak.max(count),
-                _ => {
-                    if let Some((index, peak)) = current.take() {
-                        segments.push(bucket_segment(from, width, index, peak));
-                    }
-                    current = Some((bucket, count));
-                }
-            }
-        }
-        if let Some((index, peak)) = current {
-            segments.push(bucket_segment(from, width, index, peak));
-        }
-    }
-    segments
-}
-
-fn bucket_segment(from: f64, width: f64, index: usize, peak: f64) -> (f64, f64, f64) {
-    let begin = from + index as f64 * width;
-    (begin, begin + width, peak)
 }
 
 #[cfg(test)]
@@ -1081,16 +1029,6 @@ mod tests {
         harness.get_by_label("open (sent or waiting, not done) 50");
         let bounds = *plot_memory(&harness, "Queue").transform().bounds();
         assert!(bounds.max()[1] >= 50.0, "{bounds:?}");
-    }
-
-    #[test]
-    fn per_second_counts_become_bounded_segments() {
-        let counts: Vec<[f64; 2]> = (0..10_000).map(|s| [s as f64, (s % 5) as f64]).collect();
-        let segments = per_second_segments(&counts, 0.0, 10_000.0, 100);
-        assert!(segments.len() <= 100, "{}", segments.len());
-        assert!(segments.iter().all(|(_, _, value)| *value == 4.0), "each bucket keeps its peak");
-        let few = per_second_segments(&[[2.0, 3.0], [5.0, 1.0]], 0.0, 10.0, 100);
-        assert_eq!(few, vec![(2.0, 3.0, 3.0), (5.0, 6.0, 1.0)]);
     }
 
     #[test]

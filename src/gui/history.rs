@@ -2,6 +2,7 @@
 //! elapsed), and which one the live charts are compared with.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use egui::{RichText, Ui};
 
@@ -30,13 +31,14 @@ pub struct RunRecord {
     pub elapsed_s: f64,
     /// Whether it was cancelled before every request finished.
     pub cancelled: u64,
-    /// Its charts' data, to draw under a later run.
-    pub telemetry: Telemetry,
+    /// Its charts' data, to draw under a later run: shared with the charts showing it, so a
+    /// long run is not held twice.
+    pub telemetry: Arc<Telemetry>,
 }
 
 impl RunRecord {
     /// The record of run `number`, from its summary and charts.
-    pub fn new(number: u32, settings: String, summary: &Summary, telemetry: Telemetry) -> Self {
+    pub fn new(number: u32, settings: String, summary: &Summary, telemetry: Arc<Telemetry>) -> Self {
         let goodput = if summary.elapsed_s > 0.0 { summary.succeeded as f64 / summary.elapsed_s } else { 0.0 };
         Self {
             number,
@@ -64,7 +66,7 @@ pub struct History {
 
 impl History {
     /// Keeps a finished run (the oldest goes past [`HISTORY_RUNS`]).
-    pub fn push(&mut self, settings: String, summary: &Summary, telemetry: Telemetry) {
+    pub fn push(&mut self, settings: String, summary: &Summary, telemetry: Arc<Telemetry>) {
         self.next += 1;
         self.runs.push_back(RunRecord::new(self.next, settings, summary, telemetry));
         while self.runs.len() > HISTORY_RUNS {
@@ -78,7 +80,7 @@ impl History {
     /// The telemetry of the run compared with, unless it is the one on the charts now.
     pub fn compared(&self, shown: Option<u32>) -> Option<&Telemetry> {
         let number = self.compare.filter(|number| Some(*number) != shown)?;
-        self.runs.iter().find(|run| run.number == number).map(|run| &run.telemetry)
+        self.runs.iter().find(|run| run.number == number).map(|run| &*run.telemetry)
     }
 }
 
@@ -210,8 +212,8 @@ mod tests {
     fn runs_are_listed_with_their_outcome_and_one_is_chosen_to_compare() {
         let mut history = History::default();
         let telemetry = Telemetry::new(Instant::now(), 10, 10);
-        history.push("GET /items ×50 · limiter off".into(), &summary(37, 10.0), telemetry.clone());
-        history.push("GET /items ×50 · bucket 5 @ 5/1s".into(), &summary(0, 12.5), telemetry);
+        history.push("GET /items ×50 · limiter off".into(), &summary(37, 10.0), Arc::new(telemetry.clone()));
+        history.push("GET /items ×50 · bucket 5 @ 5/1s".into(), &summary(0, 12.5), Arc::new(telemetry));
         let mut harness = Harness::builder()
             .with_size(egui::vec2(900.0, 300.0))
             .build_ui_state(|ui, history: &mut History| history_ui(ui, history), history);
@@ -237,7 +239,7 @@ mod tests {
     fn only_the_last_runs_are_kept() {
         let mut history = History::default();
         for _ in 0..HISTORY_RUNS + 3 {
-            history.push(String::new(), &summary(0, 1.0), Telemetry::new(Instant::now(), 10, 10));
+            history.push(String::new(), &summary(0, 1.0), Arc::new(Telemetry::new(Instant::now(), 10, 10)));
         }
         assert_eq!(history.runs.len(), HISTORY_RUNS);
         assert_eq!(history.runs.front().map(|run| run.number), Some(4));
@@ -247,7 +249,11 @@ mod tests {
     fn a_narrow_panel_keeps_every_column_and_the_compare_toggles_in_view() {
         let mut history = History::default();
         let telemetry = Telemetry::new(Instant::now(), 10, 10);
-        history.push("GET /items/{id} ×50 · bucket 5 @ 5/1s · minute 100".into(), &summary(0, 12.5), telemetry);
+        history.push(
+            "GET /items/{id} ×50 · bucket 5 @ 5/1s · minute 100".into(),
+            &summary(0, 12.5),
+            Arc::new(telemetry),
+        );
         let width = 380.0;
         let mut harness = Harness::builder()
             .with_size(egui::vec2(width, 200.0))

@@ -1,11 +1,13 @@
-//! Time series for the live charts: bounded ring buffers, min/max decimation to screen
-//! resolution, and a recorder that turns events and limiter snapshots into series and a request log.
+//! Time series for the live charts: points held in full and summarised, min/max decimation
+//! to screen resolution, counts per second, and a recorder that turns events and limiter snapshots into series and a request log.
 
+mod per_second;
 mod recorder;
 mod series;
 
+pub use per_second::{OutcomeRates, PerSecond, RetryRates};
 pub use recorder::{LogRow, Telemetry};
-pub use series::{OutcomeRates, PerSecond, RetryRates, Series};
+pub use series::Series;
 
 static PROCESS_START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
 

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use http::HeaderMap;
 use tokio::time::Instant;
 
-use super::series::{OutcomeRates, RetryRates, Series};
+use super::{OutcomeRates, RetryRates, Series};
 use crate::engine::{Snapshot, Unit};
 use crate::http::{Event, EventKind, RateLimitInfo};
 use crate::store::StoreState;
