@@ -17,6 +17,7 @@ mod draft;
 mod editor;
 mod help;
 pub mod history;
+mod host_edit;
 pub mod log;
 pub mod palette;
 pub mod proxy;
