@@ -1095,3 +1095,34 @@ fn opening_every_section_of_the_editor_leaves_a_saved_profile_saved() {
         assert!(harness.query_all_by_label_contains(" •").next().is_none(), "{profile}: no unsaved marker");
     }
 }
+
+/// Issue #33 item 6: Load body asks the backend for the file and the UI keeps drawing; the
+/// text arrives as the body, and a file that is gone is named in the error under it.
+#[test]
+fn load_body_reads_the_file_in_the_background_and_names_a_missing_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("payload.json");
+    std::fs::write(&file, r#"{"n": 1}"#).unwrap();
+    let mut harness = harness(app(dir.path()));
+    ready(&mut harness);
+    harness.get_by_label("request of /items").click();
+    harness.run_steps(2);
+    type_key_by_key(&mut harness, "body file", &file.display().to_string());
+    let body = |app: &App| app.composer().endpoints[0].request.body.clone();
+    harness.get_by_label("Load body").click();
+    step_until(&mut harness, "the body", |app| body(app) == r#"{"n": 1}"#);
+    assert!(harness.query_by_label_contains("reading ").is_none(), "the read is over");
+
+    std::fs::remove_file(&file).unwrap();
+    harness.get_by_label("Load body").click();
+    harness.step();
+    step_until(
+        &mut harness,
+        "the error",
+        |app| !matches!(app.composer().endpoints[0].request.parts(), Err(err) if err.starts_with("the body is still being read")),
+    );
+    harness.run_steps(2);
+    harness.get_by_label_contains("cannot read");
+    harness.get_by_label_contains("payload.json: ");
+    assert_eq!(body(harness.state()), r#"{"n": 1}"#, "a failed load keeps the body");
+}

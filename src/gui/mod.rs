@@ -7,6 +7,7 @@
 mod app;
 mod backend;
 mod batching;
+mod body_file;
 mod catalog;
 mod chart_image;
 pub mod charts;
