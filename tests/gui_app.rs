@@ -1046,3 +1046,83 @@ fn folding_the_lower_panel_gives_the_charts_its_room() {
     harness.get_by_label("What the server says");
     assert_eq!(charts_shown(&harness), (shown, height), "unfolded as it was");
 }
+
+/// A saved profile whose host has no retry policy, no headers and no per-path limits: every
+/// section of the editor shows defaults for it.
+const PLAIN_PROFILE: &str = r#"name = "plain"
+
+[[hosts]]
+name = "plain API"
+base_url = "http://127.0.0.1:9"
+budgets = [{ name = "rate", kind = "token_bucket", capacity = 3, rate = "3/1s" }]
+secret_headers = ["authorization"]
+"#;
+
+/// Issue #33 item 5: drawing never writes the model. Opening every section of the editor
+/// (per-path limits, retry, headers, secrets, a budget's kind) leaves a saved profile saved;
+/// opening Retry used to give a host without a policy one, and with it the unsaved marker.
+#[test]
+fn opening_every_section_of_the_editor_leaves_a_saved_profile_saved() {
+    for profile in ["demo", "plain"] {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("profiles")).unwrap();
+        std::fs::write(dir.path().join("profiles/plain.toml"), PLAIN_PROFILE).unwrap();
+        let mut harness = harness(app(dir.path()));
+        ready(&mut harness);
+        if profile != "demo" {
+            choose(&mut harness, "profile", profile);
+        }
+        assert_eq!(harness.state().editor().profile().map(|p| p.name.as_str()), Some(profile));
+        // Open already when the profile shown first (the demo) has per-path limits.
+        if harness.query_all_by_label("+ path prefix").next().is_none() {
+            harness.get_by_label("Per-path limits").click_accesskit();
+            harness.run_steps(2);
+        }
+        for section in ["Retry", "Headers", "Secrets"] {
+            harness.get_by_label(section).click_accesskit();
+            harness.run_steps(2);
+        }
+        field(&harness, "budget kind").click();
+        harness.run_steps(2);
+        harness.key_press(egui::Key::Escape);
+        harness.run_steps(3);
+        for shown in ["+ path prefix", "attempts", "add secret header"] {
+            field(&harness, shown);
+        }
+        let editor = harness.state().editor();
+        assert!(editor.unsaved().is_empty(), "{profile}: {:?}", editor.unsaved());
+        assert!(editor.selected_host().is_some_and(|host| profile == "demo" || host.retry.is_none()), "{profile}");
+        assert!(harness.query_all_by_label_contains(" •").next().is_none(), "{profile}: no unsaved marker");
+    }
+}
+
+/// Issue #33 item 6: Load body asks the backend for the file and the UI keeps drawing; the
+/// text arrives as the body, and a file that is gone is named in the error under it.
+#[test]
+fn load_body_reads_the_file_in_the_background_and_names_a_missing_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("payload.json");
+    std::fs::write(&file, r#"{"n": 1}"#).unwrap();
+    let mut harness = harness(app(dir.path()));
+    ready(&mut harness);
+    harness.get_by_label("request of /items").click();
+    harness.run_steps(2);
+    type_key_by_key(&mut harness, "body file", &file.display().to_string());
+    let body = |app: &App| app.composer().endpoints[0].request.body.clone();
+    harness.get_by_label("Load body").click();
+    step_until(&mut harness, "the body", |app| body(app) == r#"{"n": 1}"#);
+    assert!(harness.query_by_label_contains("reading ").is_none(), "the read is over");
+
+    std::fs::remove_file(&file).unwrap();
+    harness.get_by_label("Load body").click();
+    harness.step();
+    step_until(
+        &mut harness,
+        "the error",
+        |app| !matches!(app.composer().endpoints[0].request.parts(), Err(err) if err.starts_with("the body is still being read")),
+    );
+    harness.run_steps(2);
+    harness.get_by_label_contains("cannot read");
+    harness.get_by_label_contains("payload.json: ");
+    assert_eq!(body(harness.state()), r#"{"n": 1}"#, "a failed load keeps the body");
+}

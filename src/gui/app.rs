@@ -353,6 +353,7 @@ impl App {
                     self.toasts.error_about(Topic::Proxy, format!("the proxy did not start: {err}"));
                     self.proxy.status = ProxyStatus::Failed(err);
                 }
+                Update::BodyFile { path, read } => self.composer.body_file_read(&path, &read),
             }
         }
         self.drain_events(EVENTS_PER_FRAME);
@@ -540,6 +541,11 @@ impl App {
         self.capture_charts(ui.ctx());
         if self.help_open {
             super::help::help_ui(ui.ctx(), &mut self.help_open);
+        }
+        // Body files asked for this frame (Load body, a profile endpoint, a curl import) are
+        // read by the backend; their text comes back as an update.
+        for path in self.composer.wanted_body_files() {
+            self.backend.send(Command::ReadBodyFile { path });
         }
     }
 

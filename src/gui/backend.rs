@@ -10,6 +10,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use url::Url;
 
+use super::body_file::read_body_file;
 use super::simulator::{SideResult, SimRequest, run_both};
 use crate::engine::{LimitKey, LimiterConfig, Registry, Snapshot};
 use crate::http::{ClientBuilder, Event, EventSink, LimitedClient};
@@ -102,6 +103,11 @@ pub enum Command {
     StartProxy(Box<ProxyConfig>),
     /// Stop the proxy, letting requests in flight finish.
     StopProxy,
+    /// Read a request body from this file (Load body), answered by [`Update::BodyFile`].
+    ReadBodyFile {
+        /// The file, as typed.
+        path: PathBuf,
+    },
 }
 
 /// Everything a burst needs: what to send, and the client (limits, retry, headers) to send it with.
@@ -199,6 +205,13 @@ pub enum Update {
     ProxyStopped(String),
     /// The proxy could not start or stopped on an error.
     ProxyFailed(String),
+    /// A body file asked for by [`Command::ReadBodyFile`]: its text, or why it was not read.
+    BodyFile {
+        /// The file, as asked for.
+        path: PathBuf,
+        /// Its text, or why not in words (missing, not a file, not UTF-8, over 16 MiB).
+        read: Result<String, String>,
+    },
 }
 
 /// The UI's handle on the background.
@@ -362,6 +375,13 @@ impl Service {
             }),
             Command::StartProxy(config) => self.start_proxy(*config).await,
             Command::StopProxy => self.stop_proxy(),
+            // A disk (or a network share) may be slow: the read waits on a blocking thread.
+            Command::ReadBodyFile { path } => self.spawn_update(async move {
+                let asked = path.clone();
+                let read = tokio::task::spawn_blocking(move || read_body_file(&asked).map_err(|err| err.to_string()));
+                let read = read.await.unwrap_or_else(|err| Err(format!("the body file was not read: {err}")));
+                Some(Update::BodyFile { path, read })
+            }),
         }
     }
 

@@ -1,6 +1,8 @@
 //! The burst composer: endpoints, method, count, arrival pattern, priority mix, limiter on/off,
 //! Fire and Cancel; and turning it into what the background runs.
 
+use std::path::{Path, PathBuf};
+
 use http::{HeaderMap, Method};
 use url::Url;
 
@@ -324,6 +326,19 @@ impl Composer {
         let _ = menu.response.accessible_name("profile endpoints");
         if let Some(entry) = picked {
             self.endpoints = vec![EndpointDraft::from_entry(entry)];
+        }
+    }
+
+    /// The body files Load body asked for since the last call, for the backend to read; each
+    /// endpoint that asked then waits for its answer ([`body_file_read`](Self::body_file_read)).
+    pub fn wanted_body_files(&mut self) -> Vec<PathBuf> {
+        self.endpoints.iter_mut().filter_map(|endpoint| endpoint.request.take_wanted()).collect()
+    }
+
+    /// The backend read `path`: every endpoint waiting for it takes the body, or the error.
+    pub fn body_file_read(&mut self, path: &Path, read: &Result<String, String>) {
+        for endpoint in &mut self.endpoints {
+            endpoint.request.body_read(path, read);
         }
     }
 

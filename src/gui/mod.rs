@@ -7,6 +7,7 @@
 mod app;
 mod backend;
 mod batching;
+mod body_file;
 mod catalog;
 mod chart_image;
 pub mod charts;
@@ -17,6 +18,7 @@ mod draft;
 mod editor;
 mod help;
 pub mod history;
+mod host_edit;
 pub mod log;
 pub mod palette;
 pub mod proxy;

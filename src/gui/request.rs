@@ -1,10 +1,13 @@
 //! One endpoint's request as the composer edits it (method, headers, body, cost rules) and the
 //! "Import curl" panel that turns a pasted command into a host, an endpoint and secrets.
 
+use std::path::{Path, PathBuf};
+
 use bytes::Bytes;
 use http::header::CONTENT_TYPE;
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 
+use super::body_file::body_path;
 use crate::http::CostRule;
 use crate::http::header_cap::check_header_count;
 use crate::profile::{CurlImport, EndpointEntry, parse_curl};
@@ -25,8 +28,8 @@ pub struct RequestDraft {
     pub body: String,
     /// A file to load the body from, as typed.
     pub body_file: String,
-    /// Why the last load failed.
-    pub load_error: Option<String>,
+    /// Where loading the body from `body_file` stands.
+    pub load: BodyLoad,
     /// Cost rules, one `UNIT=ESTIMATE[->ACTUAL]` a line (`tokens=body/4->field:usage.total_tokens`).
     pub costs: String,
 }
@@ -39,10 +42,26 @@ impl Default for RequestDraft {
             headers: String::new(),
             body: String::new(),
             body_file: String::new(),
-            load_error: None,
+            load: BodyLoad::Idle,
             costs: String::new(),
         }
     }
+}
+
+/// Where loading a request's body from its file stands. The backend reads the file; the UI
+/// only asks and waits, so a slow or huge file never stalls a frame.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum BodyLoad {
+    /// Nothing asked, or the last load went well.
+    #[default]
+    Idle,
+    /// Load body was pressed (or a profile endpoint names the file): the app asks the backend
+    /// for this file next.
+    Wanted(PathBuf),
+    /// The backend is reading this file; the body comes with its answer.
+    Reading(PathBuf),
+    /// The last load failed, for this reason; the body is as it was.
+    Failed(String),
 }
 
 /// A request draft checked: what the burst sends for the endpoint.
@@ -56,7 +75,7 @@ pub struct RequestParts {
 }
 
 impl RequestDraft {
-    /// The draft of a profile endpoint (a body file stays a file: it is named, not read).
+    /// The draft of a profile endpoint; a body file it names is asked for (the backend reads it).
     pub fn from_entry(entry: &EndpointEntry) -> Self {
         let own_method = entry.method.as_deref().and_then(|m| Method::from_bytes(m.as_bytes()).ok());
         let method = own_method.clone().unwrap_or(Method::GET);
@@ -68,34 +87,54 @@ impl RequestDraft {
             headers,
             body: entry.body.clone().unwrap_or_default(),
             body_file,
-            load_error: None,
+            load: BodyLoad::Idle,
             costs: entry.costs.iter().map(|rule| format!("{rule}\n")).collect(),
         };
         if entry.body_file.is_some() {
-            draft.load_body();
+            draft.want_body();
         }
         draft
     }
 
-    /// Reads the body from `body_file`; a missing, binary or oversized file leaves the body
-    /// as it was and says why.
-    pub fn load_body(&mut self) {
-        let path = std::path::Path::new(self.body_file.trim());
-        self.load_error = match crate::files::read_capped(path, crate::profile::MAX_BODY_BYTES) {
-            Ok(bytes) => match String::from_utf8(bytes) {
-                Ok(text) => {
-                    self.body = text;
-                    None
-                }
-                Err(_) => Some(format!("{} is not UTF-8 text; send binary bodies with burst -d @FILE", path.display())),
-            },
-            Err(err) => Some(err.to_string()),
+    /// Asks for the body to be loaded from `body_file` (by the backend, through the app); a
+    /// blank field or `-` fails at once.
+    pub fn want_body(&mut self) {
+        self.load = match body_path(&self.body_file) {
+            Ok(path) => BodyLoad::Wanted(path),
+            Err(err) => BodyLoad::Failed(err.to_string()),
+        };
+    }
+
+    /// The file the backend should read for this draft, if one is wanted; the draft then
+    /// waits for the answer.
+    pub fn take_wanted(&mut self) -> Option<PathBuf> {
+        let BodyLoad::Wanted(path) = &self.load else { return None };
+        let path = path.clone();
+        self.load = BodyLoad::Reading(path.clone());
+        Some(path)
+    }
+
+    /// The backend's answer for `path`: the body's text, or why there is none (the body then
+    /// stays as it was). Ignored unless this draft waits for that file.
+    pub fn body_read(&mut self, path: &Path, read: &Result<String, String>) {
+        if !matches!(&self.load, BodyLoad::Reading(waiting) if waiting == path) {
+            return;
+        }
+        self.load = match read {
+            Ok(text) => {
+                self.body.clone_from(text);
+                BodyLoad::Idle
+            }
+            Err(err) => BodyLoad::Failed(err.clone()),
         };
     }
 
     /// Checked: every header line `Name: value` and not a credential, a body only with a
     /// method that sends one; the body's `Content-Type` guessed unless a header sets it.
     pub fn parts(&self) -> Result<RequestParts, String> {
+        if let BodyLoad::Wanted(path) | BodyLoad::Reading(path) = &self.load {
+            return Err(format!("the body is still being read from {}", path.display()));
+        }
         let count = self.headers.lines().filter(|line| !line.trim().is_empty()).count();
         check_header_count(count).map_err(|err| err.to_string())?;
         let mut headers = HeaderMap::new();
@@ -204,7 +243,11 @@ pub fn request_ui(ui: &mut egui::Ui, draft: &mut RequestDraft, burst_method: &Me
         ui.add(egui::TextEdit::singleline(&mut draft.body_file).desired_width(240.0).hint_text("payload.json"))
             .accessible_name("body file");
         if ui.button("Load body").on_hover_text("Read the body from this file (UTF-8 text, up to 16 MiB)").clicked() {
-            draft.load_body();
+            draft.want_body();
+        }
+        if let BodyLoad::Wanted(path) | BodyLoad::Reading(path) = &draft.load {
+            ui.spinner();
+            ui.label(format!("reading {}…", path.display()));
         }
     });
     ui.label(
@@ -217,10 +260,11 @@ pub fn request_ui(ui: &mut egui::Ui, draft: &mut RequestDraft, burst_method: &Me
     );
     let hint = "tokens=body/4+field:max_tokens->field:usage.total_tokens";
     code_field_ui(ui, &mut draft.costs, 1, hint, "cost rules");
-    if let Some(error) = &draft.load_error {
+    if let BodyLoad::Failed(error) = &draft.load {
         ui.colored_label(ui.visuals().error_fg_color, error);
     }
-    if let Err(err) = draft.parts() {
+    let loading = matches!(draft.load, BodyLoad::Wanted(_) | BodyLoad::Reading(_));
+    if let (false, Err(err)) = (loading, draft.parts()) {
         ui.colored_label(ui.visuals().error_fg_color, err);
     }
 }
@@ -286,9 +330,17 @@ mod tests {
     use super::*;
 
     fn harness(draft: RequestDraft) -> Harness<'static, RequestDraft> {
-        Harness::builder()
-            .with_size(egui::vec2(600.0, 400.0))
-            .build_ui_state(|ui, draft: &mut RequestDraft| request_ui(ui, draft, &Method::POST), draft)
+        Harness::builder().with_size(egui::vec2(600.0, 400.0)).build_ui_state(
+            |ui, draft: &mut RequestDraft| {
+                request_ui(ui, draft, &Method::POST);
+                // The app's and the backend's part, done at once: read the file Load body asked for.
+                if let Some(path) = draft.take_wanted() {
+                    let read = crate::gui::body_file::read_body_file(&path).map_err(|err| err.to_string());
+                    draft.body_read(&path, &read);
+                }
+            },
+            draft,
+        )
     }
 
     /// Types `text` into the field `label` one key at a time; after each key the draft's text
@@ -403,6 +455,32 @@ mod tests {
         harness.run();
         harness.get_by_label_contains("payload.json");
         assert_eq!(harness.state().body, "[1, 2]", "a failed load keeps the body");
+    }
+
+    /// Issue #33 item 6: the UI never reads a body file; a draft asks once, refuses to fire
+    /// while it waits, and takes only the answer for the file it asked for.
+    #[test]
+    fn a_body_file_is_asked_for_and_the_draft_waits_for_its_own_answer() {
+        let entry = EndpointEntry {
+            method: Some("POST".into()),
+            body_file: Some("payload.json".into()),
+            ..EndpointEntry::get("/x")
+        };
+        let mut draft = RequestDraft::from_entry(&entry);
+        assert_eq!(draft.load, BodyLoad::Wanted("payload.json".into()), "named, not read on the UI thread");
+        assert_eq!(draft.take_wanted(), Some(PathBuf::from("payload.json")));
+        assert_eq!(draft.take_wanted(), None, "asked once");
+        let waiting = draft.parts().unwrap_err();
+        assert_eq!(waiting, "the body is still being read from payload.json");
+        draft.body_read(Path::new("other.json"), &Ok("no".into()));
+        assert_eq!(draft.body, "", "another file's answer is not this draft's");
+        draft.body_read(Path::new("payload.json"), &Ok("{}".into()));
+        assert_eq!((draft.body.as_str(), &draft.load), ("{}", &BodyLoad::Idle));
+        draft.body_file = " - ".into();
+        draft.want_body();
+        assert!(matches!(&draft.load, BodyLoad::Failed(err) if err.contains("standard input")), "{:?}", draft.load);
+        assert_eq!(draft.take_wanted(), None, "nothing is asked of the backend");
+        assert_eq!(draft.body, "{}", "a refused load keeps the body");
     }
 
     #[test]
