@@ -10,9 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ratescope::engine::{BudgetSpec, LimitKey, LimiterConfig, Registry};
+use ratescope::http::{EventKind, EventSink};
 use ratescope::mock::{MockConfig, MockServer};
 use ratescope::proxy::{ProxyConfig, ProxyServer, Route, Shedding};
-use ratescope::store::SharedSettings;
+use ratescope::store::{AdmittedVia, SharedSettings, StoreState};
 use redis_support::{redis_url, shared_server_up, skip_or_fail};
 
 const UPSTREAM: &str = r#"
@@ -28,6 +29,11 @@ fn loopback() -> SocketAddr {
 /// A proxy of `/api` to `upstream` whose 10-a-minute window lives in Redis under `name`;
 /// a request the shared budget has not admitted within 1.5 s is shed with a 429.
 async fn sharing_proxy(upstream: &MockServer, name: &str) -> ProxyServer {
+    reporting_proxy(upstream, name, EventSink::none()).await
+}
+
+/// [`sharing_proxy`] reporting its requests' events to `events`.
+async fn reporting_proxy(upstream: &MockServer, name: &str, events: EventSink) -> ProxyServer {
     let registry = Registry::new();
     let limits =
         LimiterConfig::new().with_budget(BudgetSpec::sliding_window("minute", 10, Duration::from_secs(60)).unwrap());
@@ -37,6 +43,7 @@ async fn sharing_proxy(upstream: &MockServer, name: &str) -> ProxyServer {
         registry: Arc::new(registry),
         shedding: Shedding { max_queue_wait: Duration::from_millis(1500), max_queue_len: 1000 },
         shared: Some(SharedSettings::new(redis_url(), name).unwrap()),
+        events,
         ..ProxyConfig::new(vec![Route::new("api", upstream.url().as_str()).unwrap()])
     };
     ProxyServer::start(config).await.unwrap()
@@ -76,4 +83,49 @@ async fn two_proxies_sharing_one_budget_forward_exactly_the_budget_together() {
         proxy.shutdown().await.unwrap();
     }
     redis_support::delete_keys(&format!("{{ratescope:{name}/*")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_proxys_events_carry_the_shared_stores_state_like_the_clients() {
+    if !shared_server_up().await {
+        return skip_or_fail(&format!("no server answers at {}", redis_url()));
+    }
+    let upstream = MockServer::start(MockConfig::from_toml(UPSTREAM).unwrap(), loopback()).await.unwrap();
+    let name = format!("proxy-events-{:016x}", rand::random::<u64>());
+    let (sink, mut events) = EventSink::channel(256);
+    let proxy = reporting_proxy(&upstream, &name, sink).await;
+    let caller = reqwest::Client::new();
+    for _ in 0..3 {
+        let response = caller.get(format!("{}api/items", proxy.url())).send().await.unwrap();
+        assert_eq!(response.status(), 200);
+    }
+    proxy.shutdown().await.unwrap();
+    redis_support::delete_keys(&format!("{{ratescope:{name}/*")).await;
+
+    let mut seen = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        seen.push(event);
+    }
+    let key = Some(upstream.addr().to_string());
+    let states: Vec<&StoreState> = seen
+        .iter()
+        .filter_map(|event| match &event.kind {
+            EventKind::StoreState { state } => Some(state),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(states, [&StoreState::Connected], "the store's first answer connects it, reported once: {seen:?}");
+    for request in 0..3 {
+        let kinds: Vec<&EventKind> = seen
+            .iter()
+            .filter(|event| event.request_id == seen[0].request_id + request)
+            .map(|event| &event.kind)
+            .collect();
+        let shared = kinds
+            .iter()
+            .position(|kind| matches!(kind, EventKind::SharedAdmitted { via: AdmittedVia::Store, attempt: 1, .. }));
+        let admitted = kinds.iter().position(|kind| matches!(kind, EventKind::Admitted { attempt: 1, .. }));
+        assert!(shared.is_some() && shared < admitted, "request {request}: the store's yes, then admitted: {kinds:?}");
+    }
+    assert!(seen.iter().all(|event| event.key == key), "every event names the upstream's key");
 }

@@ -12,6 +12,7 @@ pub mod headers;
 pub mod http1;
 pub mod mirror;
 pub mod redirect;
+pub(crate) mod report;
 pub mod retry;
 pub mod transport;
 pub mod unit_mirror;

@@ -3,7 +3,6 @@
 //! `answered` (the rate-limit headers read, adaptive learning, a pause on 429/503) or `failed`.
 
 use std::convert::Infallible;
-use std::sync::atomic::Ordering;
 
 use http::{HeaderMap, Method, StatusCode};
 use tokio::time::Instant;
@@ -14,8 +13,9 @@ use super::error::RateLimitError;
 use crate::engine::{Cost, Limiter, Overload, Permit, Priority, estimated_wait, format_wait};
 use crate::http::client::{ResponseHead, pause_on_throttle};
 use crate::http::cost;
-use crate::http::events::{Event, EventKind};
+use crate::http::events::EventKind;
 use crate::http::extensions::limits_of;
+use crate::http::report::Reporter;
 use crate::http::retry::{Decision, GiveUpReason, RetryPolicy};
 use crate::http::{Adaptive, adaptive};
 
@@ -29,8 +29,7 @@ pub(super) struct Attempt<'a> {
     estimate: Cost,
     method: Method,
     path: String,
-    listening: bool,
-    id: u64,
+    report: Reporter<'a>,
     started: Instant,
     sent_at: Instant,
 }
@@ -48,8 +47,7 @@ impl<'a> Attempt<'a> {
         let (priority, requests, rules) = limits_of(request.extensions());
         // The body is the caller's stream: estimates that read it see none.
         let estimate = cost::estimate(requests, &rules, None);
-        let listening = shared.events.is_enabled();
-        let id = if listening { shared.next_id.fetch_add(1, Ordering::Relaxed) } else { 0 };
+        let report = Reporter::new(&shared.events, &shared.next_id, limiter.as_ref().map(Limiter::key));
         let now = Instant::now();
         Self {
             shared,
@@ -60,18 +58,14 @@ impl<'a> Attempt<'a> {
             estimate,
             method: request.method().clone(),
             path: request.uri().path().to_owned(),
-            listening,
-            id,
+            report,
             started: now,
             sent_at: now,
         }
     }
 
     fn emit(&self, kind: EventKind) {
-        if self.listening {
-            let key = self.limiter.as_ref().map(|limiter| limiter.key().to_owned());
-            self.shared.events.emit(Event { request_id: self.id, key, at: Instant::now(), kind });
-        }
+        self.report.emit(kind);
     }
 
     /// Waits for the key's limiter (lane, budgets, concurrency slot), or is refused by
@@ -136,7 +130,7 @@ impl<'a> Attempt<'a> {
     pub(super) fn answered(&self, status: StatusCode, headers: &HeaderMap, permit: Option<&Permit>) {
         let service_time = self.sent_at.elapsed();
         let head = ResponseHead { status, headers, body: None };
-        let info = head.interpret(1, service_time, self.listening, &|kind| self.emit(kind));
+        let info = head.interpret(1, service_time, &self.report);
         let Some(limiter) = &self.limiter else {
             self.finished(status);
             return;

@@ -39,8 +39,9 @@ use crate::engine::{Cost, Limiter, Overload, Permit, Priority, QueueCounts, form
 use crate::http::adaptive;
 use crate::http::cache::{CachedResponse, Lookup, ResponseCache};
 use crate::http::client::{ResponseHead, error_chain, pause_on_throttle, status_text};
+use crate::http::report::{Reporter, admit_shared};
 use crate::http::retry::{Decision, Outcome};
-use crate::http::{Event, EventKind, RetryPolicy};
+use crate::http::{EventKind, RetryPolicy};
 use crate::store::{SharedGate, SharedHandle};
 
 /// The proxy's shared state: its settings, the upstream client, the cache and counters.
@@ -115,26 +116,6 @@ impl RequestBody {
     }
 }
 
-/// Reports one proxied request's events (built only when someone listens).
-struct Emitter<'a> {
-    proxy: &'a Proxy,
-    id: u64,
-    key: Option<String>,
-}
-
-impl Emitter<'_> {
-    fn listening(&self) -> bool {
-        self.proxy.config.events.is_enabled()
-    }
-
-    fn emit(&self, kind: EventKind) {
-        if self.listening() {
-            let event = Event { request_id: self.id, key: self.key.clone(), at: Instant::now(), kind };
-            self.proxy.config.events.emit(event);
-        }
-    }
-}
-
 /// One attempt's upstream answer, read: the status and what its headers say, the response
 /// to stream back, or why there is none (`None`: no answer in time).
 struct Answer {
@@ -150,7 +131,7 @@ impl Answer {
         upstream: Upstream,
         attempt: u32,
         service_time: Duration,
-        events: &Emitter<'_>,
+        events: &Reporter<'_>,
         adaptive: Option<&Limiter>,
         admission: &Admission,
     ) -> Self {
@@ -158,7 +139,7 @@ impl Answer {
             Upstream::Response(response) => {
                 let status = response.status();
                 let head = ResponseHead { status, headers: response.headers(), body: None };
-                let info = head.interpret(attempt, service_time, events.listening(), &|kind| events.emit(kind));
+                let info = head.interpret(attempt, service_time, events);
                 if let Some(limiter) = adaptive {
                     let ticket = admission.permit.as_ref().and_then(Permit::ticket);
                     for note in adaptive::observe(limiter, ticket, status.as_u16(), &info, Instant::now()) {
@@ -196,7 +177,7 @@ fn from_cache(
     uri: &http::Uri,
     method: &Method,
     headers: &mut HeaderMap,
-    events: &Emitter<'_>,
+    events: &Reporter<'_>,
     started: Instant,
 ) -> Option<Response> {
     match cache.lookup(method, uri, headers, SystemTime::now()) {
@@ -305,7 +286,16 @@ impl Proxy {
     ///    and it is shed when it has waited `max_queue_wait`.
     /// 2. The shared budget (Redis, when configured) is awaited here, after the local permit, so the
     ///    local queue orders callers and the shared gate only sees admitted requests.
-    pub(crate) async fn admit(&self, limiter: Option<&Limiter>, priority: Priority) -> Result<Admission, Shed> {
+    ///
+    /// The shared budget's answer is reported as the client reports it (`StoreState` when the
+    /// store's state changed, `SharedAdmitted`), as attempt `attempt` of `report`'s request.
+    pub(crate) async fn admit(
+        &self,
+        limiter: Option<&Limiter>,
+        priority: Priority,
+        attempt: u32,
+        report: &Reporter<'_>,
+    ) -> Result<Admission, Shed> {
         let Some(limiter) = limiter else { return Ok(Admission { permit: None, queue_wait: Duration::ZERO }) };
         let queued_at = Instant::now();
         let shedding = self.config.shedding;
@@ -328,7 +318,7 @@ impl Proxy {
         if let Some(gate) = self.gates.get(limiter.key()) {
             // The shared budget, within what is left of the queueing allowance (holding the permit).
             let deadline = queued_at + self.config.shedding.max_queue_wait;
-            match tokio::time::timeout_at(deadline, gate.admit(1)).await {
+            match tokio::time::timeout_at(deadline, admit_shared(gate, &Cost::requests(1), attempt, report)).await {
                 Ok(Ok(_)) => {}
                 Ok(Err(err)) => return Err(shed(limiter, 0, format!("{}: shared budget: {err}", limiter.key()))),
                 Err(_) => {
@@ -365,15 +355,14 @@ impl Proxy {
         if let Some(limiter) = adaptive {
             adaptive::watch(limiter);
         }
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let events = Emitter { proxy: self, id, key: limiter.as_ref().map(|limiter| limiter.key().to_owned()) };
+        let events = Reporter::new(&self.config.events, &self.next_id, limiter.as_ref().map(Limiter::key));
         let mut headers = upstream_request_headers(std::mem::take(&mut parts.headers), peer, secrets);
         // Before admission: a caller's broken body must not cost a token.
         let mut body = match RequestBody::read(body, self.config.replay_limit).await {
             Ok(body) => body,
             Err(reason) => return bad_body(&parts.method, parts.uri.path(), &reason),
         };
-        let retry = self.retry_for(&body, events.key.as_deref());
+        let retry = self.retry_for(&body, events.key());
         let cache = self.cache.as_ref().filter(|_| matches!(parts.method, Method::GET | Method::HEAD));
         let uri: Option<http::Uri> = cache.and_then(|_| url.as_str().parse().ok());
         if let (Some(cache), Some(uri)) = (cache, &uri)
@@ -443,12 +432,12 @@ impl Proxy {
         &self,
         limiter: Option<&Limiter>,
         attempt: u32,
-        events: &Emitter<'_>,
+        events: &Reporter<'_>,
     ) -> Result<Admission, Shed> {
         if limiter.is_some() {
             events.emit(EventKind::Queued { attempt, priority: Priority::Normal });
         }
-        match self.admit(limiter, Priority::Normal).await {
+        match self.admit(limiter, Priority::Normal, attempt, events).await {
             Ok(admission) => {
                 if limiter.is_some() {
                     events.emit(EventKind::Admitted { attempt, queue_wait: admission.queue_wait });
@@ -471,7 +460,7 @@ impl Proxy {
         body: &RequestBody,
         failure: Option<String>,
         attempts: u32,
-        events: &Emitter<'_>,
+        events: &Reporter<'_>,
     ) -> Response {
         if let Some(reason) = body.broken() {
             events.emit(EventKind::Failed { error: format!("request body: {reason}"), attempts });

@@ -38,6 +38,7 @@ use super::events::{EventKind, EventSink};
 use super::headers::RateLimitInfo;
 use super::http1::Http1Transport;
 use super::redirect::RedirectPolicy;
+use super::report::Reporter;
 use super::retry::{Decision, GiveUpReason, Outcome, RetryPolicy};
 use super::transport::Transport;
 use crate::engine::{AcquireError, LimitKey, Limiter, LimiterConfig, Priority, Registry, format_wait};
@@ -662,16 +663,10 @@ pub(crate) struct ResponseHead<'a> {
 
 impl ResponseHead<'_> {
     /// What the rate-limit headers say, reported as a `Response` event when anyone listens.
-    pub(crate) fn interpret(
-        &self,
-        attempt: u32,
-        service_time: Duration,
-        listening: bool,
-        emit: &impl Fn(EventKind),
-    ) -> RateLimitInfo {
+    pub(crate) fn interpret(&self, attempt: u32, service_time: Duration, report: &Reporter<'_>) -> RateLimitInfo {
         let info = RateLimitInfo::parse_at(Some(self.status.as_u16()), self.headers, self.body, SystemTime::now);
-        if listening {
-            emit(EventKind::Response {
+        if report.listening() {
+            report.emit(EventKind::Response {
                 attempt,
                 status: self.status.as_u16(),
                 service_time,

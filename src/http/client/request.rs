@@ -3,7 +3,6 @@
 //! and the end (a response or an error).
 
 use std::borrow::Cow;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
@@ -21,8 +20,9 @@ use crate::http::adaptive;
 use crate::http::cache::{CachedResponse, Lookup};
 use crate::http::coalesce::FlightKey;
 use crate::http::cost;
-use crate::http::events::{Event, EventKind};
+use crate::http::events::EventKind;
 use crate::http::headers::RateLimitInfo;
+use crate::http::report::{Reporter, admit_shared};
 use crate::http::retry::{Decision, GiveUpReason, Outcome, RetryPolicy, RetryReason};
 use crate::store::{Reservation, SharedGate};
 
@@ -39,9 +39,8 @@ pub(super) struct Request<'c> {
     headers: HeaderMap,
     /// The URL as an `http::Uri`, only when there is a cache (which keys on it).
     uri: Option<http::Uri>,
-    /// Events are built only when someone listens; the id only names them.
-    listening: bool,
-    id: u64,
+    /// Its events, built only when someone listens.
+    report: Reporter<'c>,
     started: Instant,
     queue_wait: Duration,
     previous_delay: Option<Duration>,
@@ -147,9 +146,6 @@ impl<'c> Request<'c> {
     /// admission, so the key's first request goes alone as a scout), and its headers.
     pub(super) fn prepare(client: &'c LimitedClient, spec: RequestSpec) -> Result<Self, ClientError> {
         let inner = &*client.inner;
-        let listening = inner.events.is_enabled();
-        // Ids only name events; without a listener the shared counter is left alone.
-        let id = if listening { inner.next_id.fetch_add(1, Ordering::Relaxed) } else { 0 };
         if spec.url.host_str().is_none() {
             return Err(ClientError::NoHost(spec.url.clone()));
         }
@@ -165,6 +161,7 @@ impl<'c> Request<'c> {
         let retry = client.retry_for(limiter.as_ref());
         let headers = client.headers_for(&spec.url, &spec.headers);
         let estimate = cost::estimate(spec.cost, &spec.cost_rules, spec.body.as_deref());
+        let report = Reporter::new(&inner.events, &inner.next_id, limiter.as_ref().map(Limiter::key));
         Ok(Self {
             client,
             spec,
@@ -174,8 +171,7 @@ impl<'c> Request<'c> {
             retry,
             headers,
             uri,
-            listening,
-            id,
+            report,
             started: Instant::now(),
             queue_wait: Duration::ZERO,
             previous_delay: None,
@@ -188,10 +184,7 @@ impl<'c> Request<'c> {
     }
 
     fn emit(&self, kind: EventKind) {
-        if self.listening {
-            let key = self.limiter.as_ref().map(|limiter| limiter.key().to_owned());
-            self.client.inner.events.emit(Event { request_id: self.id, key, at: Instant::now(), kind });
-        }
+        self.report.emit(kind);
     }
 
     /// A fresh cached response, returned without touching the limiter; a stale one adds its
@@ -314,16 +307,8 @@ impl<'c> Request<'c> {
         };
         let mut shared = None;
         if let Some(gate) = self.client.inner.gates.get(limiter.key()) {
-            // Boxed: a store round trip is a large future most requests never make.
-            match Box::pin(gate.admit_cost(&self.estimate)).await {
-                Ok(admission) => {
-                    if let Some(state) = admission.state_change {
-                        self.emit(EventKind::StoreState { state });
-                    }
-                    let (via, waited, remaining) = (admission.via, admission.waited, admission.remaining);
-                    self.emit(EventKind::SharedAdmitted { attempt, via, waited, remaining });
-                    shared = admission.reservation.map(|reservation| (gate.clone(), reservation));
-                }
+            match admit_shared(gate, &self.estimate, attempt, &self.report).await {
+                Ok(reservation) => shared = reservation.map(|reservation| (gate.clone(), reservation)),
                 Err(err) => return Err(self.fail(err.to_string(), err.into(), attempt - 1)),
             }
         }
@@ -347,7 +332,7 @@ impl<'c> Request<'c> {
     /// as `Sent`; returns when it left.
     pub(super) fn sending(&self, attempt: u32) -> Instant {
         let spec = &self.spec;
-        if self.listening {
+        if self.report.listening() {
             self.emit(EventKind::Sent { attempt, method: spec.method.to_string(), path: spec.url.path().to_owned() });
         }
         Instant::now()
@@ -378,7 +363,7 @@ impl<'c> Request<'c> {
         admission: &Admission,
     ) -> RateLimitInfo {
         let head = ResponseHead { status, headers, body };
-        let info = head.interpret(attempt, service_time, self.listening, &|kind| self.emit(kind));
+        let info = head.interpret(attempt, service_time, &self.report);
         if let (true, Some(limiter)) = (self.adaptive, &self.limiter) {
             let ticket = admission.permit.as_ref().and_then(Permit::ticket);
             for note in adaptive::observe(limiter, ticket, status.as_u16(), &info, Instant::now()) {
@@ -518,7 +503,7 @@ impl<'c> Request<'c> {
     pub(super) fn finish_streamed(self, attempt: u32, sent: Sent) -> HeaderMap {
         let Answer::Response { status, headers, .. } = sent.answer else { return HeaderMap::new() };
         // The clock is read only for a listener: the caller measures its own streamed body.
-        if self.listening {
+        if self.report.listening() {
             let total = self.started.elapsed();
             self.emit(EventKind::Finished { status: status.as_u16(), attempts: attempt, total });
         }
