@@ -349,3 +349,17 @@ async fn a_retry_after_beyond_the_maximum_does_not_hold_the_rest_of_the_key() {
     assert_eq!(server.count_status(429), 6, "each asked once and was told the same");
     assert!(started.elapsed() < Duration::from_secs(1), "no 5-minute pause per request: {:?}", started.elapsed());
 }
+
+#[tokio::test]
+async fn limits_refused_on_a_running_client_are_a_typed_error_and_change_nothing() {
+    let registry = Arc::new(Registry::new());
+    let client = LimitedClient::builder().registry(Arc::clone(&registry)).build().unwrap();
+    let key: LimitKey = "api.example.com".parse().unwrap();
+    client.set_limits(key.clone(), LimiterConfig::new().with_concurrency(2)).unwrap();
+    let err = client.set_limits(key, LimiterConfig::new().with_concurrency(0)).unwrap_err();
+    assert!(matches!(err, ClientError::Limits(_)), "not a build error: {err}");
+    assert_eq!(err.kind(), "limits refused");
+    assert!(err.to_string().contains("concurrency"), "{err}");
+    let kept = registry.limiter_for("api.example.com", Some(443), "/").unwrap().snapshot();
+    assert_eq!(kept.concurrency, Some(2), "the refused limits changed nothing");
+}

@@ -92,7 +92,7 @@ impl RequestBody {
         let mut size = 0usize;
         while let Some(frame) = body.frame().await {
             // Trailers are dropped: the upstream request carries none either way.
-            let Ok(data) = frame.map_err(|err| cause_chain(&err))?.into_data() else { continue };
+            let Ok(data) = frame.map_err(|err| error_chain(&err))?.into_data() else { continue };
             size += data.len();
             read.push(data);
             if size > limit {
@@ -485,7 +485,7 @@ impl Proxy {
                     let broken = Arc::clone(broken);
                     let stream = body.into_data_stream().inspect(move |item| {
                         if let Err(err) = item {
-                            *broken.lock() = Some(cause_chain(err));
+                            *broken.lock() = Some(error_chain(err));
                         }
                     });
                     request = request.body(reqwest::Body::wrap_stream(stream));
@@ -533,21 +533,6 @@ fn cached_response(cached: CachedResponse) -> Response {
 fn bad_body(method: &Method, path: &str, reason: &str) -> Response {
     tracing::info!("{method} {path} -> 400: the request body is malformed or incomplete: {reason}");
     plain(StatusCode::BAD_REQUEST, &format!("the request body is malformed or incomplete: {reason}"))
-}
-
-/// An error and its sources, `outer: inner: innermost`.
-fn cause_chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let next = cause.to_string();
-        if !text.contains(&next) {
-            text.push_str(": ");
-            text.push_str(&next);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 /// A short plain-text answer from the proxy itself.

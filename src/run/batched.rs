@@ -8,7 +8,7 @@ use std::sync::Arc;
 use http::HeaderMap;
 use tokio_util::sync::CancellationToken;
 
-use super::runner::{FINAL_STATUS, RequestOutcome, failure};
+use super::runner::{Failure, RequestOutcome, failure};
 use super::spec::BurstSpec;
 use crate::engine::Priority;
 use crate::http::batch::{BatchError, BatchFormat, BatchTemplate, Batcher, FlushResult};
@@ -98,7 +98,7 @@ async fn send(
             let status = response.status.as_u16();
             let outcomes = if status >= 400 {
                 let error = format!("final status {}", response.status);
-                vec![RequestOutcome::Failed { status: Some(status), kind: FINAL_STATUS, error }; ids.len()]
+                vec![RequestOutcome::Failed { status: Some(status), kind: Failure::FinalStatus, error }; ids.len()]
             } else {
                 match template.split(&sent, &ids, status, &response.body) {
                     Ok(parts) => parts.into_iter().map(|part| item_outcome(status, part)).collect(),
@@ -124,6 +124,8 @@ async fn send(
 fn item_outcome(status: u16, part: Result<serde_json::Value, BatchError>) -> RequestOutcome {
     match part {
         Ok(_) => RequestOutcome::Succeeded { status },
-        Err(err) => RequestOutcome::Failed { status: Some(status), kind: MISSING_ITEM, error: err.to_string() },
+        Err(err) => {
+            RequestOutcome::Failed { status: Some(status), kind: Failure::Cause(MISSING_ITEM), error: err.to_string() }
+        }
     }
 }

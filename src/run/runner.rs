@@ -34,8 +34,8 @@ pub enum RequestOutcome {
     Failed {
         /// The final status, when there was a response.
         status: Option<u16>,
-        /// The cause in a few stable words ([`ClientError::kind`]), for counting by cause.
-        kind: &'static str,
+        /// Why, for counting failures by cause.
+        kind: Failure,
         /// The full message.
         error: String,
     },
@@ -43,8 +43,25 @@ pub enum RequestOutcome {
     Cancelled,
 }
 
-/// The [`RequestOutcome::Failed`] kind of a final response of 400 or more.
-pub const FINAL_STATUS: &str = "final status";
+/// Why a request failed, for counting failures by cause.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// The last answer was an error status the retry policy did not retry (or retried out).
+    FinalStatus,
+    /// Anything else, in a few stable words ([`ClientError::kind`], "panicked", ...).
+    Cause(&'static str),
+}
+
+impl Failure {
+    /// The cause as counted in a summary: `final status 404` (with the status) or its words.
+    pub fn counted_as(self, status: Option<u16>) -> String {
+        match (self, status) {
+            (Self::FinalStatus, Some(status)) => format!("final status {status}"),
+            (Self::FinalStatus, None) => "final status".to_owned(),
+            (Self::Cause(words), _) => words.to_owned(),
+        }
+    }
+}
 
 /// One request of a burst.
 #[derive(Debug, Clone)]
@@ -290,7 +307,7 @@ impl Plan {
             Ok(response) => (
                 RequestOutcome::Failed {
                     status: Some(response.status.as_u16()),
-                    kind: FINAL_STATUS,
+                    kind: Failure::FinalStatus,
                     error: format!("final status {}", response.status),
                 },
                 response.from_cache,
@@ -373,7 +390,11 @@ impl Counters {
 }
 
 pub(super) fn panicked() -> RequestOutcome {
-    RequestOutcome::Failed { status: None, kind: "panicked", error: "the request task panicked".to_owned() }
+    RequestOutcome::Failed {
+        status: None,
+        kind: Failure::Cause("panicked"),
+        error: "the request task panicked".to_owned(),
+    }
 }
 
 async fn drive(
@@ -454,10 +475,10 @@ async fn drive_tasks(
 }
 
 pub(super) fn failure(err: &ClientError) -> RequestOutcome {
-    RequestOutcome::Failed { status: err.last_status(), kind: err.kind(), error: err.to_string() }
+    RequestOutcome::Failed { status: err.last_status(), kind: Failure::Cause(err.kind()), error: err.to_string() }
 }
 
 /// A request whose batch ended without an answer for it (the batcher stopped).
 fn batch_failure(err: &BatchError) -> RequestOutcome {
-    RequestOutcome::Failed { status: None, kind: "batch failed", error: err.to_string() }
+    RequestOutcome::Failed { status: None, kind: Failure::Cause("batch failed"), error: err.to_string() }
 }

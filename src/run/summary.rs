@@ -22,7 +22,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use super::batched::BatchRole;
-use super::runner::{FINAL_STATUS, RequestOutcome, RequestResult};
+use super::runner::{RequestOutcome, RequestResult};
 use crate::http::Settlement;
 use crate::store::SharedReport;
 
@@ -219,10 +219,7 @@ impl Summary {
                 RequestOutcome::Succeeded { .. } => summary.succeeded += 1,
                 RequestOutcome::Failed { status, kind, error } => {
                     summary.failed += 1;
-                    let cause = match status {
-                        Some(status) if *kind == FINAL_STATUS => format!("final status {status}"),
-                        _ => (*kind).to_owned(),
-                    };
+                    let cause = kind.counted_as(*status);
                     summary.error_examples.entry(cause.clone()).or_insert_with(|| error.clone());
                     *summary.errors.entry(cause).or_default() += 1;
                 }
@@ -345,6 +342,7 @@ mod tests {
     use super::*;
     use crate::engine::Priority;
     use crate::http::AttemptRecord;
+    use crate::run::Failure;
 
     fn result(index: usize, service_ms: u64, outcome: RequestOutcome) -> RequestResult {
         let now = Instant::now();
@@ -426,7 +424,7 @@ mod tests {
 
     #[test]
     fn failures_count_by_cause_not_by_message() {
-        let failed = |error: &str, kind: &'static str, status: Option<u16>| RequestOutcome::Failed {
+        let failed = |error: &str, kind: Failure, status: Option<u16>| RequestOutcome::Failed {
             status,
             kind,
             error: error.to_owned(),
@@ -437,7 +435,7 @@ mod tests {
                 5,
                 failed(
                     "gave up after 3 attempts; last: connection error: took 1.000000213s",
-                    "gave up after retries",
+                    Failure::Cause("gave up after retries"),
                     None,
                 ),
             ),
@@ -446,11 +444,11 @@ mod tests {
                 5,
                 failed(
                     "gave up after 3 attempts; last: connection error: took 1.000000987s",
-                    "gave up after retries",
+                    Failure::Cause("gave up after retries"),
                     None,
                 ),
             ),
-            result(2, 5, failed("final status 404 Not Found", FINAL_STATUS, Some(404))),
+            result(2, 5, failed("final status 404 Not Found", Failure::FinalStatus, Some(404))),
         ];
         let summary = Summary::from_results(3, &results, Duration::from_secs(1), "none".into());
         assert_eq!(summary.errors.len(), 2, "{:?}", summary.errors);

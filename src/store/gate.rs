@@ -458,7 +458,7 @@ impl SharedGate {
         let mut current = self.inner.budgets.write();
         // Keep the fallback's state (what it already admitted) across the change.
         if let (Some(limiter), Some(fresh)) = (&current.fallback, &next.fallback) {
-            limiter.reconfigure(fresh.config()).map_err(|err| StoreError::InvalidSettings(err.to_string()))?;
+            limiter.reconfigure(fresh.config())?;
             next.fallback = Some(limiter.clone());
         }
         *current = Arc::new(next);
@@ -607,7 +607,7 @@ impl GateInner {
                     return Ok(None);
                 };
                 // The fallback holds budgets only, so its permit is released at once.
-                drop(permit.map_err(|err| StoreError::InvalidSettings(err.to_string()))?);
+                drop(permit?);
                 self.health.local_fallback.fetch_add(1, Ordering::Relaxed);
                 Ok(Some(AdmittedVia::LocalFallback))
             }
@@ -648,8 +648,7 @@ impl Budgets {
                 for spec in budgets {
                     config = config.with_budget(local_share(spec, instances)?);
                 }
-                let limiter = Limiter::new(format!("{key} (local fallback)"), config)
-                    .map_err(|err| StoreError::InvalidSettings(err.to_string()))?;
+                let limiter = Limiter::new(format!("{key} (local fallback)"), config)?;
                 Some(limiter)
             }
             _ => None,
@@ -664,21 +663,17 @@ impl Budgets {
 pub fn local_share(spec: &BudgetSpec, instances: u32) -> Result<BudgetSpec, StoreError> {
     let instances = u64::from(instances.max(1));
     let floor = |amount: u64| (amount / instances).max(spec.cost).max(1);
-    let invalid = |err: crate::engine::ConfigError| StoreError::InvalidSettings(err.to_string());
     let kind = match spec.kind {
         BudgetKind::TokenBucket { capacity, refill } => {
             let per = refill.per().checked_mul(u32::try_from(instances).unwrap_or(u32::MAX)).ok_or_else(|| {
                 StoreError::InvalidSettings(format!("{} divided by {instances} instances is too slow", spec.name))
             })?;
-            BudgetKind::TokenBucket {
-                capacity: floor(capacity),
-                refill: Rate::new(refill.amount(), per).map_err(invalid)?,
-            }
+            BudgetKind::TokenBucket { capacity: floor(capacity), refill: Rate::new(refill.amount(), per)? }
         }
         BudgetKind::SlidingWindow { limit, window } => BudgetKind::SlidingWindow { limit: floor(limit), window },
     };
     let share = BudgetSpec { name: spec.name.clone(), kind, unit: spec.unit.clone(), cost: spec.cost };
-    share.validate().map_err(invalid)?;
+    share.validate()?;
     Ok(share)
 }
 
@@ -713,5 +708,14 @@ mod tests {
         assert_eq!(limit, 1, "never below one request");
         let costly = window.with_cost(4).unwrap();
         assert_eq!(local_share(&costly, 10).unwrap().capacity(), 4, "never below one request's cost");
+    }
+
+    #[test]
+    fn a_share_the_engine_refuses_is_its_limits_error_not_a_settings_string() {
+        let yearly = Rate::new(1, Duration::from_secs(4 * 365 * 86_400)).unwrap();
+        let slow = BudgetSpec::token_bucket("slow", 5, yearly).unwrap();
+        let err = local_share(&slow, 3).unwrap_err();
+        assert!(matches!(err, StoreError::Limits(crate::engine::ConfigError::DurationTooLong(_))), "{err}");
+        assert!(!err.is_unavailable(), "a refusal is not the store being away");
     }
 }

@@ -16,7 +16,7 @@ mod settings;
 
 use std::time::Duration;
 
-use crate::engine::{BudgetKind, BudgetSpec, Cost, Rate, Unit};
+use crate::engine::{AcquireError, BudgetKind, BudgetSpec, ConfigError, Cost, Rate, Unit};
 
 pub use self::endpoint::StoreAddress;
 pub use self::gate::{
@@ -325,6 +325,13 @@ pub enum StoreError {
     /// A setting the store refuses: zero, not a number, too large, a malformed URL or prefix.
     #[error("invalid store settings: {0}")]
     InvalidSettings(String),
+    /// The engine refused the limits of the local fallback (a budget's share, a changed
+    /// config): the shared budgets as given cannot be split or applied.
+    #[error("the shared budgets' local limits were refused: {0}")]
+    Limits(#[from] ConfigError),
+    /// The local fallback's limiter refused the request (it can never fit, or was cancelled).
+    #[error("the local fallback refused the request: {0}")]
+    FallbackRefused(#[from] AcquireError),
 }
 
 impl StoreError {

@@ -41,7 +41,7 @@ use super::redirect::RedirectPolicy;
 use super::report::Reporter;
 use super::retry::{Decision, GiveUpReason, Outcome, RetryPolicy};
 use super::transport::Transport;
-use crate::engine::{AcquireError, LimitKey, Limiter, LimiterConfig, Priority, Registry, format_wait};
+use crate::engine::{AcquireError, ConfigError, LimitKey, Limiter, LimiterConfig, Priority, Registry, format_wait};
 use crate::engine::{Cost, Unit};
 use crate::store::{SharedGate, SharedHandle, SharedSettings, StoreError, local_part};
 
@@ -201,6 +201,16 @@ pub enum ClientError {
     /// The client's settings were refused when it was built.
     #[error("could not build the HTTP client: {0}")]
     Build(String),
+    /// Limits given to a running client ([`LimitedClient::set_limits`]) were refused.
+    #[error("the limits were refused: {0}")]
+    Limits(#[from] ConfigError),
+    /// The request (its body) was already sent once, and a body that streams cannot be sent
+    /// again: a middleware further down ran the request twice.
+    #[error("the request's body was already sent and cannot be sent again")]
+    BodyConsumed,
+    /// A middleware further down the chain failed with an error of its own.
+    #[error("a middleware failed: {0}")]
+    Middleware(String),
     /// The shared budget store refused the request (see [`StoreError`]).
     #[error("the shared budget refused the request: {0}")]
     Shared(#[from] StoreError),
@@ -220,6 +230,9 @@ impl ClientError {
             Self::NoResponse { .. } => "no response in time",
             Self::Limiter(_) => "refused by the limiter",
             Self::Build(_) => "could not build the client",
+            Self::Limits(_) => "limits refused",
+            Self::BodyConsumed => "body already sent",
+            Self::Middleware(_) => "a middleware failed",
             Self::Shared(_) => "refused by the shared budget",
         }
     }
@@ -553,9 +566,9 @@ impl LimitedClient {
         match self.inner.gates.get(&key.to_string()) {
             Some(gate) => {
                 gate.reconfigure(&config.budgets)?;
-                self.inner.registry.set(key, local_part(&config)).map_err(|err| ClientError::Build(err.to_string()))
+                Ok(self.inner.registry.set(key, local_part(&config))?)
             }
-            None => self.inner.registry.set(key, config).map_err(|err| ClientError::Build(err.to_string())),
+            None => Ok(self.inner.registry.set(key, config)?),
         }
     }
 
@@ -678,13 +691,18 @@ impl ResponseHead<'_> {
     }
 }
 
-/// The whole chain of an error: "error sending request" alone says nothing about why.
+/// The whole chain of an error, `outer: inner: innermost` ("error sending request" alone says
+/// nothing about why); a cause whose text is already in the message (an error that prints its
+/// source itself) is not repeated. The one place the project joins an error's causes.
 pub(crate) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
     let mut message = err.to_string();
     let mut source = err.source();
     while let Some(cause) = source {
-        message.push_str(": ");
-        message.push_str(&cause.to_string());
+        let text = cause.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
         source = cause.source();
     }
     message

@@ -178,7 +178,7 @@ fn landed(finished: &reqwest_middleware::Result<Finished>, url: &Url) -> Result<
         }),
         Err(Error::Middleware(err)) => match err.downcast_ref::<ClientError>() {
             Some(err) => Err(err.clone()),
-            None => Err(ClientError::Build(err.to_string())),
+            None => Err(ClientError::Middleware(err.to_string())),
         },
         Err(err) => Err(ClientError::Transport {
             host: url.host_str().unwrap_or_default().to_owned(),
@@ -274,7 +274,7 @@ impl Outgoing {
         next: Next<'_>,
     ) -> reqwest_middleware::Result<reqwest::Response> {
         let Some(request) = pending.1.first.take() else {
-            return Err(Error::middleware(ClientError::Build("the request was already sent".into())));
+            return Err(Error::middleware(ClientError::BodyConsumed));
         };
         let answer = match next.clone().run(request, extensions).await {
             Ok(response) if direct.passes_on(response.status()) => return holding(response, direct.permit),
@@ -308,8 +308,7 @@ impl Outgoing {
                         None => life.admit(attempt).await.map_err(Error::middleware)?,
                     };
                     let Some(outgoing) = self.next_try(&life) else {
-                        let already = ClientError::Build("the request body was already sent".into());
-                        return Err(Error::middleware(already));
+                        return Err(Error::middleware(ClientError::BodyConsumed));
                     };
                     let sent_at = life.sending(attempt);
                     (admission, sent_at, next.clone().run(outgoing, extensions).await)
