@@ -15,9 +15,10 @@ use axum::body::{Body, Bytes};
 use axum::routing::post;
 use parking_lot::Mutex;
 use ratescope::engine::{BudgetSpec, LimitKey, LimiterConfig, Registry};
-use ratescope::http::{EventSink, RetryPolicy};
+use ratescope::http::{EventKind, EventSink, RetryPolicy};
 use ratescope::mock::{MockConfig, MockServer, Outcome};
 use ratescope::proxy::{ProxyConfig, ProxyServer, Route, Shedding};
+use ratescope::telemetry::RetryRates;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
@@ -454,4 +455,43 @@ async fn callers_that_stall_before_finishing_a_head_are_disconnected_at_the_head
     }
     let served = caller().get(format!("{}api/items", proxy.url())).send().await.unwrap();
     assert_eq!(served.status(), 200, "a caller that sends its head in time is served");
+}
+
+/// The proxy names what a retried attempt ended with as the client does, so its timeouts and
+/// refused connections land in their own columns of the retries chart, not in "other".
+#[tokio::test(start_paused = true)]
+async fn retries_after_a_timeout_or_a_refused_connection_name_their_cause_as_the_client_does() {
+    let closed = std::net::TcpListener::bind(loopback()).unwrap().local_addr().unwrap();
+    let server = upstream().await;
+    let routes = vec![
+        Route::new("gone", &format!("http://{closed}")).unwrap(),
+        Route::new("api", server.url().as_str()).unwrap(),
+    ];
+    let (events, mut receiver) = EventSink::channel(1024);
+    let config = ProxyConfig {
+        listen: loopback(),
+        upstream_timeout: Some(Duration::from_millis(100)),
+        events,
+        retry: RetryPolicy { max_attempts: 2, retry_connection_errors: true, ..RetryPolicy::default() },
+        ..ProxyConfig::new(routes).without_timers()
+    };
+    let proxy = ProxyServer::start(config).await.unwrap();
+    let client = caller();
+    assert_eq!(client.get(format!("{}gone/x", proxy.url())).send().await.unwrap().status(), 502);
+    assert_eq!(client.get(format!("{}api/slow", proxy.url())).send().await.unwrap().status(), 504);
+    let mut causes = Vec::new();
+    while let Ok(event) = receiver.try_recv() {
+        if let EventKind::RetryScheduled { cause, .. } = event.kind {
+            causes.push(cause);
+        }
+    }
+    assert!(causes.iter().any(|cause| cause.starts_with("connection error: ")), "{causes:?}");
+    assert!(causes.iter().any(|cause| cause == "no response in time"), "{causes:?}");
+    let mut chart = RetryRates::new(60);
+    for cause in &causes {
+        chart.record_cause(0.0, cause);
+    }
+    let counted = chart.totals();
+    assert_eq!(counted[RetryRates::OTHER], 0, "every retry in its own column: {causes:?}");
+    assert!(counted[RetryRates::TIMEOUT] > 0 && counted[RetryRates::CONNECTION] > 0, "{counted:?}");
 }

@@ -11,7 +11,8 @@ use url::Url;
 use super::builder::Shared;
 use super::error::RateLimitError;
 use crate::engine::{Cost, Limiter, Overload, Permit, Priority, estimated_wait, format_wait};
-use crate::http::client::{ResponseHead, pause_on_throttle};
+use crate::http::answer::Answer;
+use crate::http::client::ResponseHead;
 use crate::http::cost;
 use crate::http::events::EventKind;
 use crate::http::extensions::limits_of;
@@ -147,9 +148,8 @@ impl<'a> Attempt<'a> {
             }
             _ => Decision::Done,
         };
-        if let Some((pause, reason)) = pause_on_throttle(limiter, status, &info, &decision, self.retry, 1) {
-            self.emit(EventKind::KeyPaused { pause, reason });
-        }
+        let answer = Answer::Response { status, info, held: () };
+        answer.pause_key(Some(limiter), &decision, self.retry, 1, &self.report);
         self.finished(status);
     }
 

@@ -37,10 +37,11 @@ use super::hop::{caller_response_headers, upstream_request_headers};
 use super::shed::{Shed, shed};
 use crate::engine::{Cost, Limiter, Overload, Permit, Priority, QueueCounts, format_wait};
 use crate::http::adaptive;
+use crate::http::answer::{Answer, wait_to_retry};
 use crate::http::cache::{CachedResponse, Lookup, ResponseCache};
-use crate::http::client::{ResponseHead, error_chain, pause_on_throttle, status_text};
+use crate::http::client::{ResponseHead, error_chain};
 use crate::http::report::{Reporter, admit_shared};
-use crate::http::retry::{Decision, Outcome};
+use crate::http::retry::Decision;
 use crate::http::{EventKind, RetryPolicy};
 use crate::store::{SharedGate, SharedHandle};
 
@@ -116,57 +117,31 @@ impl RequestBody {
     }
 }
 
-/// One attempt's upstream answer, read: the status and what its headers say, the response
-/// to stream back, or why there is none (`None`: no answer in time).
-struct Answer {
-    status: Option<(StatusCode, crate::http::RateLimitInfo)>,
-    response: Option<reqwest::Response>,
-    failure: Option<String>,
-}
-
-impl Answer {
-    /// Reads the rate-limit headers (a `Response` event) and, for an adaptive key, hands the
-    /// answer to its mirror with the permit's ticket.
-    fn read(
-        upstream: Upstream,
-        attempt: u32,
-        service_time: Duration,
-        events: &Reporter<'_>,
-        adaptive: Option<&Limiter>,
-        admission: &Admission,
-    ) -> Self {
-        match upstream {
-            Upstream::Response(response) => {
-                let status = response.status();
-                let head = ResponseHead { status, headers: response.headers(), body: None };
-                let info = head.interpret(attempt, service_time, events);
-                if let Some(limiter) = adaptive {
-                    let ticket = admission.permit.as_ref().and_then(Permit::ticket);
-                    for note in adaptive::observe(limiter, ticket, status.as_u16(), &info, Instant::now()) {
-                        events.emit(EventKind::Adaptive { note });
-                    }
+/// Reads one attempt's upstream answer: its rate-limit headers (a `Response` event) and, for
+/// an adaptive key, what its mirror makes of them (with the permit's ticket).
+fn read_answer(
+    upstream: Upstream,
+    attempt: u32,
+    service_time: Duration,
+    events: &Reporter<'_>,
+    adaptive: Option<&Limiter>,
+    admission: &Admission,
+) -> Answer<reqwest::Response> {
+    match upstream {
+        Upstream::Response(response) => {
+            let status = response.status();
+            let head = ResponseHead { status, headers: response.headers(), body: None };
+            let info = head.interpret(attempt, service_time, events);
+            if let Some(limiter) = adaptive {
+                let ticket = admission.permit.as_ref().and_then(Permit::ticket);
+                for note in adaptive::observe(limiter, ticket, status.as_u16(), &info, Instant::now()) {
+                    events.emit(EventKind::Adaptive { note });
                 }
-                Self { status: Some((status, info)), response: Some(response), failure: None }
             }
-            Upstream::Unreachable(message) => Self { status: None, response: None, failure: Some(message) },
-            Upstream::TimedOut => Self { status: None, response: None, failure: None },
+            Answer::Response { status, info, held: response }
         }
-    }
-
-    fn outcome(&self) -> Outcome<'_> {
-        match (&self.status, &self.failure) {
-            (Some((status, info)), _) => Outcome::Status { status: status.as_u16(), retry_after: info.retry_after },
-            (None, Some(message)) => Outcome::ConnectionError { message },
-            (None, None) => Outcome::Timeout,
-        }
-    }
-
-    /// "429 Too Many Requests", the connection error, or "timeout".
-    fn cause(&self) -> String {
-        match &self.status {
-            Some((status, _)) => status_text(*status),
-            None => self.failure.clone().unwrap_or_else(|| "timeout".to_owned()),
-        }
+        Upstream::Unreachable(message) => Answer::ConnectionError(message),
+        Upstream::TimedOut => Answer::Timeout,
     }
 }
 
@@ -384,26 +359,25 @@ impl Proxy {
             events.emit(EventKind::Sent { attempt, method: parts.method.to_string(), path: url.path().to_owned() });
             let sent_at = Instant::now();
             let upstream = self.send_once(&parts.method, &url, &headers, &mut body).await;
-            let answer = Answer::read(upstream, attempt, sent_at.elapsed(), &events, adaptive, &admission);
+            let answer = read_answer(upstream, attempt, sent_at.elapsed(), &events, adaptive, &admission);
             let decision =
                 retry.decide(attempt, &answer.outcome(), &parts.method, previous_delay, &mut *self.rng.lock());
-            if let (Some(limiter), Some((status, info))) = (&limiter, &answer.status)
-                && let Some((pause, reason)) = pause_on_throttle(limiter, *status, info, &decision, &retry, attempt)
-            {
-                events.emit(EventKind::KeyPaused { pause, reason });
-            }
+            answer.pause_key(limiter.as_ref(), &decision, &retry, attempt, &events);
             if let Decision::Retry { delay, reason } = decision {
                 // The response (its connection) and the slot go back before the wait.
                 let cause = answer.cause();
                 drop(answer);
                 drop(admission);
-                events.emit(EventKind::RetryScheduled { attempt, delay, reason, cause });
                 previous_delay = Some(delay);
-                tokio::time::sleep(delay).await;
+                wait_to_retry(&events, attempt, delay, reason, cause).await;
                 continue;
             }
-            let Some(response) = answer.response else {
-                return self.failed(&parts, &host, &body, answer.failure, attempt, &events);
+            let response = match answer {
+                Answer::Response { held, .. } => held,
+                Answer::ConnectionError(message) => {
+                    return self.failed(&parts, &host, &body, Some(message), attempt, &events);
+                }
+                Answer::Timeout => return self.failed(&parts, &host, &body, None, attempt, &events),
             };
             let status = response.status();
             events.emit(EventKind::Finished { status: status.as_u16(), attempts: attempt, total: started.elapsed() });

@@ -31,6 +31,7 @@ use request::Request;
 use wire::proxy_configured;
 
 use super::adaptive;
+use super::answer::outcome_text;
 use super::cache::{CacheConfig, CacheStats, CachedResponse, ResponseCache};
 use super::coalesce::{Coalescer, Role};
 use super::cost::{CostRule, RemainingMemory};
@@ -39,9 +40,9 @@ use super::headers::RateLimitInfo;
 use super::http1::Http1Transport;
 use super::redirect::RedirectPolicy;
 use super::report::Reporter;
-use super::retry::{Decision, GiveUpReason, Outcome, RetryPolicy};
+use super::retry::{GiveUpReason, RetryPolicy};
 use super::transport::Transport;
-use crate::engine::{AcquireError, ConfigError, LimitKey, Limiter, LimiterConfig, Priority, Registry, format_wait};
+use crate::engine::{AcquireError, ConfigError, LimitKey, Limiter, LimiterConfig, Priority, Registry};
 use crate::engine::{Cost, Unit};
 use crate::store::{SharedGate, SharedHandle, SharedSettings, StoreError, local_part};
 
@@ -708,35 +709,6 @@ pub(crate) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
     message
 }
 
-/// After a throttling response (429, 503, or headers saying the budget is spent), pauses the
-/// whole key: for the retry delay when one was decided, else Retry-After or the backoff, capped
-/// by `max_retry_after`. Returns the pause and its reason, or `None` when the response was fine.
-pub(crate) fn pause_on_throttle(
-    limiter: &Limiter,
-    status: StatusCode,
-    info: &RateLimitInfo,
-    decision: &Decision,
-    retry: &RetryPolicy,
-    attempt: u32,
-) -> Option<(Duration, String)> {
-    if !info.throttled && !matches!(status.as_u16(), 429 | 503) {
-        return None;
-    }
-    // A wait beyond the maximum made the request fail at once; holding every other request of
-    // the key for the maximum would only make each of them wait that long to fail the same way.
-    if matches!(decision, Decision::GiveUp(GiveUpReason::RetryAfterTooLong { .. })) {
-        return None;
-    }
-    let pause = match decision {
-        Decision::Retry { delay, .. } => *delay,
-        _ => info.retry_after.unwrap_or_else(|| retry.raw_backoff(attempt)),
-    }
-    .min(retry.max_retry_after);
-    let reason = format!("{} from the server, pausing {}", status_text(status), format_wait(pause));
-    limiter.pause_until(Instant::now() + pause, reason.clone());
-    Some((pause, reason))
-}
-
 fn cached_response(
     cached: CachedResponse,
     rate_limit: RateLimitInfo,
@@ -768,19 +740,4 @@ fn masked(headers: &HeaderMap) -> HeaderMap {
         }
     }
     shown
-}
-
-pub(crate) fn status_text(status: StatusCode) -> String {
-    match status.canonical_reason() {
-        Some(reason) => format!("{} {reason}", status.as_u16()),
-        None => status.as_u16().to_string(),
-    }
-}
-
-fn outcome_text(outcome: &Outcome<'_>) -> String {
-    match outcome {
-        Outcome::Status { status, .. } => status.to_string(),
-        Outcome::ConnectionError { message } => format!("connection error: {message}"),
-        Outcome::Timeout => "no response in time".to_owned(),
-    }
 }

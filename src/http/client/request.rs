@@ -13,17 +13,18 @@ use url::Url;
 use super::wire::Attempt;
 use super::{
     AttemptRecord, ClientError, LimitedClient, LimitedResponse, RequestSpec, ResponseHead, Settlement, SharedRng,
-    cached_response, outcome_text, pause_on_throttle, status_text,
+    cached_response, outcome_text,
 };
 use crate::engine::{Cost, Limiter, Permit, Unit};
 use crate::http::adaptive;
+use crate::http::answer;
 use crate::http::cache::{CachedResponse, Lookup};
 use crate::http::coalesce::FlightKey;
 use crate::http::cost;
 use crate::http::events::EventKind;
 use crate::http::headers::RateLimitInfo;
 use crate::http::report::{Reporter, admit_shared};
-use crate::http::retry::{Decision, GiveUpReason, Outcome, RetryPolicy, RetryReason};
+use crate::http::retry::{Decision, GiveUpReason, RetryPolicy, RetryReason};
 use crate::store::{Reservation, SharedGate};
 
 /// A request on its way: what was decided about it before the first attempt, and what its
@@ -84,59 +85,21 @@ pub(super) struct Sent {
     pub(super) answer: Answer,
 }
 
-/// What an attempt's exchange ended with.
-pub(super) enum Answer {
-    /// `body` is `None` when it was not read (streamed on to the caller unseen).
-    Response {
-        status: StatusCode,
-        headers: HeaderMap,
-        body: Option<Bytes>,
-        info: RateLimitInfo,
-    },
-    ConnectionError(String),
-    Timeout,
+/// What the client holds of a response besides its status: its headers, and its body when it
+/// was read (`None`: streamed on to the caller unseen).
+pub(super) struct Received {
+    pub(super) headers: HeaderMap,
+    pub(super) body: Option<Bytes>,
 }
+
+/// What an attempt's exchange ended with, as every face reads it.
+pub(super) type Answer = crate::http::answer::Answer<Received>;
 
 impl Sent {
     /// Send to response (or to the error).
     #[cfg(feature = "middleware")]
     pub(super) fn service_time(&self) -> Duration {
         self.service_time
-    }
-}
-
-impl Answer {
-    /// The answer as the retry policy sees it.
-    fn outcome(&self) -> Outcome<'_> {
-        match self {
-            Self::Response { status, info, .. } => {
-                Outcome::Status { status: status.as_u16(), retry_after: info.retry_after }
-            }
-            Self::ConnectionError(message) => Outcome::ConnectionError { message },
-            Self::Timeout => Outcome::Timeout,
-        }
-    }
-
-    fn status(&self) -> Option<StatusCode> {
-        match self {
-            Self::Response { status, .. } => Some(*status),
-            _ => None,
-        }
-    }
-
-    fn info(&self) -> Option<&RateLimitInfo> {
-        match self {
-            Self::Response { info, .. } => Some(info),
-            _ => None,
-        }
-    }
-
-    /// What the attempt ended with, for events and give-up reasons: "429 Too Many Requests".
-    fn cause(&self) -> String {
-        match self.status() {
-            Some(status) => status_text(status),
-            None => outcome_text(&self.outcome()),
-        }
     }
 }
 
@@ -345,7 +308,7 @@ impl<'c> Request<'c> {
         let answer = match result {
             Attempt::Response { status, headers, body } => {
                 let info = self.interpret(attempt, service_time, status, &headers, body.as_deref(), admission);
-                Answer::Response { status, headers, body, info }
+                Answer::Response { status, info, held: Received { headers, body } }
             }
             Attempt::ConnectionError(message) => Answer::ConnectionError(message),
             Attempt::Timeout => Answer::Timeout,
@@ -395,7 +358,9 @@ impl<'c> Request<'c> {
     ) -> Recorded {
         let mut shared_due = None;
         let settlement = match (admission.permit.as_mut(), &sent.answer) {
-            (Some(permit), Answer::Response { status, headers, body, .. }) if !self.spec.cost_rules.is_empty() => {
+            (Some(permit), Answer::Response { status, held: Received { headers, body }, .. })
+                if !self.spec.cost_rules.is_empty() =>
+            {
                 let body = body.clone().unwrap_or_default();
                 let body = &body;
                 let memory = &self.client.inner.remaining_seen;
@@ -442,11 +407,7 @@ impl<'c> Request<'c> {
                 settlement,
             });
         }
-        if let (Some(limiter), Some(status), Some(info)) = (&self.limiter, sent.answer.status(), info)
-            && let Some((pause, reason)) = pause_on_throttle(limiter, status, info, decision, self.retry, attempt)
-        {
-            self.emit(EventKind::KeyPaused { pause, reason });
-        }
+        sent.answer.pause_key(self.limiter.as_ref(), decision, self.retry, attempt, &self.report);
         Recorded { permit: admission.permit, shared_due }
     }
 
@@ -468,15 +429,14 @@ impl<'c> Request<'c> {
 
     /// Sleeps the delay the policy chose before the next attempt.
     pub(super) async fn wait_to_retry(&mut self, attempt: u32, sent: &Sent, delay: Duration, reason: RetryReason) {
-        self.emit(EventKind::RetryScheduled { attempt, delay, reason, cause: sent.answer.cause() });
         self.previous_delay = Some(delay);
-        tokio::time::sleep(delay).await;
+        answer::wait_to_retry(&self.report, attempt, delay, reason, sent.answer.cause()).await;
     }
 
     /// The final response: stored in the cache when it may be (a 304 then serves the cached
     /// body), reported as `Finished`.
     pub(super) fn finish(self, attempt: u32, sent: Sent) -> Result<LimitedResponse, ClientError> {
-        let Answer::Response { status, headers, body, info } = sent.answer else {
+        let Answer::Response { status, info, held: Received { headers, body } } = sent.answer else {
             // The policy only finishes on a response; anything else is a give-up.
             return Err(self.give_up(attempt, sent, GiveUpReason::NotRetryable));
         };
@@ -501,7 +461,9 @@ impl<'c> Request<'c> {
     /// it in): reported as `Finished`; returns the response's headers, lent to the steps.
     #[cfg(feature = "middleware")]
     pub(super) fn finish_streamed(self, attempt: u32, sent: Sent) -> HeaderMap {
-        let Answer::Response { status, headers, .. } = sent.answer else { return HeaderMap::new() };
+        let Answer::Response { status, held: Received { headers, .. }, .. } = sent.answer else {
+            return HeaderMap::new();
+        };
         // The clock is read only for a listener: the caller measures its own streamed body.
         if self.report.listening() {
             let total = self.started.elapsed();
@@ -568,35 +530,4 @@ fn capped_units(said: &Cost, counted: &Cost) -> Vec<(Unit, u64)> {
         }
     }
     capped
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn response(status: u16, headers: &[(&str, &str)]) -> Answer {
-        let mut map = HeaderMap::new();
-        for (name, value) in headers {
-            map.insert(http::HeaderName::from_bytes(name.as_bytes()).unwrap(), value.parse().unwrap());
-        }
-        let info = RateLimitInfo::parse(Some(status), &map, None, SystemTime::UNIX_EPOCH);
-        Answer::Response { status: StatusCode::from_u16(status).unwrap(), headers: map, body: None, info }
-    }
-
-    #[test]
-    fn an_answer_is_what_the_retry_policy_and_the_log_see() {
-        let throttled = response(429, &[("retry-after", "7")]);
-        assert_eq!(throttled.outcome(), Outcome::Status { status: 429, retry_after: Some(Duration::from_secs(7)) });
-        assert_eq!(throttled.cause(), "429 Too Many Requests");
-        assert_eq!(throttled.status(), Some(StatusCode::TOO_MANY_REQUESTS));
-        assert!(throttled.info().is_some());
-
-        let refused = Answer::ConnectionError("connection refused".into());
-        assert_eq!(refused.outcome(), Outcome::ConnectionError { message: "connection refused" });
-        assert_eq!(refused.cause(), "connection error: connection refused");
-        assert_eq!((refused.status(), refused.info().is_none()), (None, true));
-
-        assert_eq!(Answer::Timeout.outcome(), Outcome::Timeout);
-        assert_eq!(Answer::Timeout.cause(), "no response in time");
-    }
 }

@@ -37,7 +37,7 @@ use tokio::time::Instant;
 use url::Url;
 
 use self::direct::Direct;
-use super::request::{Admission, Answer, Request, Sent};
+use super::request::{Admission, Answer, Received, Request, Sent};
 use super::wire::{Attempt, classify};
 use super::{ClientError, LimitedClient, LimitedResponse, RequestSpec};
 use crate::engine::Permit;
@@ -397,7 +397,7 @@ fn given_up(
 ) -> reqwest_middleware::Result<Finished> {
     // The failure report needs only the status: the rest goes back to the caller.
     let answer = match &mut sent.answer {
-        Answer::Response { status, headers, body, info } => {
+        Answer::Response { status, info, held: Received { headers, body } } => {
             Some((*status, std::mem::take(headers), body.take(), info.clone()))
         }
         _ => None,
