@@ -223,7 +223,10 @@
 #![warn(missing_docs)]
 
 pub mod cli;
-pub mod engine;
+/// The limiter itself: the `ratescope-engine` crate (no HTTP, disk or GUI), re-exported so
+/// `ratescope::engine::…` names the same items a user of that crate alone sees.
+#[doc(inline)]
+pub use ratescope_engine as engine;
 pub mod files;
 #[cfg(feature = "gui")]
 pub mod gui;

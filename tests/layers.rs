@@ -1,11 +1,17 @@
 //! The layers of `src/` and their one-way arrows (ARCHITECTURE.md, "Layers"): a module may use
 //! modules of lower layers only, never one of its own layer or above (the few same-layer
 //! arrows are listed). A wrong-way `crate::` path anywhere outside `#[cfg(test)]` fails here.
+//!
+//! The lowest layer's limiter is its own crate, `crates/ratescope-engine`, re-exported as
+//! `crate::engine`: the compiler keeps it from naming anything of `src/`, and its manifest is
+//! checked here to name nothing that speaks HTTP, reaches Redis, draws, or runs tokio beyond
+//! its timers.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-/// Lowest first. Each top-level module of `src/` is in exactly one layer.
+/// Lowest first. Each top-level module of `src/` is in exactly one layer (`engine` is the
+/// `ratescope-engine` crate, re-exported).
 const LAYERS: &[&[&str]] = &[
     &["files", "engine", "redact"],
     &["store"],
@@ -87,6 +93,94 @@ fn every_arrow_points_down() {
     }
     assert!(unplaced.is_empty(), "modules in no layer (add them to LAYERS and ARCHITECTURE.md): {unplaced:?}");
     assert!(wrong.is_empty(), "arrows that point up or sideways:\n{}", wrong.join("\n"));
+}
+
+/// Dependencies the engine crate may never have: the root package (the arrow would point up),
+/// HTTP, Redis, the GUI, and crates that touch the disk or start runtimes of their own.
+const NOT_IN_THE_ENGINE: &[&str] = &[
+    "ratescope",
+    "http",
+    "reqwest",
+    "hyper",
+    "axum",
+    "tower",
+    "redis",
+    "egui",
+    "eframe",
+    "rfd",
+    "directories",
+    "tempfile",
+];
+
+/// The only tokio features the engine uses: its timers (and their `Instant`) and tokio's sync types.
+const ENGINE_TOKIO_FEATURES: &[&str] = &["sync", "time"];
+
+/// The engine's normal dependencies (`[dependencies]` and every `[target.*.dependencies]`),
+/// each with its table or version string.
+fn engine_dependencies() -> Vec<(String, toml::Value)> {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/ratescope-engine/Cargo.toml");
+    let manifest: toml::Table = toml::from_str(&std::fs::read_to_string(manifest).unwrap()).unwrap();
+    let mut tables = vec![manifest.get("dependencies")];
+    if let Some(targets) = manifest.get("target").and_then(toml::Value::as_table) {
+        tables.extend(targets.values().map(|target| target.get("dependencies")));
+    }
+    let tables = tables.into_iter().flatten().filter_map(toml::Value::as_table);
+    tables.flat_map(|table| table.iter().map(|(name, spec)| (name.clone(), spec.clone()))).collect()
+}
+
+/// A dependency's crate name: its `package` key when renamed, else its key.
+fn crate_name(key: &str, spec: &toml::Value) -> String {
+    spec.get("package").and_then(toml::Value::as_str).unwrap_or(key).to_owned()
+}
+
+/// Whether a crate name is one of `NOT_IN_THE_ENGINE` or of its family (`hyper-util`, `egui_plot`).
+fn forbidden_in_engine(name: &str) -> bool {
+    NOT_IN_THE_ENGINE
+        .iter()
+        .any(|bad| name == *bad || name.strip_prefix(bad).is_some_and(|rest| rest.starts_with(['-', '_'])))
+}
+
+#[test]
+fn the_engine_crate_needs_no_http_disk_gui_or_runtime() {
+    let dependencies = engine_dependencies();
+    assert!(dependencies.iter().any(|(name, _)| name == "tokio"), "the manifest was not read: {dependencies:?}");
+    let forbidden: Vec<String> =
+        dependencies.iter().map(|(key, spec)| crate_name(key, spec)).filter(|name| forbidden_in_engine(name)).collect();
+    assert!(
+        forbidden.is_empty(),
+        "crates/ratescope-engine depends on {forbidden:?}: the engine stays below HTTP, disk and GUI"
+    );
+
+    let (_, tokio) = dependencies.iter().find(|(key, spec)| crate_name(key, spec) == "tokio").unwrap();
+    assert_eq!(
+        tokio.get("default-features").and_then(toml::Value::as_bool),
+        Some(false),
+        "the engine's tokio must opt out of default features"
+    );
+    let features: Vec<&str> = tokio
+        .get("features")
+        .and_then(toml::Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(toml::Value::as_str)
+        .collect();
+    let extra: Vec<&&str> = features.iter().filter(|feature| !ENGINE_TOKIO_FEATURES.contains(feature)).collect();
+    assert!(
+        extra.is_empty(),
+        "the engine's tokio needs only {ENGINE_TOKIO_FEATURES:?} (tests may add more as dev-dependencies), not {extra:?}"
+    );
+}
+
+#[test]
+fn the_engine_check_sees_a_forbidden_dependency() {
+    for name in ["ratescope", "http", "hyper-util", "reqwest-middleware", "egui_plot", "redis", "tower"] {
+        assert!(forbidden_in_engine(name), "{name}");
+    }
+    for name in ["tokio", "parking_lot", "httpdate", "towering"] {
+        assert!(!forbidden_in_engine(name), "{name}");
+    }
+    let renamed: toml::Table = toml::from_str("h = { package = \"hyper\", version = \"1\" }").unwrap();
+    assert_eq!(crate_name("h", &renamed["h"]), "hyper");
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! Server-side rate-limit policies as pure code: time comes in as nanoseconds since the server's epoch.
 //!
 //! Token buckets and sliding windows reuse the engine's budget math
-//! (`engine::BudgetState`), so the demo server and the client limiter agree to the
+//! (`engine::BudgetMeter`), so the demo server and the client limiter agree to the
 //! nanosecond. The fixed window (with its classic boundary burst) and the
 //! concurrency limit live here. Nothing in this module reads a clock or knows
 //! HTTP, so a virtual-time simulator can drive it directly.
@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::engine::{BudgetKind, BudgetSpec, BudgetState, MAX_CONCURRENCY, Rate, Unit, duration_nanos, format_period};
+use crate::engine::{BudgetKind, BudgetMeter, BudgetSpec, MAX_CONCURRENCY, Rate, Unit, duration_nanos, format_period};
 
 /// Longest policy name accepted (it appears in headers).
 const MAX_NAME_LEN: usize = 40;
@@ -277,7 +277,7 @@ impl FixedWindow {
 
 #[derive(Debug)]
 enum PolicyState {
-    Budget(BudgetState),
+    Budget(BudgetMeter),
     Fixed(FixedWindow),
     Concurrency { limit: u64, in_flight: Arc<AtomicU64> },
 }
@@ -286,10 +286,10 @@ impl PolicyState {
     fn new(kind: &PolicyKind) -> Self {
         match *kind {
             PolicyKind::TokenBucket { capacity, rate } => {
-                Self::Budget(BudgetState::new(&BudgetKind::TokenBucket { capacity, refill: rate }))
+                Self::Budget(BudgetMeter::new(&BudgetKind::TokenBucket { capacity, refill: rate }))
             }
             PolicyKind::SlidingWindow { limit, window } => {
-                Self::Budget(BudgetState::new(&BudgetKind::SlidingWindow { limit, window }))
+                Self::Budget(BudgetMeter::new(&BudgetKind::SlidingWindow { limit, window }))
             }
             PolicyKind::FixedWindow { limit, window } => Self::Fixed(FixedWindow::new(limit, window)),
             PolicyKind::Concurrency { limit } => Self::Concurrency { limit, in_flight: Arc::new(AtomicU64::new(0)) },

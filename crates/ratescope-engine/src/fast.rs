@@ -102,7 +102,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::engine::{BudgetSpec, Rate};
+    use crate::{BudgetSpec, Rate};
 
     fn bucket_config(capacity: u64, amount: u64, per: Duration) -> LimiterConfig {
         LimiterConfig::new()

@@ -31,7 +31,8 @@ impl LimitKey {
 
     /// Whether requests to `path` on this key's host fall under it (the whole host, or its
     /// prefix on a segment boundary).
-    pub(crate) fn covers_path(&self, path: &str) -> bool {
+    #[must_use]
+    pub fn covers_path(&self, path: &str) -> bool {
         self.path_prefix.as_deref().is_none_or(|prefix| Self::covers(prefix, path))
     }
 
@@ -346,7 +347,7 @@ impl Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{BudgetSpec, Rate};
+    use crate::{BudgetSpec, Rate};
 
     fn config(capacity: u64) -> LimiterConfig {
         let rate: Rate = "1/1s".parse().unwrap();

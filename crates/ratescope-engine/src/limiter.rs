@@ -930,7 +930,7 @@ mod tests {
     use std::mem::{offset_of, size_of};
 
     use super::*;
-    use crate::engine::fast::HOT_BYTES;
+    use crate::fast::HOT_BYTES;
 
     #[test]
     fn what_a_lock_free_admission_reads_fits_in_the_first_64_bytes() {

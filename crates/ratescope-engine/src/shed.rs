@@ -168,7 +168,7 @@ pub fn estimated_wait(snapshot: &Snapshot, config: &LimiterConfig, ahead: usize)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::BudgetSpec;
+    use crate::BudgetSpec;
 
     fn bucket(capacity: u64, rate: &str) -> Limiter {
         let spec = BudgetSpec::token_bucket("rate", capacity, rate.parse().unwrap()).unwrap();

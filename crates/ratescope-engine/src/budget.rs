@@ -224,13 +224,47 @@ impl BudgetState {
     }
 }
 
+/// One budget's spending on its own, clock-free: every instant is nanoseconds since an epoch
+/// the caller keeps. A [`Limiter`](crate::Limiter) keeps one per budget; the demo API's
+/// server-side policies use the same one, so a server and a client with the same
+/// [`BudgetKind`] agree to the nanosecond on what fits when.
+#[derive(Debug)]
+pub struct BudgetMeter(BudgetState);
+
+impl BudgetMeter {
+    /// A full budget of `kind`: nothing spent yet.
+    #[must_use]
+    pub fn new(kind: &BudgetKind) -> Self {
+        Self(BudgetState::new(kind))
+    }
+
+    /// The earliest instant (ns, never before `now`) at which `cost` units fit; `now` itself when
+    /// they fit already. Instants passed in must never go backwards.
+    pub fn ready_at(&mut self, cost: u64, now: u64) -> u64 {
+        self.0.ready_at(cost, now)
+    }
+
+    /// Spends `cost` units at `now`. Call it only when [`ready_at`](Self::ready_at)`(cost, now)`
+    /// returned `now`: this does not check that they fit.
+    pub fn consume(&mut self, cost: u64, now: u64) {
+        self.0.consume(cost, now);
+    }
+
+    /// The units that could be spent at `now` (fractional for a token bucket refilling).
+    pub fn available(&mut self, now: u64) -> f64 {
+        self.0.available(now)
+    }
+}
+
 /// The most debt a settlement leaves in a budget, in capacities: a bucket holds at most one
 /// capacity less than empty (whole again one refill of its capacity after it was empty), a window
 /// counts at most its limit twice (every charge leaves with its admission, within one window).
 pub const MAX_DEBT: u64 = 1;
 
-/// Nanoseconds of a duration, saturating (durations are validated far below the limit).
-pub(crate) fn duration_nanos(duration: Duration) -> u64 {
+/// Nanoseconds of a duration, saturating at `u64::MAX` (about 584 years): the unit of
+/// [`BudgetMeter`]'s instants.
+#[must_use]
+pub fn duration_nanos(duration: Duration) -> u64 {
     u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
 }
 
