@@ -10,6 +10,8 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use syn::visit::Visit;
+
 /// Lowest first. Each top-level module of `src/` is in exactly one layer (`engine` is the
 /// `ratescope-engine` crate, re-exported).
 const LAYERS: &[&[&str]] = &[
@@ -49,19 +51,161 @@ fn module_of(src: &Path, file: &Path) -> Option<String> {
     Some(first.trim_end_matches(".rs").to_owned())
 }
 
-/// The modules `text` names as `crate::NAME`, outside its test module.
+/// The modules a source file names as `crate::NAME` outside code compiled only for tests
+/// (items under `#[cfg(test)]`): in `use` trees (`use crate::{http::X, gui}` names both), in
+/// paths of code and types, inside macro calls (but not a macro's own `$crate::`), and in
+/// doc comments (an intra-doc link is an arrow too).
 fn uses(text: &str) -> BTreeSet<String> {
-    let code = text.split("#[cfg(test)]").next().unwrap_or_default();
-    let mut found = BTreeSet::new();
-    for (at, _) in code.match_indices("crate::") {
-        let rest = &code[at + "crate::".len()..];
-        let name: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
-        // `$crate::cli::...` in a macro of cli's own is cli naming itself.
-        if !name.is_empty() && !code[..at].ends_with('$') {
-            found.insert(name);
+    let file = syn::parse_file(text).unwrap_or_else(|err| panic!("not Rust: {err}"));
+    let mut arrows = Arrows::default();
+    arrows.visit_file(&file);
+    arrows.found
+}
+
+/// Collects the modules named after `crate::`.
+#[derive(Default)]
+struct Arrows {
+    found: BTreeSet<String>,
+}
+
+/// Whether `attrs` hold `#[cfg(test)]`.
+fn test_only(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(|attr| {
+        attr.path().is_ident("cfg") && attr.parse_args::<syn::Ident>().is_ok_and(|predicate| predicate == "test")
+    })
+}
+
+/// The attributes of an item, where it has any (`#[cfg(test)]` is looked for there).
+fn item_attrs(item: &syn::Item) -> &[syn::Attribute] {
+    use syn::Item;
+    match item {
+        Item::Const(item) => &item.attrs,
+        Item::Enum(item) => &item.attrs,
+        Item::Fn(item) => &item.attrs,
+        Item::Impl(item) => &item.attrs,
+        Item::Macro(item) => &item.attrs,
+        Item::Mod(item) => &item.attrs,
+        Item::Static(item) => &item.attrs,
+        Item::Struct(item) => &item.attrs,
+        Item::Trait(item) => &item.attrs,
+        Item::Type(item) => &item.attrs,
+        Item::Use(item) => &item.attrs,
+        _ => &[],
+    }
+}
+
+impl Arrows {
+    /// `crate :: NAME` in a token stream, not preceded by `$`.
+    fn scan_tokens(&mut self, tokens: proc_macro2::TokenStream) {
+        use proc_macro2::TokenTree;
+        let tokens: Vec<TokenTree> = tokens.into_iter().collect();
+        for (at, token) in tokens.iter().enumerate() {
+            match token {
+                TokenTree::Group(group) => self.scan_tokens(group.stream()),
+                TokenTree::Ident(ident) if ident == "crate" => {
+                    let dollar = at > 0 && matches!(&tokens[at - 1], TokenTree::Punct(punct) if punct.as_char() == '$');
+                    let colons = tokens.get(at + 1..at + 3).is_some_and(|pair| {
+                        pair.iter().all(|token| matches!(token, TokenTree::Punct(punct) if punct.as_char() == ':'))
+                    });
+                    if let (false, true, Some(TokenTree::Ident(name))) = (dollar, colons, tokens.get(at + 3)) {
+                        self.found.insert(name.to_string());
+                    }
+                }
+                _ => {}
+            }
         }
     }
-    found
+
+    /// `crate::NAME` in a doc comment's text.
+    fn scan_doc(&mut self, text: &str) {
+        for (at, _) in text.match_indices("crate::") {
+            let rest = &text[at + "crate::".len()..];
+            let name: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+            if !name.is_empty() && !text[..at].ends_with('$') {
+                self.found.insert(name);
+            }
+        }
+    }
+
+    /// The first names of a `use crate::…` tree.
+    fn use_names(&mut self, tree: &syn::UseTree) {
+        match tree {
+            syn::UseTree::Path(path) => {
+                self.found.insert(path.ident.to_string());
+            }
+            syn::UseTree::Name(name) => {
+                self.found.insert(name.ident.to_string());
+            }
+            syn::UseTree::Rename(rename) => {
+                self.found.insert(rename.ident.to_string());
+            }
+            syn::UseTree::Group(group) => group.items.iter().for_each(|tree| self.use_names(tree)),
+            syn::UseTree::Glob(_) => {}
+        }
+    }
+}
+
+impl<'ast> Visit<'ast> for Arrows {
+    fn visit_item(&mut self, item: &'ast syn::Item) {
+        if !test_only(item_attrs(item)) {
+            syn::visit::visit_item(self, item);
+        }
+    }
+
+    fn visit_impl_item(&mut self, item: &'ast syn::ImplItem) {
+        let attrs = match item {
+            syn::ImplItem::Const(item) => &item.attrs,
+            syn::ImplItem::Fn(item) => &item.attrs,
+            syn::ImplItem::Type(item) => &item.attrs,
+            _ => return syn::visit::visit_impl_item(self, item),
+        };
+        if !test_only(attrs) {
+            syn::visit::visit_impl_item(self, item);
+        }
+    }
+
+    fn visit_stmt(&mut self, stmt: &'ast syn::Stmt) {
+        let skip = match stmt {
+            syn::Stmt::Local(local) => test_only(&local.attrs),
+            syn::Stmt::Macro(mac) => test_only(&mac.attrs),
+            _ => false,
+        };
+        if !skip {
+            syn::visit::visit_stmt(self, stmt);
+        }
+    }
+
+    fn visit_use_tree(&mut self, tree: &'ast syn::UseTree) {
+        match tree {
+            syn::UseTree::Path(path) if path.ident == "crate" => self.use_names(&path.tree),
+            _ => syn::visit::visit_use_tree(self, tree),
+        }
+    }
+
+    fn visit_path(&mut self, path: &'ast syn::Path) {
+        let mut segments = path.segments.iter();
+        if let (Some(first), Some(second)) = (segments.next(), segments.next())
+            && first.ident == "crate"
+        {
+            self.found.insert(second.ident.to_string());
+        }
+        syn::visit::visit_path(self, path);
+    }
+
+    fn visit_macro(&mut self, mac: &'ast syn::Macro) {
+        self.scan_tokens(mac.tokens.clone());
+        syn::visit::visit_macro(self, mac);
+    }
+
+    fn visit_attribute(&mut self, attr: &'ast syn::Attribute) {
+        if let syn::Meta::NameValue(doc) = &attr.meta
+            && doc.path.is_ident("doc")
+            && let syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(text), .. }) = &doc.value
+        {
+            self.scan_doc(&text.value());
+        }
+        syn::visit::visit_attribute(self, attr);
+    }
 }
 
 #[test]
@@ -191,4 +335,21 @@ fn the_check_sees_a_wrong_way_use() {
     assert_eq!(found, BTreeSet::from(["engine".to_owned(), "gui".to_owned()]));
     assert!(layer_of("gui") > layer_of("http"));
     assert_eq!(uses("macro_rules! m { () => { $crate::cli::UsageError } }"), BTreeSet::new());
+}
+
+#[test]
+fn the_check_reads_use_groups_code_after_a_test_item_macros_and_doc_links() {
+    let text = r#"
+        use crate::{http::Client, proxy};
+        #[cfg(test)]
+        fn only_in_tests() { crate::gui::run(None); }
+        /// See [`Burst`](crate::run::Burst).
+        pub fn after() -> crate::store::SharedGate { tracing::info!("{}", crate::sim::NAME); todo!() }
+        impl Thing {
+            #[cfg(test)]
+            fn helper() { crate::cli::main(); }
+        }
+    "#;
+    let expected = ["http", "proxy", "run", "store", "sim"].map(str::to_owned);
+    assert_eq!(uses(text), BTreeSet::from(expected), "gui and cli are used by test code only");
 }
