@@ -23,10 +23,10 @@ use slab::Slab;
 use tokio::time::{Instant, Sleep};
 
 use super::budget::{BudgetState, duration_nanos};
+use super::check::{AdmissionCheck, CheckReadiness};
 use super::config::LimiterConfig;
 use super::error::{AcquireError, ConfigError, TryAcquireError};
 use super::fast::{FastBucket, PARKED};
-use super::gate::{AdmissionGate, GateReadiness};
 use super::priority::{Lanes, Priority, Ticket};
 use super::snapshot::{Blocked, BudgetSnapshot, HeadSnapshot, PauseSnapshot, Snapshot};
 use super::unit::{CompactCost, Cost, Unit};
@@ -74,8 +74,8 @@ struct State {
     next_id: u64,
     pause: Option<(Instant, String)>,
     /// A check beside the budgets (the server's mirrored budget); disables the lock-free path.
-    gate: Option<Box<dyn AdmissionGate>>,
-    /// Whether the config in force is the one `Shared::fast` was built for (and no gate is set).
+    check: Option<Box<dyn AdmissionCheck>>,
+    /// Whether the config in force is the one `Shared::fast` was built for (and no check is installed).
     fast_config: bool,
     /// The most requests one admission may count that every budget of the config in force can
     /// hold: a requests-only cost up to it needs no check budget by budget.
@@ -96,8 +96,8 @@ enum Readiness {
     Now,
     At(Instant, Blocked),
     Concurrency,
-    /// The gate waits for news (a response); it wakes the head when it has some.
-    Gate(Blocked),
+    /// The check waits for news (a response); it wakes the head when it has some.
+    Check(Blocked),
     Never(AcquireError),
 }
 
@@ -125,7 +125,7 @@ impl Limiter {
             waiters: Slab::new(),
             next_id: 0,
             pause: None,
-            gate: None,
+            check: None,
             fast_config,
         };
         Self {
@@ -221,7 +221,7 @@ impl Limiter {
         self.try_acquire_locked(&cost)
     }
 
-    /// The locked half of `try_acquire`: queue, pause, gate and every budget.
+    /// The locked half of `try_acquire`: queue, pause, check and every budget.
     fn try_acquire_locked(&self, cost: &CompactCost) -> Result<Permit, TryAcquireError> {
         let now = Instant::now();
         let mut state = self.shared.lock();
@@ -235,7 +235,7 @@ impl Limiter {
                 Some(permit) => Ok(permit),
                 None => Err(TryAcquireError::WouldWait(state.concurrency_blocked())),
             },
-            Readiness::At(_, blocked) | Readiness::Gate(blocked) => Err(TryAcquireError::WouldWait(blocked)),
+            Readiness::At(_, blocked) | Readiness::Check(blocked) => Err(TryAcquireError::WouldWait(blocked)),
             Readiness::Concurrency => Err(TryAcquireError::WouldWait(state.concurrency_blocked())),
             Readiness::Never(err) => Err(err.into()),
         }
@@ -280,31 +280,31 @@ impl Limiter {
         // enough of them finish.
         self.shared.limit.store(config.concurrency.unwrap_or(UNCAPPED), Ordering::SeqCst);
         state.fast_config =
-            state.gate.is_none() && self.shared.fast.is_some() && FastBucket::for_config(&config) == self.shared.fast;
+            state.check.is_none() && self.shared.fast.is_some() && FastBucket::for_config(&config) == self.shared.fast;
         state.requests_fit = requests_fit(&config);
         state.config = config;
         state.wake_head(now);
         Ok(())
     }
 
-    /// Installs `make()` as this limiter's admission gate, unless it has one already; from now
-    /// on every request also needs the gate's word. Returns whether a gate was installed.
-    pub fn install_gate(&self, make: impl FnOnce() -> Box<dyn AdmissionGate>) -> bool {
+    /// Installs `make()` as this limiter's admission check, unless it has one already; from now
+    /// on every request also needs the check's word. Returns whether a check was installed.
+    pub fn install_check(&self, make: impl FnOnce() -> Box<dyn AdmissionCheck>) -> bool {
         let mut state = self.shared.lock();
-        if state.gate.is_some() {
+        if state.check.is_some() {
             return false;
         }
-        state.gate = Some(make());
+        state.check = Some(make());
         state.fast_config = false;
         state.wake_head(Instant::now());
         true
     }
 
-    /// Runs `update` on the gate under the limiter's lock, then lets the head re-evaluate.
-    /// `None` when no gate is installed.
-    pub fn update_gate<R>(&self, update: impl FnOnce(&mut dyn AdmissionGate) -> R) -> Option<R> {
+    /// Runs `update` on the check under the limiter's lock, then lets the head re-evaluate.
+    /// `None` when no check is installed.
+    pub fn update_check<R>(&self, update: impl FnOnce(&mut dyn AdmissionCheck) -> R) -> Option<R> {
         let mut state = self.shared.lock();
-        let result = update(state.gate.as_deref_mut()?);
+        let result = update(state.check.as_deref_mut()?);
         state.wake_head(Instant::now());
         Some(result)
     }
@@ -423,7 +423,7 @@ impl Shared {
         spend: u64,
         charged: impl FnOnce() -> CompactCost,
     ) -> Option<Permit> {
-        // Parked also while a gate is installed: the lock is never handed back then.
+        // Parked also while a check is installed: the lock is never handed back then.
         if shared.fast_word.load(Ordering::Relaxed) == PARKED {
             return None;
         }
@@ -605,14 +605,14 @@ impl State {
             }
             self.pause = None;
         }
-        if let Some(gate) = self.gate.as_mut() {
-            match cost.with_cost(|cost| gate.readiness(now, cost)) {
-                GateReadiness::Ready => {}
-                GateReadiness::At { at, reason } if at > now => {
+        if let Some(check) = self.check.as_mut() {
+            match cost.with_cost(|cost| check.readiness(now, cost)) {
+                CheckReadiness::Ready => {}
+                CheckReadiness::At { at, reason } if at > now => {
                     return Readiness::At(at, Blocked::Server { reason, wait: Some(at - now) });
                 }
-                GateReadiness::At { .. } => {}
-                GateReadiness::Wait { reason } => return Readiness::Gate(Blocked::Server { reason, wait: None }),
+                CheckReadiness::At { .. } => {}
+                CheckReadiness::Wait { reason } => return Readiness::Check(Blocked::Server { reason, wait: None }),
             }
         }
         let now_ns = self.nanos(now);
@@ -655,7 +655,7 @@ impl State {
         for (spec, budget) in self.config.budgets.iter().zip(self.budgets.iter_mut()) {
             budget.consume(spec.spend(cost), now_ns);
         }
-        let ticket = self.gate.as_mut().map(|gate| cost.with_cost(|cost| gate.admit(now, cost)));
+        let ticket = self.check.as_mut().map(|check| cost.with_cost(|cost| check.admit(now, cost)));
         Some(Permit { shared: Arc::clone(shared), ticket, charged: cost.clone(), admitted_ns: now_ns })
     }
 
@@ -669,8 +669,8 @@ impl State {
         admitted_ns: u64,
         now: Instant,
     ) {
-        if let (Some(gate), Some(ticket)) = (self.gate.as_mut(), ticket) {
-            actual.with_cost(|actual| gate.settle(ticket, actual));
+        if let (Some(check), Some(ticket)) = (self.check.as_mut(), ticket) {
+            actual.with_cost(|actual| check.settle(ticket, actual));
         }
         let now_ns = self.nanos(now);
         for (spec, budget) in self.config.budgets.iter().zip(self.budgets.iter_mut()) {
@@ -696,7 +696,7 @@ impl State {
         let cost = self.waiters.get(ticket.0)?.cost.clone();
         Some(match self.readiness(&cost, now, shared) {
             Readiness::Now | Readiness::Never(_) => Blocked::Ready,
-            Readiness::At(_, blocked) | Readiness::Gate(blocked) => blocked,
+            Readiness::At(_, blocked) | Readiness::Check(blocked) => blocked,
             Readiness::Concurrency => self.concurrency_blocked(),
         })
     }
@@ -780,7 +780,7 @@ impl Future for Acquire {
                             }
                         }
                         Readiness::Never(err) => return Poll::Ready(Err(err)),
-                        Readiness::At(..) | Readiness::Concurrency | Readiness::Gate(_) => {}
+                        Readiness::At(..) | Readiness::Concurrency | Readiness::Check(_) => {}
                     }
                 } else if let Err(err) = state.check_cost(&this.cost) {
                     return Poll::Ready(Err(err));
@@ -822,7 +822,7 @@ impl Future for Acquire {
                     state.wake_head(now);
                     return Poll::Ready(Err(err));
                 }
-                Readiness::Concurrency | Readiness::Gate(_) => {
+                Readiness::Concurrency | Readiness::Check(_) => {
                     this.sleep = None;
                     return Poll::Pending;
                 }
@@ -861,7 +861,7 @@ impl Drop for Acquire {
 #[must_use = "dropping a permit at once ends the request it admitted"]
 pub struct Permit {
     shared: Arc<Shared>,
-    /// The admission gate's ticket for this request, when the limiter has a gate.
+    /// The admission check's ticket for this request, when the limiter has a check.
     ticket: Option<u64>,
     /// What this permit holds in every budget: the estimate it was admitted with, until
     /// [`settle`](Self::settle) corrects it.
@@ -876,7 +876,7 @@ impl Permit {
         &self.shared.key
     }
 
-    /// The admission gate's ticket (its admission order), when the limiter has a gate.
+    /// The admission check's ticket (its admission order), when the limiter has a check.
     pub fn ticket(&self) -> Option<u64> {
         self.ticket
     }
@@ -892,7 +892,7 @@ impl Permit {
     /// never above their capacity); more charges the rest, into debt if need be, which delays
     /// the next admissions until it is paid. A window the admission has already left is not
     /// touched. Settling again corrects the previous settlement; a permit never settled keeps
-    /// its estimate. An admission gate learns the actual cost too. Budgets shared through a
+    /// its estimate. An admission check learns the actual cost too. Budgets shared through a
     /// store live outside the engine: whoever admitted through the store settles them there
     /// (the HTTP client does, after the answer).
     ///
@@ -916,8 +916,8 @@ impl Drop for Permit {
     fn drop(&mut self) {
         if let Some(ticket) = self.ticket {
             let mut state = self.shared.lock();
-            if let Some(gate) = state.gate.as_mut() {
-                gate.release(ticket);
+            if let Some(check) = state.check.as_mut() {
+                check.release(ticket);
             }
             state.wake_head(Instant::now());
         }
