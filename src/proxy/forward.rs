@@ -45,7 +45,7 @@ use crate::http::retry::Decision;
 use crate::http::{EventKind, RetryPolicy};
 use crate::store::{SharedGate, SharedHandle};
 
-/// The proxy's shared state: its settings, the upstream client, the cache and counters.
+/// The proxy's state, one for all its requests: its settings, the upstream client, the cache and counters.
 #[derive(Debug)]
 pub(crate) struct Proxy {
     pub(crate) config: ProxyConfig,

@@ -12,7 +12,7 @@ use url::Url;
 
 use super::wire::Attempt;
 use super::{
-    AttemptRecord, ClientError, LimitedClient, LimitedResponse, RequestSpec, ResponseHead, Settlement, SharedRng,
+    AttemptRecord, ClientError, LimitedClient, LimitedResponse, LockedRng, RequestSpec, ResponseHead, Settlement,
     cached_response, outcome_text,
 };
 use crate::engine::{Cost, Limiter, Permit, Unit};
@@ -338,7 +338,7 @@ impl<'c> Request<'c> {
 
     /// The retry policy's word on the attempt.
     pub(super) fn decide(&self, attempt: u32, sent: &Sent) -> Decision {
-        let rng = &mut SharedRng(&self.client.inner.rng);
+        let rng = &mut LockedRng(&self.client.inner.rng);
         self.retry.decide(attempt, &sent.answer.outcome(), &self.spec.method, self.previous_delay, rng)
     }
 
