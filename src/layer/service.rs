@@ -7,9 +7,9 @@ use std::task::{Context, Poll};
 
 use tower::Service;
 
-use super::attempt::Attempt;
 use super::body::LimitedBody;
 use super::builder::LayerState;
+use super::call::Call;
 use super::error::RateLimitError;
 
 /// The future of one call: admission, the inner call, the answer read.
@@ -59,16 +59,16 @@ where
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let state = Arc::clone(&self.state);
         Box::pin(async move {
-            let mut attempt = Attempt::prepare(&state, &request);
-            let permit = attempt.admit().await.map_err(RateLimitError::refused)?;
-            attempt.sent();
+            let mut call = Call::prepare(&state, &request);
+            let permit = call.admit().await.map_err(RateLimitError::refused)?;
+            call.sent();
             match inner.call(request).await {
                 Ok(response) => {
-                    attempt.answered(response.status(), response.headers(), permit.as_ref());
+                    call.answered(response.status(), response.headers(), permit.as_ref());
                     Ok(response.map(|body| LimitedBody::new(body, permit)))
                 }
                 Err(err) => {
-                    attempt.failed(&err);
+                    call.failed(&err);
                     Err(RateLimitError::Inner(err))
                 }
             }

@@ -21,7 +21,7 @@ use crate::http::retry::{Decision, GiveUpReason, RetryPolicy};
 use crate::http::{Adaptive, adaptive};
 
 /// A call on its way: what was decided about it before admission.
-pub(super) struct Attempt<'a> {
+pub(super) struct Call<'a> {
     state: &'a LayerState,
     limiter: Option<Limiter>,
     adaptive: bool,
@@ -35,7 +35,7 @@ pub(super) struct Attempt<'a> {
     sent_at: Instant,
 }
 
-impl<'a> Attempt<'a> {
+impl<'a> Call<'a> {
     /// The request's key (its URI's host, port and path; a URI without a host has none), lane
     /// and cost. An adaptive key gets its mirror before its first admission.
     pub(super) fn prepare<B>(state: &'a LayerState, request: &http::Request<B>) -> Self {
