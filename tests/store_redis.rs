@@ -22,7 +22,7 @@ mod redis_support;
 use redis_support::{redis_required, redis_url};
 
 enum Guard {
-    Shared(#[allow(dead_code)] RwLockReadGuard<'static, ()>),
+    Concurrent(#[allow(dead_code)] RwLockReadGuard<'static, ()>),
     Exclusive(#[allow(dead_code)] RwLockWriteGuard<'static, ()>),
 }
 
@@ -35,7 +35,7 @@ struct Fixture {
 
 impl Fixture {
     async fn new(test: &str) -> Option<Self> {
-        Self::with_guard(test, Guard::Shared(SCRIPTS.read().await)).await
+        Self::with_guard(test, Guard::Concurrent(SCRIPTS.read().await)).await
     }
 
     async fn exclusive(test: &str) -> Option<Self> {

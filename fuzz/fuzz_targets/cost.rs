@@ -9,7 +9,7 @@ use http::HeaderMap;
 use libfuzzer_sys::fuzz_target;
 use ratescope::engine::{BudgetSpec, LimiterConfig, Unit};
 use ratescope::http::CostRule;
-use ratescope::http::cost::{self, Answer, RemainingMemory};
+use ratescope::http::cost::{self, Receipt, RemainingMemory};
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
@@ -24,8 +24,8 @@ fuzz_target!(|data: &[u8]| {
     let rules = [rule];
     let estimate = cost::estimate(1, &rules, Some(body.as_bytes()));
     let (headers, memory) = (HeaderMap::new(), RemainingMemory::default());
-    let answer = Answer { status: 200, headers: &headers, body: body.as_bytes(), key: "api:443", memory: &memory };
-    let said = cost::settled(&estimate, &rules, &answer);
+    let receipt = Receipt { status: 200, headers: &headers, body: body.as_bytes(), key: "api:443", memory: &memory };
+    let said = cost::settled(&estimate, &rules, &receipt);
     let window = BudgetSpec::sliding_window("tokens", 1000, Duration::from_secs(60)).unwrap().with_unit(unit.clone());
     let config = LimiterConfig::new().with_budget(window);
     assert!(config.capped(&said).of(&unit) <= 1000, "{said:?}");

@@ -1,6 +1,6 @@
 //! Adaptive mode: a key follows the server's own word about its limits.
 //!
-//! Each adaptive key's limiter gets a [`ServerMirror`] as its admission gate (scouting,
+//! Each adaptive key's limiter gets a [`ServerMirror`] as its admission check (scouting,
 //! the server's remaining as a live allowance, restore at the reset; see `mirror`). Beside
 //! it, what the server publishes tightens the key's configured limits, never loosens them:
 //!
@@ -57,7 +57,7 @@ pub fn limiter_for(registry: &Registry, adaptive: &Adaptive, host: &str, url: &U
 
 /// Makes `limiter` follow the server: installs its mirror once. Cheap after the first call.
 pub fn watch(limiter: &Limiter) -> bool {
-    limiter.install_gate(|| Box::new(ServerMirror::new()))
+    limiter.install_check(|| Box::new(ServerMirror::new()))
 }
 
 /// Takes in one answer to a request admitted with `ticket` (its permit's) on an adaptive key:
@@ -73,8 +73,8 @@ pub fn observe(
 ) -> Vec<String> {
     let learned = ticket
         .and_then(|ticket| {
-            limiter.update_gate(|gate| {
-                let mirror = gate.as_any_mut().downcast_mut::<ServerMirror>()?;
+            limiter.update_check(|check| {
+                let mirror = check.as_any_mut().downcast_mut::<ServerMirror>()?;
                 Some(mirror.observe(Report { ticket, status, info, received_at }))
             })
         })

@@ -65,9 +65,9 @@ pub enum Actual {
     HeaderDrop(HeaderName),
 }
 
-/// One answer, as the settlers read it.
+/// One answer as the settlers read it: a receipt of what the request spent.
 #[derive(Debug, Clone, Copy)]
-pub struct Answer<'a> {
+pub struct Receipt<'a> {
     /// The answer's status (a 429 settles to nothing spent).
     pub status: u16,
     /// The answer's headers.
@@ -165,14 +165,14 @@ impl CostRule {
 
     /// What the answer says was spent: 0 for a refusal, the field when the body has it, the
     /// header's drop when it fell (a header's value is remembered on every answer, refusals too).
-    pub fn actual(&self, answer: &Answer<'_>) -> Option<u64> {
-        let refused = answer.status == 429;
+    pub fn actual(&self, receipt: &Receipt<'_>) -> Option<u64> {
+        let refused = receipt.status == 429;
         let said = match self.actual.as_ref() {
             Some(Actual::HeaderDrop(name)) => {
-                header_number(answer.headers, name).and_then(|value| answer.memory.drop_to(answer.key, name, value))
+                header_number(receipt.headers, name).and_then(|value| receipt.memory.drop_to(receipt.key, name, value))
             }
             Some(Actual::Field(path)) if !refused => {
-                serde_json::from_slice::<Value>(answer.body).ok().and_then(|json| path.number_in(&json))
+                serde_json::from_slice::<Value>(receipt.body).ok().and_then(|json| path.number_in(&json))
             }
             _ => None,
         };
@@ -293,14 +293,14 @@ pub fn estimate(requests: u64, rules: &[CostRule], body: Option<&[u8]>) -> Cost 
 /// The settled cost: `estimated` with each rule's unit replaced by what the answer says (each
 /// unit once: of rules repeating a unit, which callers refuse, the first that reads the
 /// answer says it, else the estimate stands).
-pub fn settled(estimated: &Cost, rules: &[CostRule], answer: &Answer<'_>) -> Cost {
+pub fn settled(estimated: &Cost, rules: &[CostRule], receipt: &Receipt<'_>) -> Cost {
     rules.iter().enumerate().fold(Cost::requests(estimated.requests), |cost, (index, rule)| {
         if rules[..index].iter().any(|earlier| earlier.unit == rule.unit) {
             return cost;
         }
         let same_unit = rules[index..].iter().filter(|other| other.unit == rule.unit);
         let amount =
-            same_unit.filter_map(|rule| rule.actual(answer)).next().unwrap_or_else(|| estimated.of(&rule.unit));
+            same_unit.filter_map(|rule| rule.actual(receipt)).next().unwrap_or_else(|| estimated.of(&rule.unit));
         cost.with(rule.unit.clone(), amount)
     })
 }
@@ -309,8 +309,8 @@ pub fn settled(estimated: &Cost, rules: &[CostRule], answer: &Answer<'_>) -> Cos
 mod tests {
     use super::*;
 
-    fn answer<'a>(status: u16, headers: &'a HeaderMap, body: &'a [u8], memory: &'a RemainingMemory) -> Answer<'a> {
-        Answer { status, headers, body, key: "api.example:443", memory }
+    fn receipt<'a>(status: u16, headers: &'a HeaderMap, body: &'a [u8], memory: &'a RemainingMemory) -> Receipt<'a> {
+        Receipt { status, headers, body, key: "api.example:443", memory }
     }
 
     fn remaining(value: &str) -> HeaderMap {
@@ -326,11 +326,11 @@ mod tests {
         assert_eq!(rule.estimate(Some(body)), 100 + (body.len() as u64).div_ceil(4));
         let (none, memory) = (HeaderMap::new(), RemainingMemory::default());
         let usage = br#"{"usage": {"total_tokens": 42}}"#;
-        assert_eq!(rule.actual(&answer(200, &none, usage, &memory)), Some(42));
-        assert_eq!(rule.actual(&answer(200, &none, b"not json", &memory)), None, "the estimate stands");
-        assert_eq!(rule.actual(&answer(429, &none, b"", &memory)), Some(0), "a refusal spent nothing");
+        assert_eq!(rule.actual(&receipt(200, &none, usage, &memory)), Some(42));
+        assert_eq!(rule.actual(&receipt(200, &none, b"not json", &memory)), None, "the estimate stands");
+        assert_eq!(rule.actual(&receipt(429, &none, b"", &memory)), Some(0), "a refusal spent nothing");
         let estimated = estimate(1, std::slice::from_ref(&rule), Some(body));
-        let settled = settled(&estimated, &[rule], &answer(200, &none, usage, &memory));
+        let settled = settled(&estimated, &[rule], &receipt(200, &none, usage, &memory));
         assert_eq!(settled, Cost::requests(1).with(Unit::tokens(), 42));
     }
 
@@ -341,14 +341,14 @@ mod tests {
         assert_eq!(rule.estimate(None), 60);
         let (none, memory) = (HeaderMap::new(), RemainingMemory::default());
         let body = br#"{"extensions": {"cost": {"actualQueryCost": 12.5}}}"#;
-        assert_eq!(rule.actual(&answer(200, &none, body, &memory)), Some(13));
+        assert_eq!(rule.actual(&receipt(200, &none, body, &memory)), Some(13));
     }
 
     #[test]
     fn a_header_drop_settles_from_the_second_answer_and_a_rise_keeps_the_estimate() {
         let rule: CostRule = "tokens=100->drop:x-ratelimit-remaining-tokens".parse().unwrap();
         let memory = RemainingMemory::default();
-        let actual = |status, value: &str| rule.actual(&answer(status, &remaining(value), b"", &memory));
+        let actual = |status, value: &str| rule.actual(&receipt(status, &remaining(value), b"", &memory));
         assert_eq!(actual(200, "1000"), None, "nothing to compare the first answer with");
         assert_eq!(actual(200, "880"), Some(120));
         assert_eq!(actual(200, "990"), None, "a refill: the estimate stands");
@@ -357,7 +357,7 @@ mod tests {
         assert_eq!(actual(200, "not a number"), None);
         assert_eq!(actual(200, "0"), None, "no fall since the refusal's 0");
         let headers = remaining("500");
-        let other_key = Answer { key: "other:443", ..answer(200, &headers, b"", &memory) };
+        let other_key = Receipt { key: "other:443", ..receipt(200, &headers, b"", &memory) };
         assert_eq!(rule.actual(&other_key), None, "each key has its own last value");
         assert_eq!(actual(200, "0.5"), None, "a fraction rounds down to what is surely left");
     }
@@ -388,9 +388,9 @@ mod tests {
         let estimated = estimate(1, &rules, None);
         assert_eq!(estimated.of(&Unit::tokens()), 11);
         let (none, memory) = (HeaderMap::new(), RemainingMemory::default());
-        let said = settled(&estimated, &rules, &answer(200, &none, b"{}", &memory));
+        let said = settled(&estimated, &rules, &receipt(200, &none, b"{}", &memory));
         assert_eq!(said.of(&Unit::tokens()), 11, "the estimate stands, counted once");
-        let said = settled(&estimated, &rules, &answer(200, &none, br#"{"n": 40}"#, &memory));
+        let said = settled(&estimated, &rules, &receipt(200, &none, br#"{"n": 40}"#, &memory));
         assert_eq!(said.of(&Unit::tokens()), 40);
     }
 

@@ -42,7 +42,9 @@ type PoolKey = (Owner, Authority);
 /// keeps its connections to itself. Multi-threaded runtimes share theirs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Owner {
-    Shared,
+    /// Any multi-threaded runtime (they share their connections).
+    Common,
+    /// The single-threaded runtime of this thread.
     Thread(std::thread::ThreadId),
 }
 
@@ -50,7 +52,7 @@ impl Owner {
     fn current() -> Self {
         match tokio::runtime::Handle::try_current().map(|runtime| runtime.runtime_flavor()) {
             Ok(tokio::runtime::RuntimeFlavor::CurrentThread) => Owner::Thread(std::thread::current().id()),
-            _ => Owner::Shared,
+            _ => Owner::Common,
         }
     }
 }

@@ -1,6 +1,6 @@
 //! The server's budgets as a live allowance: a mirror of what each budget the server reports
 //! has left, reconciled response by response in the order requests were admitted, and an
-//! admission gate that lets through only what the mirror says still fits.
+//! admission check that lets through only what the mirror says still fits.
 //!
 //! # The rules
 //!
@@ -50,7 +50,7 @@ use tokio::time::Instant;
 
 use super::headers::{RateLimitInfo, ServerBudget};
 use super::unit_mirror::{UnitMirror, UnitWait};
-use crate::engine::{AdmissionGate, Cost, GateReadiness, Unit, format_wait};
+use crate::engine::{AdmissionCheck, CheckReadiness, Cost, Unit, format_wait};
 
 /// Admissions kept for refining resets: enough for the largest window limits we refine.
 const SEND_LOG: usize = 1 << 16;
@@ -257,7 +257,7 @@ impl WindowEstimate {
 /// One answer, as the mirror needs it.
 #[derive(Debug, Clone, Copy)]
 pub struct Report<'a> {
-    /// The gate's ticket of the request (from its permit).
+    /// The check's ticket of the request (from its permit).
     pub ticket: u64,
     /// The answer's status.
     pub status: u16,
@@ -643,14 +643,14 @@ fn describe_reported(budget: &ServerBudget) -> String {
     text
 }
 
-impl AdmissionGate for ServerMirror {
-    fn readiness(&mut self, now: Instant, cost: &Cost) -> GateReadiness {
+impl AdmissionCheck for ServerMirror {
+    fn readiness(&mut self, now: Instant, cost: &Cost) -> CheckReadiness {
         match self.phase {
             Phase::Scouting { scout: Some(_) } => {
-                return GateReadiness::Wait { reason: "scouting: waiting for the first answer's headers".to_owned() };
+                return CheckReadiness::Wait { reason: "scouting: waiting for the first answer's headers".to_owned() };
             }
             Phase::Unpublished if self.in_flight.len() as u64 >= self.ramp => {
-                return GateReadiness::Wait { reason: format!("ramping up: {} in flight", self.ramp) };
+                return CheckReadiness::Wait { reason: format!("ramping up: {} in flight", self.ramp) };
             }
             _ => {}
         }
@@ -684,9 +684,9 @@ impl AdmissionGate for ServerMirror {
             _ => {}
         }
         match (latest, waiting) {
-            (Some((at, reason)), _) => GateReadiness::At { at, reason },
-            (None, Some(reason)) => GateReadiness::Wait { reason },
-            (None, None) => GateReadiness::Ready,
+            (Some((at, reason)), _) => CheckReadiness::At { at, reason },
+            (None, Some(reason)) => CheckReadiness::Wait { reason },
+            (None, None) => CheckReadiness::Ready,
         }
     }
 
@@ -782,12 +782,12 @@ mod tests {
         mirror.observe(Report { ticket, status: info.status.unwrap_or(200), info, received_at: at })
     }
 
-    /// Admits while the gate says ready at `now`; returns the tickets.
+    /// Admits while the check says ready at `now`; returns the tickets.
     fn admit_all(mirror: &mut ServerMirror, now: Instant) -> Vec<u64> {
         let mut tickets = Vec::new();
-        while mirror.readiness(now, &one()) == GateReadiness::Ready {
+        while mirror.readiness(now, &one()) == CheckReadiness::Ready {
             tickets.push(mirror.admit(now, &one()));
-            assert!(tickets.len() < 10_000, "the gate never closed");
+            assert!(tickets.len() < 10_000, "the check never said wait");
         }
         tickets
     }
@@ -797,12 +797,12 @@ mod tests {
         let t0 = Instant::now();
         let mut mirror = ServerMirror::new();
         assert_eq!(admit_all(&mut mirror, t0), [0], "one scout while nothing is known");
-        assert!(matches!(mirror.readiness(t0, &one()), GateReadiness::Wait { .. }));
+        assert!(matches!(mirror.readiness(t0, &one()), CheckReadiness::Wait { .. }));
         let learned = answer(&mut mirror, 0, &whole(10, 9, 2), t0 + ms(2));
         assert!(matches!(&learned[0], Learned::Scouted(text) if text.contains("default 10, 9 left")), "{learned:?}");
         assert_eq!(admit_all(&mut mirror, t0 + ms(2)).len(), 9, "remaining 9 is an allowance of 9");
         match mirror.readiness(t0 + ms(3), &one()) {
-            GateReadiness::At { at, reason } => {
+            CheckReadiness::At { at, reason } => {
                 assert!(at <= t0 + ms(2) + Duration::from_secs(2), "never after the reported reset");
                 assert!(at >= t0 + Duration::from_secs(2), "never before the window could end");
                 assert_eq!(reason, "server budget 'default' spent");
@@ -909,10 +909,10 @@ mod tests {
         answer(&mut mirror, 1, &whole(3, 0, 5), t0 + ms(2));
         let after = t0 + Duration::from_secs(6);
         assert_eq!(admit_all(&mut mirror, after), [2], "a single scout after the reset");
-        assert!(matches!(mirror.readiness(after, &one()), GateReadiness::Wait { .. }));
+        assert!(matches!(mirror.readiness(after, &one()), CheckReadiness::Wait { .. }));
         // An answer from before the reset says nothing about the new window.
         answer(&mut mirror, 1, &whole(3, 0, 1), after);
-        assert!(matches!(mirror.readiness(after, &one()), GateReadiness::Wait { .. }));
+        assert!(matches!(mirror.readiness(after, &one()), CheckReadiness::Wait { .. }));
         answer(&mut mirror, 2, &whole(3, 2, 5), after + ms(1));
         assert_eq!(admit_all(&mut mirror, after + ms(1)), [3, 4]);
     }
@@ -970,9 +970,9 @@ mod tests {
         let restored = t0 + ms(2010);
         assert_eq!(
             mirror.readiness(t0 + ms(60), &one()),
-            GateReadiness::At { at: restored, reason: "server budget 'default' spent".into() }
+            CheckReadiness::At { at: restored, reason: "server budget 'default' spent".into() }
         );
-        assert_eq!(mirror.readiness(restored, &one()), GateReadiness::Ready, "whole again");
+        assert_eq!(mirror.readiness(restored, &one()), CheckReadiness::Ready, "whole again");
         mirror.admit(restored, &one());
         // The server still counts the two sent at 10 ms: no room now, one each as they leave
         // (a window and the longest exchange after their send), not a whole window on.
@@ -980,7 +980,7 @@ mod tests {
         let drained = t0 + ms(2050);
         assert_eq!(
             mirror.readiness(restored + ms(5), &one()),
-            GateReadiness::At { at: drained, reason: "server budget 'default' spent".into() }
+            CheckReadiness::At { at: drained, reason: "server budget 'default' spent".into() }
         );
         assert_eq!(admit_all(&mut mirror, drained), [4, 5]);
         assert_eq!(mirror.budgets(drained)[0].resets_in, ms(1960), "whole again a window after the restore");
@@ -1080,7 +1080,7 @@ mod tests {
         // Three passed by 4 ms, and the server asks for 500 ms more: 3 / 0.504 s.
         assert!(matches!(learned[..], [Learned::Pace(pace)] if (pace - 3.0 / 0.504).abs() < 1e-9), "{learned:?}");
         assert!(
-            matches!(mirror.readiness(t0 + ms(4), &one()), GateReadiness::Wait { .. }),
+            matches!(mirror.readiness(t0 + ms(4), &one()), CheckReadiness::Wait { .. }),
             "the ramp halved to 2, 3 fly"
         );
     }

@@ -1,5 +1,6 @@
 //! The client side of HTTP: header dialects, retries, the limited client.
 pub mod adaptive;
+pub(crate) mod admission;
 pub(crate) mod answer;
 pub mod batch;
 pub mod cache;

@@ -30,12 +30,12 @@ use crate::profile::{Profile, ProfileError};
 /// ```
 #[derive(Debug, Clone)]
 pub struct RateLimitLayer {
-    pub(super) shared: Arc<Shared>,
+    pub(super) state: Arc<LayerState>,
 }
 
 /// What every service of one layer shares.
 #[derive(Debug)]
-pub(super) struct Shared {
+pub(super) struct LayerState {
     pub(super) registry: Arc<Registry>,
     pub(super) adaptive: Adaptive,
     pub(super) events: EventSink,
@@ -93,7 +93,7 @@ impl RateLimitLayer {
 
     /// The limits this layer applies; changes to them (`Registry::set`) apply at once.
     pub fn registry(&self) -> &Arc<Registry> {
-        &self.shared.registry
+        &self.state.registry
     }
 }
 
@@ -101,7 +101,7 @@ impl<S> Layer<S> for RateLimitLayer {
     type Service = RateLimitService<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        RateLimitService::new(inner, Arc::clone(&self.shared))
+        RateLimitService::new(inner, Arc::clone(&self.state))
     }
 }
 
@@ -149,7 +149,7 @@ impl RateLimitLayerBuilder {
 
     /// The layer.
     pub fn build(self) -> RateLimitLayer {
-        let shared = Shared {
+        let state = LayerState {
             registry: self.registry,
             adaptive: self.adaptive,
             events: self.events,
@@ -159,6 +159,6 @@ impl RateLimitLayerBuilder {
             key_retry: self.key_retry,
             next_id: AtomicU64::new(0),
         };
-        RateLimitLayer { shared: Arc::new(shared) }
+        RateLimitLayer { state: Arc::new(state) }
     }
 }

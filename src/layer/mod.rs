@@ -3,7 +3,7 @@
 //! layer) in the same per-key limits, priorities, costs, header reading and events as
 //! [`LimitedClient`](crate::http::LimitedClient).
 //!
-//! Each call is one attempt, as named steps (`attempt`): the key's limiter from the request's
+//! Each call is one attempt, as named steps (`call`): the key's limiter from the request's
 //! URI (host, port, path prefix; no limiter, no waiting), admission in the call future (never in
 //! `poll_ready`, which only asks the inner service, so a waiting request holds no slot and a
 //! dropped future leaves the queue), optional load shedding, the inner call, then the answer's
@@ -19,14 +19,14 @@
 //!
 //! - `builder`: [`RateLimitLayer`] and [`RateLimitLayerBuilder`] (from a registry or a profile);
 //! - `service`: [`RateLimitService`], the `Service` impl;
-//! - `attempt`: one call's steps (limiter, admission, answer);
+//! - `call`: one call's steps (limiter, admission, answer);
 //! - `body`: [`LimitedBody`];
 //! - `retry`: [`RetryOnThrottle`], [`ReplayBody`];
 //! - `error`: [`RateLimitError`].
 
-mod attempt;
 mod body;
 mod builder;
+mod call;
 mod error;
 mod retry;
 mod service;

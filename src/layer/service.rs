@@ -7,9 +7,9 @@ use std::task::{Context, Poll};
 
 use tower::Service;
 
-use super::attempt::Attempt;
 use super::body::LimitedBody;
-use super::builder::Shared;
+use super::builder::LayerState;
+use super::call::Call;
 use super::error::RateLimitError;
 
 /// The future of one call: admission, the inner call, the answer read.
@@ -23,12 +23,12 @@ pub type ResponseFuture<RB, E> =
 #[derive(Debug, Clone)]
 pub struct RateLimitService<S> {
     inner: S,
-    shared: Arc<Shared>,
+    state: Arc<LayerState>,
 }
 
 impl<S> RateLimitService<S> {
-    pub(super) fn new(inner: S, shared: Arc<Shared>) -> Self {
-        Self { inner, shared }
+    pub(super) fn new(inner: S, state: Arc<LayerState>) -> Self {
+        Self { inner, state }
     }
 
     /// The wrapped service.
@@ -57,18 +57,18 @@ where
         // The service driven to readiness goes with this call; a clone stays for the next one.
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
-        let shared = Arc::clone(&self.shared);
+        let state = Arc::clone(&self.state);
         Box::pin(async move {
-            let mut attempt = Attempt::prepare(&shared, &request);
-            let permit = attempt.admit().await.map_err(RateLimitError::refused)?;
-            attempt.sent();
+            let mut call = Call::prepare(&state, &request);
+            let permit = call.admit().await.map_err(RateLimitError::refused)?;
+            call.sent();
             match inner.call(request).await {
                 Ok(response) => {
-                    attempt.answered(response.status(), response.headers(), permit.as_ref());
+                    call.answered(response.status(), response.headers(), permit.as_ref());
                     Ok(response.map(|body| LimitedBody::new(body, permit)))
                 }
                 Err(err) => {
-                    attempt.failed(&err);
+                    call.failed(&err);
                     Err(RateLimitError::Inner(err))
                 }
             }

@@ -95,13 +95,14 @@ pub enum FaultKind {
 pub struct MockServer {
     addr: SocketAddr,
     url: Url,
-    shared: Arc<Shared>,
+    state: Arc<ServerState>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<io::Result<()>>>,
 }
 
+/// The demo API's state behind every request: its config, policy states, generator and arrival log.
 #[derive(Debug)]
-struct Shared {
+struct ServerState {
     config: MockConfig,
     start: Instant,
     /// One set of policy states per route, in config order.
@@ -122,16 +123,16 @@ impl MockServer {
         let addr = listener.local_addr().map_err(|source| MockError::Bind { addr, source })?;
         let url = Url::parse(&format!("http://{addr}/"))
             .map_err(|err| MockError::Bind { addr, source: io::Error::other(err) })?;
-        let shared = service.shared;
+        let state = service.state;
 
-        let app = Router::new().fallback(handle).with_state(Arc::clone(&shared));
+        let app = Router::new().fallback(handle).with_state(Arc::clone(&state));
         let (stop, stopped) = oneshot::channel::<()>();
         let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
             let _ = stopped.await;
         });
         let task = tokio::spawn(async move { serve.await });
         tracing::debug!("mock server listening on {url}");
-        Ok(Self { addr, url, shared, stop: Some(stop), task: Some(task) })
+        Ok(Self { addr, url, state, stop: Some(stop), task: Some(task) })
     }
 
     /// The base URL, e.g. `http://127.0.0.1:8787/`.
@@ -146,17 +147,17 @@ impl MockServer {
 
     /// The configuration it serves.
     pub fn config(&self) -> &MockConfig {
-        &self.shared.config
+        &self.state.config
     }
 
     /// The latest requests (up to [`ARRIVAL_LOG_CAPACITY`]), oldest first.
     pub fn arrivals(&self) -> Vec<Arrival> {
-        self.shared.arrivals.lock().iter().cloned().collect()
+        self.state.arrivals.lock().iter().cloned().collect()
     }
 
     /// Empties the arrival log (limits keep their state).
     pub fn clear_arrivals(&self) {
-        self.shared.arrivals.lock().clear();
+        self.state.arrivals.lock().clear();
     }
 
     /// Stops accepting connections, lets requests in flight finish (for up to 10 s), and returns.
@@ -184,7 +185,7 @@ impl MockServer {
 /// runtime with paused time, latency and slow bodies pass in virtual time. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct MockService {
-    shared: Arc<Shared>,
+    state: Arc<ServerState>,
 }
 
 impl MockService {
@@ -196,31 +197,31 @@ impl MockService {
             None => StdRng::from_rng(&mut rand::rng()),
         };
         let policies = config.routes.iter().map(|r| Mutex::new(RoutePolicies::new(r.policies.clone()))).collect();
-        let shared = Arc::new(Shared {
+        let state = Arc::new(ServerState {
             config,
             start: Instant::now(),
             policies,
             rng: Mutex::new(rng),
             arrivals: Mutex::new(VecDeque::new()),
         });
-        Ok(Self { shared })
+        Ok(Self { state })
     }
 
     /// The configuration it serves.
     pub fn config(&self) -> &MockConfig {
-        &self.shared.config
+        &self.state.config
     }
 
     /// The latest requests (up to [`ARRIVAL_LOG_CAPACITY`]), oldest first.
     pub fn arrivals(&self) -> Vec<Arrival> {
-        self.shared.arrivals.lock().iter().cloned().collect()
+        self.state.arrivals.lock().iter().cloned().collect()
     }
 
     /// Answers one request as the server would, body included (its latency and slow body take
     /// tokio time); a connection reset fault is an `Err`.
     pub async fn call(&self, request: http::Request<Bytes>) -> Exchanged {
         let (parts, body) = request.into_parts();
-        let response = handle(State(Arc::clone(&self.shared)), parts.method, parts.uri, parts.headers, body).await;
+        let response = handle(State(Arc::clone(&self.state)), parts.method, parts.uri, parts.headers, body).await;
         let (parts, body) = response.into_parts();
         match axum::body::to_bytes(body, usize::MAX).await {
             Ok(body) => Ok(http::Response::from_parts(parts, body)),
@@ -252,7 +253,7 @@ fn masked_key(key: &str) -> String {
     if key.chars().count() > 4 { format!("{shown}…") } else { "…".to_owned() }
 }
 
-impl Shared {
+impl ServerState {
     fn record(&self, arrival: Arrival) {
         tracing::info!(
             target: "ratescope::mock",
@@ -302,36 +303,36 @@ fn chance(rng: &mut StdRng, share: f64) -> bool {
 }
 
 async fn handle(
-    State(shared): State<Arc<Shared>>,
+    State(state): State<Arc<ServerState>>,
     method: Method,
     uri: Uri,
     request: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let at = shared.start.elapsed();
+    let at = state.start.elapsed();
     let path = uri.path().to_owned();
-    let key = api_key(&request, &shared.config.server.api_key_header);
+    let key = api_key(&request, &state.config.server.api_key_header);
     let record = |route: &str, outcome| {
-        shared.record(Arrival { at, route: route.to_owned(), path: path.clone(), key: key.clone(), outcome })
+        state.record(Arrival { at, route: route.to_owned(), path: path.clone(), key: key.clone(), outcome })
     };
 
-    let Some(index) = shared.config.route_for(&path) else {
+    let Some(index) = state.config.route_for(&path) else {
         record("", Outcome::Served(404));
-        let routes: Vec<&str> = shared.config.routes.iter().map(|r| r.prefix.as_str()).collect();
+        let routes: Vec<&str> = state.config.routes.iter().map(|r| r.prefix.as_str()).collect();
         return json_response(
             StatusCode::NOT_FOUND,
             HeaderMap::new(),
             json!({"error": "no route", "path": path, "routes": routes}),
         );
     };
-    let (Some(route), Some(policies)) = (shared.config.routes.get(index), shared.policies.get(index)) else {
+    let (Some(route), Some(policies)) = (state.config.routes.get(index), state.policies.get(index)) else {
         return StatusCode::INTERNAL_SERVER_ERROR.into_response();
     };
     let count_key = match route.count_by {
         CountBy::Global => None,
         CountBy::Key => Some(key.as_deref().unwrap_or("")),
     };
-    let work = match read_work(route, &shared.config, &method, &body) {
+    let work = match read_work(route, &state.config, &method, &body) {
         Ok(work) => work,
         Err((status, message)) => {
             record(&route.prefix, Outcome::Served(status.as_u16()));
@@ -362,7 +363,7 @@ async fn handle(
         return refused(route, status, &decision, &work);
     }
 
-    let plan = Plan::draw(route, &mut shared.rng.lock());
+    let plan = Plan::draw(route, &mut state.rng.lock());
     let answer = work.answer(route, &decision).or_else(|| {
         items.map(|mut items| {
             items["route"] = json!(route.prefix);

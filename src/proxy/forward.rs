@@ -37,6 +37,7 @@ use super::hop::{caller_response_headers, upstream_request_headers};
 use super::shed::{Shed, shed};
 use crate::engine::{Cost, Limiter, Overload, Permit, Priority, QueueCounts, format_wait};
 use crate::http::adaptive;
+use crate::http::admission::Admission;
 use crate::http::answer::{Answer, wait_to_retry};
 use crate::http::cache::{CachedResponse, Lookup, ResponseCache};
 use crate::http::client::{ResponseHead, error_chain};
@@ -45,7 +46,7 @@ use crate::http::retry::Decision;
 use crate::http::{EventKind, RetryPolicy};
 use crate::store::{SharedGate, SharedHandle};
 
-/// The proxy's shared state: its settings, the upstream client, the cache and counters.
+/// The proxy's state, one for all its requests: its settings, the upstream client, the cache and counters.
 #[derive(Debug)]
 pub(crate) struct Proxy {
     pub(crate) config: ProxyConfig,
@@ -60,14 +61,6 @@ pub(crate) struct Proxy {
     pub(crate) in_flight: AtomicUsize,
     /// Set when the drain deadline passed: unfinished requests are answered 503 at once.
     pub(crate) cut_off: watch::Sender<bool>,
-}
-
-/// A request let through: the local permit (held until the response body is sent) and how
-/// long it waited.
-#[derive(Debug)]
-pub(crate) struct Admission {
-    pub permit: Option<Permit>,
-    pub queue_wait: Duration,
 }
 
 /// The request body: kept for retries, or streamed through once.
@@ -271,7 +264,7 @@ impl Proxy {
         attempt: u32,
         report: &Reporter<'_>,
     ) -> Result<Admission, Shed> {
-        let Some(limiter) = limiter else { return Ok(Admission { permit: None, queue_wait: Duration::ZERO }) };
+        let Some(limiter) = limiter else { return Ok(Admission::at_once(None)) };
         let queued_at = Instant::now();
         let shedding = self.config.shedding;
         let admitted = self.queues.admit(limiter, priority, Cost::requests(1), &shedding).await;
@@ -306,7 +299,8 @@ impl Proxy {
                 }
             }
         }
-        Ok(Admission { permit: Some(permit), queue_wait: queued_at.elapsed() })
+        // The proxy counts requests only (no cost rules): a shared reservation has nothing to settle.
+        Ok(Admission { permit: Some(permit), waited: queued_at.elapsed(), shared: None })
     }
 
     /// One caller's request: its route and upstream URL, its body (read before admission, so a
@@ -381,7 +375,7 @@ impl Proxy {
             };
             let status = response.status();
             events.emit(EventKind::Finished { status: status.as_u16(), attempts: attempt, total: started.elapsed() });
-            let (method, path, queued) = (&parts.method, parts.uri.path(), format_wait(admission.queue_wait));
+            let (method, path, queued) = (&parts.method, parts.uri.path(), format_wait(admission.waited));
             tracing::info!("{method} {path} -> {} after {attempt} attempt(s), {queued} queued", status.as_u16());
             return match (cache, &uri) {
                 (Some(cache), Some(uri)) => cache_and_answer(cache, uri, method, &headers, &host, response).await,
@@ -414,7 +408,7 @@ impl Proxy {
         match self.admit(limiter, Priority::Normal, attempt, events).await {
             Ok(admission) => {
                 if limiter.is_some() {
-                    events.emit(EventKind::Admitted { attempt, queue_wait: admission.queue_wait });
+                    events.emit(EventKind::Admitted { attempt, queue_wait: admission.waited });
                 }
                 Ok(admission)
             }

@@ -603,12 +603,12 @@ fn classify(err: &RedisError, operation: &'static str, after: Duration, servers:
 /// Whether a TLS handshake failed (an untrusted or mismatched certificate, a server that does
 /// not speak TLS): a setting to fix, not an outage to wait out.
 fn is_tls_failure(err: &RedisError) -> bool {
-    type Shared = std::sync::Arc<dyn std::error::Error + Send + Sync>;
+    type ArcError = std::sync::Arc<dyn std::error::Error + Send + Sync>;
     // redis keeps an I/O error behind an `Arc`; tokio-rustls puts the handshake's error
     // inside the `io::Error` (whose own `source()` would skip it).
     let Some(source) = std::error::Error::source(err) else { return false };
-    let inner: &(dyn std::error::Error + 'static) = match source.downcast_ref::<Shared>() {
-        Some(shared) => shared.as_ref(),
+    let inner: &(dyn std::error::Error + 'static) = match source.downcast_ref::<ArcError>() {
+        Some(arced) => arced.as_ref(),
         None => source,
     };
     inner.downcast_ref::<rustls::Error>().is_some()

@@ -57,7 +57,7 @@ struct Pending {
 }
 
 /// The parts of a `Response` event the recorder keeps.
-struct Answer<'a> {
+struct ResponseFields<'a> {
     attempt: u32,
     status: u16,
     service_time: std::time::Duration,
@@ -182,8 +182,9 @@ impl Telemetry {
                 request.path.clone_from(path);
             }
             EventKind::Response { attempt, status, service_time, info, headers } => {
-                let answer = Answer { attempt: *attempt, status: *status, service_time: *service_time, info, headers };
-                self.ingest_response(t, event, answer);
+                let response =
+                    ResponseFields { attempt: *attempt, status: *status, service_time: *service_time, info, headers };
+                self.ingest_response(t, event, response);
             }
             EventKind::RetryScheduled { cause, .. } => self.retries.record_cause(t, cause),
             EventKind::Finished { total, .. } => self.total_ms.push(t, total.as_secs_f64() * 1000.0),
@@ -237,11 +238,11 @@ impl Telemetry {
     }
 
     /// A response: its service time, status, what the server says is left, and a log row.
-    fn ingest_response(&mut self, t: f64, event: &Event, answer: Answer<'_>) {
-        let service_ms = answer.service_time.as_secs_f64() * 1000.0;
+    fn ingest_response(&mut self, t: f64, event: &Event, response: ResponseFields<'_>) {
+        let service_ms = response.service_time.as_secs_f64() * 1000.0;
         self.service_ms.push(t, service_ms);
-        self.outcomes.record(t, Some(answer.status));
-        for budget in &answer.info.budgets {
+        self.outcomes.record(t, Some(response.status));
+        for budget in &response.info.budgets {
             if let Some(remaining) = budget.remaining {
                 let capacity = self.capacity;
                 self.server_remaining
@@ -256,28 +257,28 @@ impl Telemetry {
                 }
             }
         }
-        if !answer.info.budgets.is_empty() || answer.info.retry_after.is_some() {
-            self.latest_server = Some((event.key.clone(), (*answer.info).clone()));
+        if !response.info.budgets.is_empty() || response.info.retry_after.is_some() {
+            self.latest_server = Some((event.key.clone(), (*response.info).clone()));
             self.latest_server_at = t;
         }
-        let pending = self.pending.remove(&(event.request_id, answer.attempt)).unwrap_or_default();
+        let pending = self.pending.remove(&(event.request_id, response.attempt)).unwrap_or_default();
         self.answered.retain(|(id, _)| *id != event.request_id);
-        self.answered.insert((event.request_id, answer.attempt));
+        self.answered.insert((event.request_id, response.attempt));
         self.push_row(LogRow {
             at: t,
             request_id: event.request_id,
-            attempt: answer.attempt,
+            attempt: response.attempt,
             key: event.key.clone(),
             method: pending.method,
             path: pending.path,
-            status: Some(answer.status),
+            status: Some(response.status),
             service_ms: Some(service_ms),
             queue_wait_ms: pending.queue_wait_ms,
-            remaining: answer.info.most_restrictive().and_then(|budget| budget.remaining),
-            retry_after_s: answer.info.retry_after.map(|delay| delay.as_secs_f64()),
+            remaining: response.info.most_restrictive().and_then(|budget| budget.remaining),
+            retry_after_s: response.info.retry_after.map(|delay| delay.as_secs_f64()),
             error: None,
-            headers: answer.headers.clone(),
-            info: Some((*answer.info).clone()),
+            headers: response.headers.clone(),
+            info: Some((*response.info).clone()),
         });
     }
 

@@ -136,14 +136,14 @@ impl TestServer {
     }
 }
 
-type Shared = State<Arc<Mutex<Inner>>>;
+type ServerState = State<Arc<Mutex<Inner>>>;
 
 fn record(inner: &mut Inner, path: &str, status: StatusCode, headers: &HeaderMap) {
     let at = inner.start.elapsed();
     inner.arrivals.push(Arrival { at, path: path.to_owned(), status: status.as_u16(), headers: headers.clone() });
 }
 
-async fn limited(State(inner): Shared, request_headers: HeaderMap) -> impl IntoResponse {
+async fn limited(State(inner): ServerState, request_headers: HeaderMap) -> impl IntoResponse {
     let mut inner = inner.lock();
     let now = Instant::now();
     while now >= inner.window_start + inner.window {
@@ -168,7 +168,7 @@ async fn limited(State(inner): Shared, request_headers: HeaderMap) -> impl IntoR
     (status, headers, "limited")
 }
 
-async fn throttle_once(State(inner): Shared, request_headers: HeaderMap) -> impl IntoResponse {
+async fn throttle_once(State(inner): ServerState, request_headers: HeaderMap) -> impl IntoResponse {
     let mut inner = inner.lock();
     let throttled = inner.throttles_left > 0;
     if throttled {
@@ -181,49 +181,49 @@ async fn throttle_once(State(inner): Shared, request_headers: HeaderMap) -> impl
     }
 }
 
-async fn always_429(State(inner): Shared, request_headers: HeaderMap) -> impl IntoResponse {
+async fn always_429(State(inner): ServerState, request_headers: HeaderMap) -> impl IntoResponse {
     record(&mut inner.lock(), "/always-429", StatusCode::TOO_MANY_REQUESTS, &request_headers);
     (StatusCode::TOO_MANY_REQUESTS, [("retry-after", "1")], "no")
 }
 
 /// A 429 asking for 31 years.
-async fn go_away(State(inner): Shared, request_headers: HeaderMap) -> impl IntoResponse {
+async fn go_away(State(inner): ServerState, request_headers: HeaderMap) -> impl IntoResponse {
     record(&mut inner.lock(), "/go-away", StatusCode::TOO_MANY_REQUESTS, &request_headers);
     (StatusCode::TOO_MANY_REQUESTS, [("retry-after", "1000000000")], "no")
 }
 
 /// GitHub's way of saying the budget is spent: a 403 with `X-RateLimit-Remaining: 0`.
-async fn spent_403(State(inner): Shared, request_headers: HeaderMap) -> impl IntoResponse {
+async fn spent_403(State(inner): ServerState, request_headers: HeaderMap) -> impl IntoResponse {
     record(&mut inner.lock(), "/spent-403", StatusCode::FORBIDDEN, &request_headers);
     let headers = [("x-ratelimit-limit", "60"), ("x-ratelimit-remaining", "0"), ("retry-after", "3")];
     (StatusCode::FORBIDDEN, headers, "API rate limit exceeded")
 }
 
-async fn cached(State(inner): Shared, request_headers: HeaderMap) -> impl IntoResponse {
+async fn cached(State(inner): ServerState, request_headers: HeaderMap) -> impl IntoResponse {
     record(&mut inner.lock(), "/cached", StatusCode::OK, &request_headers);
     (StatusCode::OK, [("cache-control", "max-age=60"), ("etag", "\"v1\"")], "{\"items\":[1,2,3]}")
 }
 
-async fn ok(State(inner): Shared, request_headers: HeaderMap) -> impl IntoResponse {
+async fn ok(State(inner): ServerState, request_headers: HeaderMap) -> impl IntoResponse {
     record(&mut inner.lock(), "/ok", StatusCode::OK, &request_headers);
     (StatusCode::OK, "ok")
 }
 
 /// Answers after a second (of tokio time): long enough for identical requests to overlap.
-async fn slow(State(inner): Shared, request_headers: HeaderMap) -> impl IntoResponse {
+async fn slow(State(inner): ServerState, request_headers: HeaderMap) -> impl IntoResponse {
     record(&mut inner.lock(), "/slow", StatusCode::OK, &request_headers);
     tokio::time::sleep(Duration::from_secs(1)).await;
     (StatusCode::OK, "slow")
 }
 
 /// The handler panics: the server drops the connection without an answer.
-async fn panics(State(inner): Shared, request_headers: HeaderMap) -> &'static str {
+async fn panics(State(inner): ServerState, request_headers: HeaderMap) -> &'static str {
     record(&mut inner.lock(), "/panic", StatusCode::INTERNAL_SERVER_ERROR, &request_headers);
     panic!("the handler of /panic panics on purpose")
 }
 
 /// A body of three chunks a second apart.
-async fn stream(State(inner): Shared, request_headers: HeaderMap) -> impl IntoResponse {
+async fn stream(State(inner): ServerState, request_headers: HeaderMap) -> impl IntoResponse {
     record(&mut inner.lock(), "/stream", StatusCode::OK, &request_headers);
     let chunks = futures_util::stream::unfold(0u32, |sent| async move {
         if sent == 3 {

@@ -50,10 +50,10 @@
 pub struct ReadmeDoctest;
 
 mod budget;
+mod check;
 mod config;
 mod error;
 mod fast;
-mod gate;
 mod limiter;
 mod priority;
 mod rate;
@@ -63,9 +63,9 @@ mod snapshot;
 mod unit;
 
 pub use budget::{BudgetKind, BudgetMeter, BudgetSpec, duration_nanos};
+pub use check::{AdmissionCheck, CheckReadiness};
 pub use config::{DEFAULT_STARVATION_GUARD, LimiterConfig, MAX_CONCURRENCY};
 pub use error::{AcquireError, ConfigError, TryAcquireError};
-pub use gate::{AdmissionGate, GateReadiness};
 pub use limiter::{Acquire, Limiter, Permit};
 pub use priority::Priority;
 pub use rate::{Rate, format_amount, format_number, format_period, format_wait, parse_duration};

@@ -23,10 +23,10 @@ use slab::Slab;
 use tokio::time::{Instant, Sleep};
 
 use super::budget::{BudgetState, duration_nanos};
+use super::check::{AdmissionCheck, CheckReadiness};
 use super::config::LimiterConfig;
 use super::error::{AcquireError, ConfigError, TryAcquireError};
 use super::fast::{FastBucket, PARKED};
-use super::gate::{AdmissionGate, GateReadiness};
 use super::priority::{Lanes, Priority, Ticket};
 use super::snapshot::{Blocked, BudgetSnapshot, HeadSnapshot, PauseSnapshot, Snapshot};
 use super::unit::{CompactCost, Cost, Unit};
@@ -37,7 +37,7 @@ const UNCAPPED: usize = usize::MAX;
 /// A limiter for one key. Cheap to clone; clones share the same budgets and queue.
 #[derive(Debug, Clone)]
 pub struct Limiter {
-    shared: Arc<Shared>,
+    inner: Arc<Inner>,
 }
 
 /// In declaration order (`repr(C)`): what the lock-free path reads and writes comes first and
@@ -45,7 +45,7 @@ pub struct Limiter {
 /// cache lines wherever the allocator (16-byte aligned) puts it, never three.
 #[derive(Debug)]
 #[repr(C)]
-struct Shared {
+struct Inner {
     /// That bucket's state while the limiter is idle, or `PARKED` while the lock owns it.
     fast_word: AtomicU64,
     /// Admitted and not yet finished, counting every permit however it was admitted.
@@ -74,8 +74,8 @@ struct State {
     next_id: u64,
     pause: Option<(Instant, String)>,
     /// A check beside the budgets (the server's mirrored budget); disables the lock-free path.
-    gate: Option<Box<dyn AdmissionGate>>,
-    /// Whether the config in force is the one `Shared::fast` was built for (and no gate is set).
+    check: Option<Box<dyn AdmissionCheck>>,
+    /// Whether the config in force is the one `Inner::fast` was built for (and no check is installed).
     fast_config: bool,
     /// The most requests one admission may count that every budget of the config in force can
     /// hold: a requests-only cost up to it needs no check budget by budget.
@@ -96,8 +96,8 @@ enum Readiness {
     Now,
     At(Instant, Blocked),
     Concurrency,
-    /// The gate waits for news (a response); it wakes the head when it has some.
-    Gate(Blocked),
+    /// The check waits for news (a response); it wakes the head when it has some.
+    Check(Blocked),
     Never(AcquireError),
 }
 
@@ -125,11 +125,11 @@ impl Limiter {
             waiters: Slab::new(),
             next_id: 0,
             pause: None,
-            gate: None,
+            check: None,
             fast_config,
         };
         Self {
-            shared: Arc::new(Shared {
+            inner: Arc::new(Inner {
                 key,
                 epoch,
                 state: Mutex::new(state),
@@ -145,7 +145,7 @@ impl Limiter {
 
     /// The key this limiter serves.
     pub fn key(&self) -> &str {
-        &self.shared.key
+        &self.inner.key
     }
 
     /// Waits for admission in `priority`'s lane for a request counting as `cost` requests
@@ -163,7 +163,7 @@ impl Limiter {
     }
 
     fn acquire_compact(&self, priority: Priority, cost: CompactCost) -> Acquire {
-        Acquire { shared: Arc::clone(&self.shared), priority, cost, ticket: None, sleep: None }
+        Acquire { inner: Arc::clone(&self.inner), priority, cost, ticket: None, sleep: None }
     }
 
     /// Like [`acquire`](Self::acquire), but gives up cleanly at `deadline`.
@@ -182,7 +182,7 @@ impl Limiter {
 
     /// Admits now or says why not; never waits. Fails while others are queued, to keep their order.
     pub fn try_acquire(&self, cost: u64) -> Result<Permit, TryAcquireError> {
-        if let Some(permit) = Shared::try_fast_requests(&self.shared, cost) {
+        if let Some(permit) = Inner::try_fast_requests(&self.inner, cost) {
             return Ok(permit);
         }
         self.try_acquire_locked(&CompactCost::Requests(cost))
@@ -199,7 +199,7 @@ impl Limiter {
     // a call.
     #[inline]
     pub fn try_spend(&self, cost: u64) -> Result<(), TryAcquireError> {
-        if self.shared.try_fast_spend_requests(cost) {
+        if self.inner.try_fast_spend_requests(cost) {
             return Ok(());
         }
         self.try_spend_locked(cost)
@@ -215,27 +215,27 @@ impl Limiter {
     /// Like [`try_acquire`](Self::try_acquire) for a cost in several units.
     pub fn try_acquire_cost(&self, cost: Cost) -> Result<Permit, TryAcquireError> {
         let cost = CompactCost::from(cost);
-        if let Some(permit) = Shared::try_fast(&self.shared, &cost) {
+        if let Some(permit) = Inner::try_fast(&self.inner, &cost) {
             return Ok(permit);
         }
         self.try_acquire_locked(&cost)
     }
 
-    /// The locked half of `try_acquire`: queue, pause, gate and every budget.
+    /// The locked half of `try_acquire`: queue, pause, check and every budget.
     fn try_acquire_locked(&self, cost: &CompactCost) -> Result<Permit, TryAcquireError> {
         let now = Instant::now();
-        let mut state = self.shared.lock();
+        let mut state = self.inner.lock();
         state.check_cost(cost)?;
         if state.lanes.total() > 0 {
-            let blocked = state.head_blocked(now, &self.shared).unwrap_or(Blocked::Ready);
+            let blocked = state.head_blocked(now, &self.inner).unwrap_or(Blocked::Ready);
             return Err(TryAcquireError::WouldWait(blocked));
         }
-        match state.readiness_checked(cost, now, &self.shared) {
-            Readiness::Now => match state.admit(cost, now, &self.shared) {
+        match state.readiness_checked(cost, now, &self.inner) {
+            Readiness::Now => match state.admit(cost, now, &self.inner) {
                 Some(permit) => Ok(permit),
                 None => Err(TryAcquireError::WouldWait(state.concurrency_blocked())),
             },
-            Readiness::At(_, blocked) | Readiness::Gate(blocked) => Err(TryAcquireError::WouldWait(blocked)),
+            Readiness::At(_, blocked) | Readiness::Check(blocked) => Err(TryAcquireError::WouldWait(blocked)),
             Readiness::Concurrency => Err(TryAcquireError::WouldWait(state.concurrency_blocked())),
             Readiness::Never(err) => Err(err.into()),
         }
@@ -250,7 +250,7 @@ impl Limiter {
     /// The server said "come back later": nothing of this key is admitted before `until`.
     /// A later pause extends an earlier one; an earlier one never shortens it.
     pub fn pause_until(&self, until: Instant, reason: impl Into<String>) {
-        let mut state = self.shared.lock();
+        let mut state = self.inner.lock();
         if state.pause.as_ref().is_none_or(|(current, _)| until > *current) {
             state.pause = Some((until, reason.into()));
         }
@@ -263,7 +263,7 @@ impl Limiter {
     pub fn reconfigure(&self, config: LimiterConfig) -> Result<(), ConfigError> {
         config.validate()?;
         let now = Instant::now();
-        let mut state = self.shared.lock();
+        let mut state = self.inner.lock();
         let now_ns = state.nanos(now);
         let State { config: current, budgets, .. } = &mut *state;
         let mut old: Vec<(String, BudgetState)> =
@@ -278,51 +278,51 @@ impl Limiter {
             .collect();
         // Permits in flight above a lowered cap simply hold the next admission back until
         // enough of them finish.
-        self.shared.limit.store(config.concurrency.unwrap_or(UNCAPPED), Ordering::SeqCst);
+        self.inner.limit.store(config.concurrency.unwrap_or(UNCAPPED), Ordering::SeqCst);
         state.fast_config =
-            state.gate.is_none() && self.shared.fast.is_some() && FastBucket::for_config(&config) == self.shared.fast;
+            state.check.is_none() && self.inner.fast.is_some() && FastBucket::for_config(&config) == self.inner.fast;
         state.requests_fit = requests_fit(&config);
         state.config = config;
         state.wake_head(now);
         Ok(())
     }
 
-    /// Installs `make()` as this limiter's admission gate, unless it has one already; from now
-    /// on every request also needs the gate's word. Returns whether a gate was installed.
-    pub fn install_gate(&self, make: impl FnOnce() -> Box<dyn AdmissionGate>) -> bool {
-        let mut state = self.shared.lock();
-        if state.gate.is_some() {
+    /// Installs `make()` as this limiter's admission check, unless it has one already; from now
+    /// on every request also needs the check's word. Returns whether a check was installed.
+    pub fn install_check(&self, make: impl FnOnce() -> Box<dyn AdmissionCheck>) -> bool {
+        let mut state = self.inner.lock();
+        if state.check.is_some() {
             return false;
         }
-        state.gate = Some(make());
+        state.check = Some(make());
         state.fast_config = false;
         state.wake_head(Instant::now());
         true
     }
 
-    /// Runs `update` on the gate under the limiter's lock, then lets the head re-evaluate.
-    /// `None` when no gate is installed.
-    pub fn update_gate<R>(&self, update: impl FnOnce(&mut dyn AdmissionGate) -> R) -> Option<R> {
-        let mut state = self.shared.lock();
-        let result = update(state.gate.as_deref_mut()?);
+    /// Runs `update` on the check under the limiter's lock, then lets the head re-evaluate.
+    /// `None` when no check is installed.
+    pub fn update_check<R>(&self, update: impl FnOnce(&mut dyn AdmissionCheck) -> R) -> Option<R> {
+        let mut state = self.inner.lock();
+        let result = update(state.check.as_deref_mut()?);
         state.wake_head(Instant::now());
         Some(result)
     }
 
     /// The settings in force.
     pub fn config(&self) -> LimiterConfig {
-        self.shared.lock().config.clone()
+        self.inner.lock().config.clone()
     }
 
     /// Requests admitted and not yet finished.
     pub fn in_flight(&self) -> usize {
-        self.shared.in_flight.load(Ordering::Acquire)
+        self.inner.in_flight.load(Ordering::Acquire)
     }
 
     /// The limiter's state now: tokens, window usage, queues, pause, and what blocks the head.
     pub fn snapshot(&self) -> Snapshot {
         let now = Instant::now();
-        let mut state = self.shared.lock();
+        let mut state = self.inner.lock();
         let now_ns = state.nanos(now);
         let State { config, budgets, .. } = &mut *state;
         let budgets = config
@@ -346,11 +346,11 @@ impl Limiter {
         let head = state.head(now).and_then(|ticket| {
             let waiter = state.waiters.get(ticket.0)?;
             let (priority, cost, enqueued) = (waiter.priority, waiter.cost.requests(), waiter.enqueued);
-            let blocked = state.head_blocked(now, &self.shared)?;
+            let blocked = state.head_blocked(now, &self.inner)?;
             Some(HeadSnapshot { priority, cost, waited: now - enqueued, blocked })
         });
         Snapshot {
-            key: self.shared.key.clone(),
+            key: self.inner.key.clone(),
             at: now,
             budgets,
             queued: state.lanes.counts(),
@@ -362,14 +362,14 @@ impl Limiter {
     }
 }
 
-impl Shared {
+impl Inner {
     /// Takes the lock; the bucket moves out of the lock-free word for as long as it is held.
     fn lock(&self) -> Locked<'_> {
         let mut guard = self.state.lock();
         // A limiter built without the lock-free path never leaves the word parked; skipping
         // the swap spares a write to a line every thread of this limiter reads.
         if self.fast.is_none() {
-            return Locked { guard, shared: self };
+            return Locked { guard, inner: self };
         }
         let word = self.fast_word.swap(PARKED, Ordering::AcqRel);
         if word != PARKED
@@ -377,7 +377,7 @@ impl Shared {
         {
             bucket.set_tat(u128::from(word));
         }
-        Locked { guard, shared: self }
+        Locked { guard, inner: self }
     }
 
     /// Admission without the lock: a single bucket (under its cap, if it has one) with nobody
@@ -385,21 +385,21 @@ impl Shared {
     /// `None` means "take the locked path", which decides every other case (a zero request
     /// count is an error only that path reports).
     #[inline]
-    fn try_fast(shared: &Arc<Self>, cost: &CompactCost) -> Option<Permit> {
+    fn try_fast(inner: &Arc<Self>, cost: &CompactCost) -> Option<Permit> {
         if let CompactCost::Requests(requests) = *cost {
-            return Self::try_fast_requests(shared, requests);
+            return Self::try_fast_requests(inner, requests);
         }
-        let fast = shared.fast.as_ref().filter(|_| cost.requests() > 0)?;
-        Self::try_fast_spend(shared, fast, cost.of(fast.unit()), || cost.clone())
+        let fast = inner.fast.as_ref().filter(|_| cost.requests() > 0)?;
+        Self::try_fast_spend(inner, fast, cost.of(fast.unit()), || cost.clone())
     }
 
     /// [`try_fast`](Self::try_fast) for a request count alone: no `Cost` is built.
     // Always: the common `try_acquire` of a limiter without the lock-free path then pays only
     // the inlined check, not a call.
     #[inline(always)]
-    fn try_fast_requests(shared: &Arc<Self>, requests: u64) -> Option<Permit> {
-        let fast = shared.fast_for_requests(requests)?;
-        Self::try_fast_spend(shared, fast, requests, || CompactCost::Requests(requests))
+    fn try_fast_requests(inner: &Arc<Self>, requests: u64) -> Option<Permit> {
+        let fast = inner.fast_for_requests(requests)?;
+        Self::try_fast_spend(inner, fast, requests, || CompactCost::Requests(requests))
     }
 
     /// The lock-free path's constants for a cost of `requests` requests alone: `None` without
@@ -418,28 +418,28 @@ impl Shared {
 
     #[inline]
     fn try_fast_spend(
-        shared: &Arc<Self>,
+        inner: &Arc<Self>,
         fast: &FastBucket,
         spend: u64,
         charged: impl FnOnce() -> CompactCost,
     ) -> Option<Permit> {
-        // Parked also while a gate is installed: the lock is never handed back then.
-        if shared.fast_word.load(Ordering::Relaxed) == PARKED {
+        // Parked also while a check is installed: the lock is never handed back then.
+        if inner.fast_word.load(Ordering::Relaxed) == PARKED {
             return None;
         }
         // Counted before the spend: a cap set meanwhile, and the locked path's readiness (it
         // parks the word before it looks, so this spend then fails), already see this request.
-        let before = shared.in_flight.fetch_add(1, Ordering::SeqCst);
-        if before >= shared.limit.load(Ordering::SeqCst) {
+        let before = inner.in_flight.fetch_add(1, Ordering::SeqCst);
+        if before >= inner.limit.load(Ordering::SeqCst) {
             // At the cap: the locked path decides (and names the wait).
-            shared.release_one();
+            inner.release_one();
             return None;
         }
-        let now = shared.now_ns();
-        if fast.try_spend(&shared.fast_word, spend, now) {
-            return Some(Permit { shared: Arc::clone(shared), ticket: None, charged: charged(), admitted_ns: now });
+        let now = inner.now_ns();
+        if fast.try_spend(&inner.fast_word, spend, now) {
+            return Some(Permit { inner: Arc::clone(inner), ticket: None, charged: charged(), admitted_ns: now });
         }
-        shared.release_one();
+        inner.release_one();
         None
     }
 
@@ -489,7 +489,7 @@ fn requests_fit(config: &LimiterConfig) -> u64 {
 /// limiter is idle: the built-for config, nobody queued, no pause.
 struct Locked<'a> {
     guard: MutexGuard<'a, State>,
-    shared: &'a Shared,
+    inner: &'a Inner,
 }
 
 impl Deref for Locked<'_> {
@@ -516,7 +516,7 @@ impl Drop for Locked<'_> {
             && let Ok(word) = u64::try_from(tat)
             && word != PARKED
         {
-            self.shared.fast_word.store(word, Ordering::Release);
+            self.inner.fast_word.store(word, Ordering::Release);
         }
     }
 }
@@ -590,29 +590,29 @@ impl State {
     }
 
     /// Whether a request of `cost` could be admitted at `now`, ignoring the queue.
-    fn readiness(&mut self, cost: &CompactCost, now: Instant, shared: &Shared) -> Readiness {
+    fn readiness(&mut self, cost: &CompactCost, now: Instant, inner: &Inner) -> Readiness {
         if let Err(err) = self.check_cost(cost) {
             return Readiness::Never(err);
         }
-        self.readiness_checked(cost, now, shared)
+        self.readiness_checked(cost, now, inner)
     }
 
     /// [`readiness`](Self::readiness) for a cost `check_cost` accepted under this lock.
-    fn readiness_checked(&mut self, cost: &CompactCost, now: Instant, shared: &Shared) -> Readiness {
+    fn readiness_checked(&mut self, cost: &CompactCost, now: Instant, inner: &Inner) -> Readiness {
         if let Some((until, reason)) = &self.pause {
             if *until > now {
                 return Readiness::At(*until, Blocked::Paused { reason: reason.clone(), wait: *until - now });
             }
             self.pause = None;
         }
-        if let Some(gate) = self.gate.as_mut() {
-            match cost.with_cost(|cost| gate.readiness(now, cost)) {
-                GateReadiness::Ready => {}
-                GateReadiness::At { at, reason } if at > now => {
+        if let Some(check) = self.check.as_mut() {
+            match cost.with_cost(|cost| check.readiness(now, cost)) {
+                CheckReadiness::Ready => {}
+                CheckReadiness::At { at, reason } if at > now => {
                     return Readiness::At(at, Blocked::Server { reason, wait: Some(at - now) });
                 }
-                GateReadiness::At { .. } => {}
-                GateReadiness::Wait { reason } => return Readiness::Gate(Blocked::Server { reason, wait: None }),
+                CheckReadiness::At { .. } => {}
+                CheckReadiness::Wait { reason } => return Readiness::Check(Blocked::Server { reason, wait: None }),
             }
         }
         let now_ns = self.nanos(now);
@@ -630,7 +630,7 @@ impl State {
                 Blocked::Budget { name, wait: Duration::from_nanos(ready - now_ns) },
             );
         }
-        if shared.in_flight.load(Ordering::SeqCst) >= shared.limit.load(Ordering::SeqCst) {
+        if inner.in_flight.load(Ordering::SeqCst) >= inner.limit.load(Ordering::SeqCst) {
             return Readiness::Concurrency;
         }
         Readiness::Now
@@ -639,24 +639,24 @@ impl State {
     /// Takes a concurrency slot, then spends `cost` in every budget. The caller checked
     /// readiness. `None`: a lock-free admission counted itself since, and the slot readiness
     /// saw is its; this request waits for a returned permit like any other at the cap.
-    fn admit(&mut self, cost: &CompactCost, now: Instant, shared: &Arc<Shared>) -> Option<Permit> {
+    fn admit(&mut self, cost: &CompactCost, now: Instant, inner: &Arc<Inner>) -> Option<Permit> {
         // Counted and checked in one step, as the lock-free path does: of any two admissions,
         // the one that counts second sees the first, so a cap never admits past itself.
         // Without a lock-free path every admission happens under this lock, and readiness's
         // look at the count was exact.
-        let before = shared.in_flight.fetch_add(1, Ordering::SeqCst);
-        if shared.fast.is_some() && before >= shared.limit.load(Ordering::SeqCst) {
+        let before = inner.in_flight.fetch_add(1, Ordering::SeqCst);
+        if inner.fast.is_some() && before >= inner.limit.load(Ordering::SeqCst) {
             // Under the lock, no waiter saw this count; the lock-free attempt that may have
             // refused because of it takes the locked path and looks again.
-            shared.in_flight.fetch_sub(1, Ordering::SeqCst);
+            inner.in_flight.fetch_sub(1, Ordering::SeqCst);
             return None;
         }
         let now_ns = self.nanos(now);
         for (spec, budget) in self.config.budgets.iter().zip(self.budgets.iter_mut()) {
             budget.consume(spec.spend(cost), now_ns);
         }
-        let ticket = self.gate.as_mut().map(|gate| cost.with_cost(|cost| gate.admit(now, cost)));
-        Some(Permit { shared: Arc::clone(shared), ticket, charged: cost.clone(), admitted_ns: now_ns })
+        let ticket = self.check.as_mut().map(|check| cost.with_cost(|cost| check.admit(now, cost)));
+        Some(Permit { inner: Arc::clone(inner), ticket, charged: cost.clone(), admitted_ns: now_ns })
     }
 
     /// Corrects what a permit admitted at `admitted_ns` spent in every budget from `charged`
@@ -669,8 +669,8 @@ impl State {
         admitted_ns: u64,
         now: Instant,
     ) {
-        if let (Some(gate), Some(ticket)) = (self.gate.as_mut(), ticket) {
-            actual.with_cost(|actual| gate.settle(ticket, actual));
+        if let (Some(check), Some(ticket)) = (self.check.as_mut(), ticket) {
+            actual.with_cost(|actual| check.settle(ticket, actual));
         }
         let now_ns = self.nanos(now);
         for (spec, budget) in self.config.budgets.iter().zip(self.budgets.iter_mut()) {
@@ -691,12 +691,12 @@ impl State {
     }
 
     /// What blocks the head request now, if there is one.
-    fn head_blocked(&mut self, now: Instant, shared: &Shared) -> Option<Blocked> {
+    fn head_blocked(&mut self, now: Instant, inner: &Inner) -> Option<Blocked> {
         let ticket = self.head(now)?;
         let cost = self.waiters.get(ticket.0)?.cost.clone();
-        Some(match self.readiness(&cost, now, shared) {
+        Some(match self.readiness(&cost, now, inner) {
             Readiness::Now | Readiness::Never(_) => Blocked::Ready,
-            Readiness::At(_, blocked) | Readiness::Gate(blocked) => blocked,
+            Readiness::At(_, blocked) | Readiness::Check(blocked) => blocked,
             Readiness::Concurrency => self.concurrency_blocked(),
         })
     }
@@ -710,27 +710,20 @@ impl State {
         }
     }
 
-    fn enqueue(
-        &mut self,
-        priority: Priority,
-        cost: CompactCost,
-        now: Instant,
-        waker: &Waker,
-        shared: &Shared,
-    ) -> Ticket {
+    fn enqueue(&mut self, priority: Priority, cost: CompactCost, now: Instant, waker: &Waker, inner: &Inner) -> Ticket {
         let id = self.next_id;
         self.next_id += 1;
         let slot = self.waiters.insert(Waiter { id, priority, cost, enqueued: now, waker: Some(waker.clone()) });
         self.lanes.push(priority, (slot, id));
         // Pairs with the fence in `Permit::drop`: either it sees this waiter, or this
         // waiter's next readiness check sees the slot it returned.
-        shared.queued.fetch_add(1, Ordering::SeqCst);
+        inner.queued.fetch_add(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
         (slot, id)
     }
 
     /// Takes a waiter out of the queue (admitted or cancelled).
-    fn dequeue(&mut self, (slot, id): Ticket, at_front: bool, shared: &Shared) {
+    fn dequeue(&mut self, (slot, id): Ticket, at_front: bool, inner: &Inner) {
         if !Self::is_live(&self.waiters)((slot, id)) {
             return;
         }
@@ -740,7 +733,7 @@ impl State {
         } else {
             self.lanes.forget(waiter.priority, Self::is_live(&self.waiters));
         }
-        shared.queued.fetch_sub(1, Ordering::AcqRel);
+        inner.queued.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -748,7 +741,7 @@ impl State {
 #[derive(Debug)]
 #[must_use = "a limiter admits nothing until the acquisition is awaited"]
 pub struct Acquire {
-    shared: Arc<Shared>,
+    inner: Arc<Inner>,
     priority: Priority,
     cost: CompactCost,
     ticket: Option<Ticket>,
@@ -762,30 +755,30 @@ impl Future for Acquire {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         if this.ticket.is_none()
-            && let Some(permit) = Shared::try_fast(&this.shared, &this.cost)
+            && let Some(permit) = Inner::try_fast(&this.inner, &this.cost)
         {
             return Poll::Ready(Ok(permit));
         }
-        let shared = Arc::clone(&this.shared);
+        let inner = Arc::clone(&this.inner);
         let mut now = Instant::now();
-        let mut state = shared.lock();
+        let mut state = inner.lock();
         let ticket = match this.ticket {
             Some(ticket) => ticket,
             None => {
                 if state.lanes.total() == 0 {
-                    match state.readiness(&this.cost, now, &shared) {
+                    match state.readiness(&this.cost, now, &inner) {
                         Readiness::Now => {
-                            if let Some(permit) = state.admit(&this.cost, now, &shared) {
+                            if let Some(permit) = state.admit(&this.cost, now, &inner) {
                                 return Poll::Ready(Ok(permit));
                             }
                         }
                         Readiness::Never(err) => return Poll::Ready(Err(err)),
-                        Readiness::At(..) | Readiness::Concurrency | Readiness::Gate(_) => {}
+                        Readiness::At(..) | Readiness::Concurrency | Readiness::Check(_) => {}
                     }
                 } else if let Err(err) = state.check_cost(&this.cost) {
                     return Poll::Ready(Err(err));
                 }
-                let ticket = state.enqueue(this.priority, this.cost.clone(), now, cx.waker(), &shared);
+                let ticket = state.enqueue(this.priority, this.cost.clone(), now, cx.waker(), &inner);
                 this.ticket = Some(ticket);
                 ticket
             }
@@ -803,26 +796,26 @@ impl Future for Acquire {
                 }
                 return Poll::Pending;
             }
-            match state.readiness(&this.cost, now, &shared) {
+            match state.readiness(&this.cost, now, &inner) {
                 Readiness::Now => {
-                    let Some(permit) = state.admit(&this.cost, now, &shared) else {
+                    let Some(permit) = state.admit(&this.cost, now, &inner) else {
                         // A lock-free admission took the slot: wait for a permit like at the cap.
                         this.sleep = None;
                         return Poll::Pending;
                     };
-                    state.dequeue(ticket, true, &shared);
+                    state.dequeue(ticket, true, &inner);
                     this.ticket = None;
                     this.sleep = None;
                     state.wake_head(now);
                     return Poll::Ready(Ok(permit));
                 }
                 Readiness::Never(err) => {
-                    state.dequeue(ticket, true, &shared);
+                    state.dequeue(ticket, true, &inner);
                     this.ticket = None;
                     state.wake_head(now);
                     return Poll::Ready(Err(err));
                 }
-                Readiness::Concurrency | Readiness::Gate(_) => {
+                Readiness::Concurrency | Readiness::Check(_) => {
                     this.sleep = None;
                     return Poll::Pending;
                 }
@@ -848,8 +841,8 @@ impl Future for Acquire {
 impl Drop for Acquire {
     fn drop(&mut self) {
         if let Some(ticket) = self.ticket.take() {
-            let mut state = self.shared.lock();
-            state.dequeue(ticket, false, &self.shared);
+            let mut state = self.inner.lock();
+            state.dequeue(ticket, false, &self.inner);
             state.wake_head(Instant::now());
         }
     }
@@ -860,8 +853,8 @@ impl Drop for Acquire {
 #[derive(Debug)]
 #[must_use = "dropping a permit at once ends the request it admitted"]
 pub struct Permit {
-    shared: Arc<Shared>,
-    /// The admission gate's ticket for this request, when the limiter has a gate.
+    inner: Arc<Inner>,
+    /// The admission check's ticket for this request, when the limiter has a check.
     ticket: Option<u64>,
     /// What this permit holds in every budget: the estimate it was admitted with, until
     /// [`settle`](Self::settle) corrects it.
@@ -873,10 +866,10 @@ pub struct Permit {
 impl Permit {
     /// The key of the limiter that admitted this request.
     pub fn key(&self) -> &str {
-        &self.shared.key
+        &self.inner.key
     }
 
-    /// The admission gate's ticket (its admission order), when the limiter has a gate.
+    /// The admission check's ticket (its admission order), when the limiter has a check.
     pub fn ticket(&self) -> Option<u64> {
         self.ticket
     }
@@ -892,7 +885,7 @@ impl Permit {
     /// never above their capacity); more charges the rest, into debt if need be, which delays
     /// the next admissions until it is paid. A window the admission has already left is not
     /// touched. Settling again corrects the previous settlement; a permit never settled keeps
-    /// its estimate. An admission gate learns the actual cost too. Budgets shared through a
+    /// its estimate. An admission check learns the actual cost too. Budgets shared through a
     /// store live outside the engine: whoever admitted through the store settles them there
     /// (the HTTP client does, after the answer).
     ///
@@ -901,7 +894,7 @@ impl Permit {
     /// left more than one capacity in debt however many settlements charge it. Returns the cost
     /// as counted: below `actual` where it was capped.
     pub fn settle(&mut self, actual: Cost) -> Cost {
-        let mut state = self.shared.lock();
+        let mut state = self.inner.lock();
         let counted = state.config.capped(&actual);
         let compact = CompactCost::from(counted.clone());
         if compact != self.charged {
@@ -915,13 +908,13 @@ impl Permit {
 impl Drop for Permit {
     fn drop(&mut self) {
         if let Some(ticket) = self.ticket {
-            let mut state = self.shared.lock();
-            if let Some(gate) = state.gate.as_mut() {
-                gate.release(ticket);
+            let mut state = self.inner.lock();
+            if let Some(check) = state.check.as_mut() {
+                check.release(ticket);
             }
             state.wake_head(Instant::now());
         }
-        self.shared.release_one();
+        self.inner.release_one();
     }
 }
 
@@ -935,7 +928,7 @@ mod tests {
     #[test]
     fn what_a_lock_free_admission_reads_fits_in_the_first_64_bytes() {
         assert_eq!(size_of::<Option<FastBucket>>(), size_of::<FastBucket>(), "the option's tag costs no bytes");
-        let hot_end = offset_of!(Shared, fast) + HOT_BYTES;
-        assert!(hot_end <= 64, "the lock-free path reads {hot_end} bytes of the shared state");
+        let hot_end = offset_of!(Inner, fast) + HOT_BYTES;
+        assert!(hot_end <= 64, "the lock-free path reads {hot_end} bytes of the inner state");
     }
 }

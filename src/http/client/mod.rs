@@ -651,9 +651,9 @@ impl LimitedClient {
 
 /// The client's seeded generator, locked only when a decision draws from it (a backoff's
 /// jitter), not for every response.
-struct SharedRng<'a>(&'a Mutex<StdRng>);
+struct LockedRng<'a>(&'a Mutex<StdRng>);
 
-impl rand::RngCore for SharedRng<'_> {
+impl rand::RngCore for LockedRng<'_> {
     fn next_u32(&mut self) -> u32 {
         self.0.lock().next_u32()
     }

@@ -10,13 +10,14 @@ use http::{HeaderMap, StatusCode};
 use tokio::time::Instant;
 use url::Url;
 
-use super::wire::Attempt;
+use super::wire::WireOutcome;
 use super::{
-    AttemptRecord, ClientError, LimitedClient, LimitedResponse, RequestSpec, ResponseHead, Settlement, SharedRng,
+    AttemptRecord, ClientError, LimitedClient, LimitedResponse, LockedRng, RequestSpec, ResponseHead, Settlement,
     cached_response, outcome_text,
 };
 use crate::engine::{Cost, Limiter, Permit, Unit};
 use crate::http::adaptive;
+use crate::http::admission::Admission;
 use crate::http::answer;
 use crate::http::cache::{CachedResponse, Lookup};
 use crate::http::coalesce::FlightKey;
@@ -47,21 +48,6 @@ pub(super) struct Request<'c> {
     previous_delay: Option<Duration>,
     /// What the request reserves in every budget: its requests and its rules' estimates.
     estimate: Cost,
-}
-
-/// The limiter's (and the shared store's) yes for one attempt.
-pub(super) struct Admission {
-    permit: Option<Permit>,
-    waited: Duration,
-    /// The shared gate and what it reserved for this attempt alone, settled with the permit.
-    shared: Option<(SharedGate, Reservation)>,
-}
-
-impl Admission {
-    /// Admitted without waiting and without a shared budget: `permit` from the limiter, if any.
-    pub(super) fn at_once(permit: Option<Permit>) -> Self {
-        Self { permit, waited: Duration::ZERO, shared: None }
-    }
 }
 
 /// An attempt recorded: its permit (the slot, until dropped) and the shared store's
@@ -303,15 +289,15 @@ impl<'c> Request<'c> {
 
     /// What came back for an attempt sent at `sent_at`, read: its rate-limit headers, and, for
     /// an adaptive key, what the mirror makes of them.
-    pub(super) fn answered(&self, attempt: u32, sent_at: Instant, result: Attempt, admission: &Admission) -> Sent {
+    pub(super) fn answered(&self, attempt: u32, sent_at: Instant, result: WireOutcome, admission: &Admission) -> Sent {
         let service_time = sent_at.elapsed();
         let answer = match result {
-            Attempt::Response { status, headers, body } => {
+            WireOutcome::Response { status, headers, body } => {
                 let info = self.interpret(attempt, service_time, status, &headers, body.as_deref(), admission);
                 Answer::Response { status, info, held: Received { headers, body } }
             }
-            Attempt::ConnectionError(message) => Answer::ConnectionError(message),
-            Attempt::Timeout => Answer::Timeout,
+            WireOutcome::ConnectionError(message) => Answer::ConnectionError(message),
+            WireOutcome::Timeout => Answer::Timeout,
         };
         Sent { sent_at, service_time, answer }
     }
@@ -338,7 +324,7 @@ impl<'c> Request<'c> {
 
     /// The retry policy's word on the attempt.
     pub(super) fn decide(&self, attempt: u32, sent: &Sent) -> Decision {
-        let rng = &mut SharedRng(&self.client.inner.rng);
+        let rng = &mut LockedRng(&self.client.inner.rng);
         self.retry.decide(attempt, &sent.answer.outcome(), &self.spec.method, self.previous_delay, rng)
     }
 
@@ -364,8 +350,8 @@ impl<'c> Request<'c> {
                 let body = body.clone().unwrap_or_default();
                 let body = &body;
                 let memory = &self.client.inner.remaining_seen;
-                let answer = cost::Answer { status: status.as_u16(), headers, body, key: permit.key(), memory };
-                let said = cost::settled(&self.estimate, &self.spec.cost_rules, &answer);
+                let receipt = cost::Receipt { status: status.as_u16(), headers, body, key: permit.key(), memory };
+                let said = cost::settled(&self.estimate, &self.spec.cost_rules, &receipt);
                 let mut actual = permit.settle(said.clone());
                 if let Some((gate, _)) = &admission.shared {
                     // Budgets shared in a store are not the limiter's: cap by theirs too.

@@ -30,7 +30,7 @@ pub(super) fn proxy_configured() -> bool {
 }
 
 /// What one attempt on the wire produced.
-pub(super) enum Attempt {
+pub(super) enum WireOutcome {
     /// `body` is `None` when it was left unread (streamed on to the caller).
     Response {
         status: StatusCode,
@@ -79,22 +79,22 @@ fn wire_request(spec: &RequestSpec, headers: &HeaderMap) -> Result<http::Request
 }
 
 /// What a transport's exchange means for the attempt.
-fn attempt_of(exchanged: Exchanged) -> Attempt {
+fn outcome_of(exchanged: Exchanged) -> WireOutcome {
     match exchanged {
         Ok(response) => {
             let (parts, body) = response.into_parts();
-            Attempt::Response { status: parts.status, headers: parts.headers, body: Some(body) }
+            WireOutcome::Response { status: parts.status, headers: parts.headers, body: Some(body) }
         }
-        Err(TransportError::TimedOut) => Attempt::Timeout,
-        Err(TransportError::Failed(message)) => Attempt::ConnectionError(message),
+        Err(TransportError::TimedOut) => WireOutcome::Timeout,
+        Err(TransportError::Failed(message)) => WireOutcome::ConnectionError(message),
     }
 }
 
 /// A connection that could not be made (a connect timeout included) is a connection error; a
 /// timeout after that is a missing response.
-pub(super) fn classify(err: &reqwest::Error) -> Attempt {
+pub(super) fn classify(err: &reqwest::Error) -> WireOutcome {
     if err.is_timeout() && !err.is_connect() {
-        return Attempt::Timeout;
+        return WireOutcome::Timeout;
     }
     let message = error_chain(err);
     // reqwest names the URL, query and all: a key in it stays out of the message.
@@ -102,7 +102,7 @@ pub(super) fn classify(err: &reqwest::Error) -> Attempt {
         Some(url) => message.replace(url.as_str(), &crate::redact::redact_url(url)),
         None => message,
     };
-    Attempt::ConnectionError(message)
+    WireOutcome::ConnectionError(message)
 }
 
 impl LimitedClient {
@@ -141,12 +141,12 @@ impl LimitedClient {
     /// One attempt: the request, and the redirects its host's policy follows
     /// ([`redirect::next_hop`]). A hop to another origin carries the caller's headers without
     /// credentials plus the client's headers for that origin, never the first host's.
-    pub(super) async fn send_once(&self, spec: &RequestSpec, headers: &HeaderMap) -> Attempt {
-        let mut attempt = self.exchange_once(spec, headers).await;
+    pub(super) async fn send_once(&self, spec: &RequestSpec, headers: &HeaderMap) -> WireOutcome {
+        let mut outcome = self.exchange_once(spec, headers).await;
         let mut hop_spec: Option<RequestSpec> = None;
         let mut hop_headers: Option<HeaderMap> = None;
         for _ in 0..redirect::MAX_REDIRECTS {
-            let Attempt::Response { status, headers: answer, .. } = &attempt else { break };
+            let WireOutcome::Response { status, headers: answer, .. } = &outcome else { break };
             let current = hop_spec.as_ref().unwrap_or(spec);
             let policy = per_host(&self.inner.redirects, &current.url).copied().unwrap_or_default();
             let Some(hop) = redirect::next_hop(policy, &current.url, &current.method, *status, answer) else { break };
@@ -165,18 +165,18 @@ impl LimitedClient {
                 cost: spec.cost,
                 cost_rules: Vec::new(),
             };
-            attempt = self.exchange_once(&next, &next_headers).await;
+            outcome = self.exchange_once(&next, &next_headers).await;
             hop_spec = Some(next);
             hop_headers = Some(next_headers);
         }
-        attempt
+        outcome
     }
 
-    async fn exchange_once(&self, spec: &RequestSpec, headers: &HeaderMap) -> Attempt {
+    async fn exchange_once(&self, spec: &RequestSpec, headers: &HeaderMap) -> WireOutcome {
         if let Some(wire) = self.wire_for(&spec.url) {
             return match wire_request(spec, headers) {
-                Ok(request) => attempt_of(wire.exchange(request).await),
-                Err(message) => Attempt::ConnectionError(message),
+                Ok(request) => outcome_of(wire.exchange(request).await),
+                Err(message) => WireOutcome::ConnectionError(message),
             };
         }
         let mut request = self.inner.http.request(spec.method.clone(), spec.url.clone()).headers(headers.clone());
@@ -191,7 +191,7 @@ impl LimitedClient {
         let mut response = response;
         let headers = std::mem::take(response.headers_mut());
         match response.bytes().await {
-            Ok(body) => Attempt::Response { status, headers, body: Some(body) },
+            Ok(body) => WireOutcome::Response { status, headers, body: Some(body) },
             Err(err) => classify(&err),
         }
     }

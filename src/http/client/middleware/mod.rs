@@ -37,10 +37,11 @@ use tokio::time::Instant;
 use url::Url;
 
 use self::direct::Direct;
-use super::request::{Admission, Answer, Received, Request, Sent};
-use super::wire::{Attempt, classify};
+use super::request::{Answer, Received, Request, Sent};
+use super::wire::{WireOutcome, classify};
 use super::{ClientError, LimitedClient, LimitedResponse, RequestSpec};
 use crate::engine::Permit;
+use crate::http::admission::Admission;
 use crate::http::coalesce::Role;
 use crate::http::extensions::limits_of;
 use crate::http::retry::{Decision, GiveUpReason};
@@ -340,24 +341,26 @@ impl Outgoing {
 
 /// What the rest of the chain answered an attempt, for the steps: the body read when
 /// `buffered` or when the answer is an error status (small, and it may carry retry hints).
-async fn received(answer: reqwest_middleware::Result<reqwest::Response>, buffered: bool) -> (Attempt, Kept) {
+async fn received(answer: reqwest_middleware::Result<reqwest::Response>, buffered: bool) -> (WireOutcome, Kept) {
     let response = match answer {
         Ok(response) => response,
         Err(Error::Reqwest(err)) => return (classify(&err), Kept::Failed(Error::Reqwest(err))),
-        Err(err) => return (Attempt::ConnectionError(err.to_string()), Kept::Failed(err)),
+        Err(err) => return (WireOutcome::ConnectionError(err.to_string()), Kept::Failed(err)),
     };
     let status = response.status();
     let mut response = response;
     if !buffered && status.as_u16() < 400 {
         // Lent to the client's steps, and put back before the caller gets the response.
         let headers = std::mem::take(response.headers_mut());
-        return (Attempt::Response { status, headers, body: None }, Kept::Streaming(response));
+        return (WireOutcome::Response { status, headers, body: None }, Kept::Streaming(response));
     }
     let (url, version) = (response.url().clone(), response.version());
     let extensions = std::mem::take(response.extensions_mut());
     let headers = std::mem::take(response.headers_mut());
     match response.bytes().await {
-        Ok(body) => (Attempt::Response { status, headers, body: Some(body) }, Kept::Read { url, version, extensions }),
+        Ok(body) => {
+            (WireOutcome::Response { status, headers, body: Some(body) }, Kept::Read { url, version, extensions })
+        }
         Err(err) => (classify(&err), Kept::Failed(Error::Reqwest(err))),
     }
 }

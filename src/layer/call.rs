@@ -8,7 +8,7 @@ use http::{HeaderMap, Method, StatusCode};
 use tokio::time::Instant;
 use url::Url;
 
-use super::builder::Shared;
+use super::builder::LayerState;
 use super::error::RateLimitError;
 use crate::engine::{Cost, Limiter, Overload, Permit, Priority, estimated_wait, format_wait};
 use crate::http::answer::Answer;
@@ -21,8 +21,8 @@ use crate::http::retry::{Decision, GiveUpReason, RetryPolicy};
 use crate::http::{Adaptive, adaptive};
 
 /// A call on its way: what was decided about it before admission.
-pub(super) struct Attempt<'a> {
-    shared: &'a Shared,
+pub(super) struct Call<'a> {
+    state: &'a LayerState,
     limiter: Option<Limiter>,
     adaptive: bool,
     retry: &'a RetryPolicy,
@@ -35,23 +35,23 @@ pub(super) struct Attempt<'a> {
     sent_at: Instant,
 }
 
-impl<'a> Attempt<'a> {
+impl<'a> Call<'a> {
     /// The request's key (its URI's host, port and path; a URI without a host has none), lane
     /// and cost. An adaptive key gets its mirror before its first admission.
-    pub(super) fn prepare<B>(shared: &'a Shared, request: &http::Request<B>) -> Self {
-        let limiter = limiter_of(shared, request.uri());
-        let adaptive = limiter.as_ref().is_some_and(|limiter| shared.adaptive.covers(limiter.key()));
+    pub(super) fn prepare<B>(state: &'a LayerState, request: &http::Request<B>) -> Self {
+        let limiter = limiter_of(state, request.uri());
+        let adaptive = limiter.as_ref().is_some_and(|limiter| state.adaptive.covers(limiter.key()));
         if let (true, Some(limiter)) = (adaptive, &limiter) {
             adaptive::watch(limiter);
         }
-        let retry = limiter.as_ref().and_then(|limiter| shared.key_retry.get(limiter.key())).unwrap_or(&shared.retry);
+        let retry = limiter.as_ref().and_then(|limiter| state.key_retry.get(limiter.key())).unwrap_or(&state.retry);
         let (priority, requests, rules) = limits_of(request.extensions());
         // The body is the caller's stream: estimates that read it see none.
         let estimate = cost::estimate(requests, &rules, None);
-        let report = Reporter::new(&shared.events, &shared.next_id, limiter.as_ref().map(Limiter::key));
+        let report = Reporter::new(&state.events, &state.next_id, limiter.as_ref().map(Limiter::key));
         let now = Instant::now();
         Self {
-            shared,
+            state,
             limiter,
             adaptive,
             retry,
@@ -75,9 +75,9 @@ impl<'a> Attempt<'a> {
         let Some(limiter) = &self.limiter else { return Ok(None) };
         self.emit(EventKind::Queued { attempt: 1, priority: self.priority });
         let queued_at = Instant::now();
-        let admitted = match &self.shared.shedding {
+        let admitted = match &self.state.shedding {
             Some(shedding) => {
-                let queues = &self.shared.queues;
+                let queues = &self.state.queues;
                 queues.admit(limiter, self.priority, self.estimate.clone(), shedding).await.map_err(|overload| {
                     let key = limiter.key().to_owned();
                     let ahead = overload.ahead();
@@ -165,18 +165,18 @@ impl<'a> Attempt<'a> {
 
 /// The limiter of a request to `uri`: by host (lower case), port (the scheme's default when
 /// none is given) and path; in adaptive mode for every host, one made for a host without limits.
-fn limiter_of(shared: &Shared, uri: &http::Uri) -> Option<Limiter> {
+fn limiter_of(state: &LayerState, uri: &http::Uri) -> Option<Limiter> {
     let host = uri.host()?.to_ascii_lowercase();
-    if !matches!(shared.adaptive, Adaptive::All) {
+    if !matches!(state.adaptive, Adaptive::All) {
         let port = uri.port_u16().or_else(|| match uri.scheme_str() {
             Some("https") => Some(443),
             Some("http") => Some(80),
             _ => None,
         });
-        return shared.registry.limiter_for(&host, port, uri.path());
+        return state.registry.limiter_for(&host, port, uri.path());
     }
     let url = Url::parse(&uri.to_string()).ok()?;
-    adaptive::limiter_for(&shared.registry, &shared.adaptive, &host, &url)
+    adaptive::limiter_for(&state.registry, &state.adaptive, &host, &url)
 }
 
 #[cfg(test)]
@@ -196,7 +196,7 @@ mod tests {
         let layer = layer(&["api.example.com", "api.example.com/search", "127.0.0.1:8080"]);
         let key = |uri: &str| {
             let uri: http::Uri = uri.parse().unwrap();
-            limiter_of(&layer.shared, &uri).map(|limiter| limiter.key().to_owned())
+            limiter_of(&layer.state, &uri).map(|limiter| limiter.key().to_owned())
         };
         assert_eq!(key("https://API.example.com/items").as_deref(), Some("api.example.com"));
         assert_eq!(key("https://api.example.com/search?q=1").as_deref(), Some("api.example.com/search"));

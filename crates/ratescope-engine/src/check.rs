@@ -1,10 +1,10 @@
-//! An admission gate: a check the limiter consults under its own lock, beside its budgets,
+//! An admission check: a question the limiter asks under its own lock, beside its budgets,
 //! for limits the engine does not own (the server's budget as the client mirrors it).
 //!
 //! The engine only asks "may one request of this cost go at `now`, and if not, until when?",
-//! tells the gate which request it admitted (a ticket, in admission order) and with what
+//! tells the check which request it admitted (a ticket, in admission order) and with what
 //! estimate, what it actually spent once its permit is settled, and when its permit ends.
-//! What the gate believes, and how it learns, is the caller's.
+//! What the check believes, and how it learns, is the caller's.
 
 use std::any::Any;
 use std::fmt::Debug;
@@ -13,20 +13,20 @@ use tokio::time::Instant;
 
 use super::Cost;
 
-/// Whether the gate lets one request through now.
+/// Whether the check lets one request through now.
 #[derive(Debug, Clone, PartialEq)]
-pub enum GateReadiness {
+pub enum CheckReadiness {
     /// The request may go now.
     Ready,
-    /// Not before `at` (the gate will be asked again then).
+    /// Not before `at` (the check will be asked again then).
     At {
         /// The earliest instant to ask again.
         at: Instant,
         /// Why it must wait, for snapshots.
         reason: String,
     },
-    /// Not until the gate learns something: it is asked again whenever its owner updates it
-    /// through [`Limiter::update_gate`](super::Limiter::update_gate) or a gated permit ends.
+    /// Not until the check learns something: it is asked again whenever its owner updates it
+    /// through [`Limiter::update_check`](super::Limiter::update_check) or a checked permit ends.
     Wait {
         /// Why it must wait, for snapshots.
         reason: String,
@@ -35,11 +35,11 @@ pub enum GateReadiness {
 
 /// A check beside the budgets. Every method runs under the limiter's lock, so it must be quick
 /// and must not call back into the limiter.
-pub trait AdmissionGate: Send + Debug {
+pub trait AdmissionCheck: Send + Debug {
     /// Whether one request spending `cost` may be admitted at `now`. May update time-driven state.
-    fn readiness(&mut self, now: Instant, cost: &Cost) -> GateReadiness;
+    fn readiness(&mut self, now: Instant, cost: &Cost) -> CheckReadiness;
 
-    /// One request spending `cost` was admitted at `now` (the gate said `Ready` under the same
+    /// One request spending `cost` was admitted at `now` (the check said `Ready` under the same
     /// lock); returns its ticket, which the permit carries.
     fn admit(&mut self, now: Instant, cost: &Cost) -> u64;
 
