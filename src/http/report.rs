@@ -19,21 +19,19 @@ pub(crate) struct Reporter<'a> {
 }
 
 impl<'a> Reporter<'a> {
-    /// The reporter of a new request of limiter key `key`: its id is the next of `ids`, taken
-    /// only when someone listens (ids only name events).
+    /// The reporter of a new request of limiter key `key`. Its id (the next of `ids`) and its
+    /// copy of the key are taken only when someone listens: without a listener a request
+    /// reports nothing, and pays for nothing.
     pub(crate) fn new(sink: &'a EventSink, ids: &AtomicU64, key: Option<&str>) -> Self {
-        let id = if sink.is_enabled() { ids.fetch_add(1, Ordering::Relaxed) } else { 0 };
-        Self { sink, id, key: key.map(str::to_owned) }
+        if !sink.is_enabled() {
+            return Self { sink, id: 0, key: None };
+        }
+        Self { sink, id: ids.fetch_add(1, Ordering::Relaxed), key: key.map(str::to_owned) }
     }
 
     /// Whether anything listens: when not, events need not be built.
     pub(crate) fn listening(&self) -> bool {
         self.sink.is_enabled()
-    }
-
-    /// The request's limiter key, if it has a limiter.
-    pub(crate) fn key(&self) -> Option<&str> {
-        self.key.as_deref()
     }
 
     /// Reports `kind` now, if anything listens.

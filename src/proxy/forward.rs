@@ -331,7 +331,7 @@ impl Proxy {
             Ok(body) => body,
             Err(reason) => return bad_body(&parts.method, parts.uri.path(), &reason),
         };
-        let retry = self.retry_for(&body, events.key());
+        let retry = self.retry_for(&body, limiter.as_ref().map(Limiter::key));
         let cache = self.cache.as_ref().filter(|_| matches!(parts.method, Method::GET | Method::HEAD));
         let uri: Option<http::Uri> = cache.and_then(|_| url.as_str().parse().ok());
         if let (Some(cache), Some(uri)) = (cache, &uri)
