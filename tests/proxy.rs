@@ -15,7 +15,7 @@ use axum::body::{Body, Bytes};
 use axum::routing::post;
 use parking_lot::Mutex;
 use ratescope::engine::{BudgetSpec, LimitKey, LimiterConfig, Registry};
-use ratescope::http::{EventKind, EventSink, RetryPolicy};
+use ratescope::http::{EventKind, EventSink, Policy, RetryPolicy};
 use ratescope::mock::{MockConfig, MockServer, Outcome};
 use ratescope::proxy::{ProxyConfig, ProxyServer, Route, Shedding};
 use ratescope::telemetry::RetryRates;
@@ -71,7 +71,7 @@ fn config(upstream: &MockServer, limits: Option<LimiterConfig>) -> ProxyConfig {
     }
     ProxyConfig {
         listen: loopback(),
-        registry: Arc::new(registry),
+        policy: Policy { registry: Arc::new(registry), ..Policy::default() },
         shedding: Shedding { max_queue_wait: Duration::from_secs(3600), max_queue_len: 10_000 },
         ..ProxyConfig::new(vec![route]).without_timers()
     }
@@ -156,7 +156,7 @@ async fn the_secret_reaches_the_upstream_replaces_the_callers_and_is_never_logge
     let server = upstream().await;
     let (events, mut receiver) = EventSink::channel(1024);
     let mut config = config(&server, Some(bucket(5, "5/1s")));
-    config.events = events;
+    config.policy.events = events;
     config.routes[0] =
         config.routes[0].clone().with_secret("x-api-key".parse().unwrap(), SECRET.parse().unwrap()).unwrap();
     assert!(!format!("{config:?}").contains(SECRET), "Debug of the config hides the value");
@@ -244,8 +244,11 @@ async fn a_429_pauses_the_key_and_is_retried_after_retry_after() {
     registry.set(LimitKey::host(&server.key()).unwrap(), bucket(10, "10/1s")).unwrap();
     let config = ProxyConfig {
         listen: loopback(),
-        registry: Arc::new(registry),
-        retry: RetryPolicy { max_attempts: 3, ..RetryPolicy::default() },
+        policy: Policy {
+            registry: Arc::new(registry),
+            retry: RetryPolicy { max_attempts: 3, ..RetryPolicy::default() },
+            ..Policy::default()
+        },
         ..ProxyConfig::new(vec![route]).without_timers()
     };
     let proxy = ProxyServer::start(config).await.unwrap();
@@ -383,7 +386,7 @@ async fn a_malformed_chunked_body_is_a_400_and_costs_no_token() {
     let server = upstream().await;
     // Three tokens, and the next one an hour away: a token spent would show at once.
     let config = config(&server, Some(bucket(3, "1/1h")));
-    let registry = Arc::clone(&config.registry);
+    let registry = Arc::clone(&config.policy.registry);
     let proxy = ProxyServer::start(config).await.unwrap();
     // A good first chunk, then a size line that is not hexadecimal.
     let raw = b"POST /api/items HTTP/1.1\r\nHost: proxy\r\nTransfer-Encoding: chunked\r\n\
@@ -471,8 +474,11 @@ async fn retries_after_a_timeout_or_a_refused_connection_name_their_cause_as_the
     let config = ProxyConfig {
         listen: loopback(),
         upstream_timeout: Some(Duration::from_millis(100)),
-        events,
-        retry: RetryPolicy { max_attempts: 2, retry_connection_errors: true, ..RetryPolicy::default() },
+        policy: Policy {
+            events,
+            retry: RetryPolicy { max_attempts: 2, retry_connection_errors: true, ..RetryPolicy::default() },
+            ..Policy::default()
+        },
         ..ProxyConfig::new(routes).without_timers()
     };
     let proxy = ProxyServer::start(config).await.unwrap();

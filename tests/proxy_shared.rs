@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ratescope::engine::{BudgetSpec, LimitKey, LimiterConfig, Registry};
-use ratescope::http::{EventKind, EventSink};
+use ratescope::http::{EventKind, EventSink, Policy};
 use ratescope::mock::{MockConfig, MockServer};
 use ratescope::proxy::{ProxyConfig, ProxyServer, Route, Shedding};
 use ratescope::store::{AdmittedVia, SharedSettings, StoreState};
@@ -40,10 +40,9 @@ async fn reporting_proxy(upstream: &MockServer, name: &str, events: EventSink) -
     registry.set(LimitKey::host(&upstream.addr().to_string()).unwrap(), limits).unwrap();
     let config = ProxyConfig {
         listen: loopback(),
-        registry: Arc::new(registry),
+        policy: Policy { registry: Arc::new(registry), events, ..Policy::default() },
         shedding: Shedding { max_queue_wait: Duration::from_millis(1500), max_queue_len: 1000 },
         shared: Some(SharedSettings::new(redis_url(), name).unwrap()),
-        events,
         ..ProxyConfig::new(vec![Route::new("api", upstream.url().as_str()).unwrap()])
     };
     ProxyServer::start(config).await.unwrap()

@@ -124,11 +124,11 @@ impl ProxyArgs {
         }
         let mut config = ProxyConfig::new(Vec::new());
         if let Some(retries) = self.retries {
-            config.retry.max_attempts = retries.saturating_add(1);
+            config.policy.retry.max_attempts = retries.saturating_add(1);
         }
         config.routes = routes;
         if self.adaptive {
-            config.adaptive = Adaptive::All;
+            config.policy.adaptive = Adaptive::All;
         }
         match &self.profile {
             Some(reference) => {
@@ -145,7 +145,7 @@ impl ProxyArgs {
                     for route in &config.routes {
                         registry.set(route.key()?, limits.clone())?;
                     }
-                    config.registry = Arc::new(registry);
+                    config.policy.registry = Arc::new(registry);
                 }
             }
         }
@@ -171,7 +171,7 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     }
     super::runtime()?.block_on(async move {
         // Described before starting: shared budgets then move from the registry into Redis.
-        let table = config.registry.entries();
+        let table = config.policy.registry.entries();
         for (key, limits) in &table {
             for budget in limits.budgets.iter().filter(|budget| budget.unit != Unit::Requests) {
                 eprintln!(

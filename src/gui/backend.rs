@@ -513,8 +513,8 @@ impl Service {
 /// Starts a proxy whose events go to the UI; the registry is kept for snapshots.
 async fn start_proxy(mut config: ProxyConfig) -> Result<(ProxyServer, Arc<Registry>, Update), String> {
     let (sink, events) = EventSink::channel(EVENT_BUFFER);
-    config.events = sink;
-    let registry = Arc::clone(&config.registry);
+    config.policy.events = sink;
+    let registry = Arc::clone(&config.policy.registry);
     let server = ProxyServer::start(config).await.map_err(|err| err.to_string())?;
     let base = server.url();
     let routes = server

@@ -16,9 +16,10 @@ use crate::http::client::ResponseHead;
 use crate::http::cost;
 use crate::http::events::EventKind;
 use crate::http::extensions::limits_of;
+use crate::http::policy::Routed;
 use crate::http::report::Reporter;
 use crate::http::retry::{Decision, GiveUpReason, RetryPolicy};
-use crate::http::{Adaptive, adaptive};
+use crate::http::{Adaptive, Policy, adaptive};
 
 /// A call on its way: what was decided about it before admission.
 pub(super) struct Call<'a> {
@@ -39,16 +40,11 @@ impl<'a> Call<'a> {
     /// The request's key (its URI's host, port and path; a URI without a host has none), lane
     /// and cost. An adaptive key gets its mirror before its first admission.
     pub(super) fn prepare<B>(state: &'a LayerState, request: &http::Request<B>) -> Self {
-        let limiter = limiter_of(state, request.uri());
-        let adaptive = limiter.as_ref().is_some_and(|limiter| state.adaptive.covers(limiter.key()));
-        if let (true, Some(limiter)) = (adaptive, &limiter) {
-            adaptive::watch(limiter);
-        }
-        let retry = limiter.as_ref().and_then(|limiter| state.key_retry.get(limiter.key())).unwrap_or(&state.retry);
+        let Routed { limiter, adaptive, retry, report } =
+            state.policy.routed(limiter_of(&state.policy, request.uri()), &state.next_id);
         let (priority, requests, rules) = limits_of(request.extensions());
         // The body is the caller's stream: estimates that read it see none.
         let estimate = cost::estimate(requests, &rules, None);
-        let report = Reporter::new(&state.events, &state.next_id, limiter.as_ref().map(Limiter::key));
         let now = Instant::now();
         Self {
             state,
@@ -165,18 +161,18 @@ impl<'a> Call<'a> {
 
 /// The limiter of a request to `uri`: by host (lower case), port (the scheme's default when
 /// none is given) and path; in adaptive mode for every host, one made for a host without limits.
-fn limiter_of(state: &LayerState, uri: &http::Uri) -> Option<Limiter> {
+fn limiter_of(policy: &Policy, uri: &http::Uri) -> Option<Limiter> {
     let host = uri.host()?.to_ascii_lowercase();
-    if !matches!(state.adaptive, Adaptive::All) {
+    if !matches!(policy.adaptive, Adaptive::All) {
         let port = uri.port_u16().or_else(|| match uri.scheme_str() {
             Some("https") => Some(443),
             Some("http") => Some(80),
             _ => None,
         });
-        return state.registry.limiter_for(&host, port, uri.path());
+        return policy.registry.limiter_for(&host, port, uri.path());
     }
     let url = Url::parse(&uri.to_string()).ok()?;
-    adaptive::limiter_for(&state.registry, &state.adaptive, &host, &url)
+    policy.limiter_for(&host, &url)
 }
 
 #[cfg(test)]
@@ -196,7 +192,7 @@ mod tests {
         let layer = layer(&["api.example.com", "api.example.com/search", "127.0.0.1:8080"]);
         let key = |uri: &str| {
             let uri: http::Uri = uri.parse().unwrap();
-            limiter_of(&layer.state, &uri).map(|limiter| limiter.key().to_owned())
+            limiter_of(&layer.state.policy, &uri).map(|limiter| limiter.key().to_owned())
         };
         assert_eq!(key("https://API.example.com/items").as_deref(), Some("api.example.com"));
         assert_eq!(key("https://api.example.com/search?q=1").as_deref(), Some("api.example.com/search"));

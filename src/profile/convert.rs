@@ -1,7 +1,8 @@
 //! From a profile's text settings to the engine's types, refusing what makes no sense and
 //! naming the host and field: limiter configs, retry policies, limiter keys, headers, the registry.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use http::{HeaderMap, HeaderName};
 use url::Url;
@@ -16,6 +17,7 @@ use crate::engine::{
     BudgetSpec, ConfigError, LimitKey, LimiterConfig, MAX_CONCURRENCY, Rate, Registry, Unit, parse_duration,
 };
 use crate::http::retry::{Jitter, RetryConfigError, RetryPolicy};
+use crate::http::{Adaptive, Policy};
 use crate::redact::redact_url;
 
 /// Everything a host turns into, checked.
@@ -41,6 +43,27 @@ impl Profile {
         let table = self.entries()?;
         Registry::from_table(table)
             .map_err(|err| ProfileError::invalid(InvalidSetting::new(FieldPath::root().key("hosts"), err.to_string())))
+    }
+
+    /// What every face (the client, the middleware, a proxy, a tower layer) paces and retries
+    /// by for this profile, made in this one place: the limiter table ([`registry`](Self::registry)),
+    /// each key's retry policy (a host's, for the host and each of its paths), and the keys of
+    /// hosts marked `adaptive`. Events go nowhere until the caller sets `events`.
+    pub fn policy(&self) -> Result<Policy, ProfileError> {
+        let hosts = self.compile().map_err(ProfileError::invalid)?;
+        let mut key_retry = HashMap::new();
+        let mut adaptive = HashSet::new();
+        for (host, compiled) in self.hosts.iter().zip(&hosts) {
+            let keys = std::iter::once(&compiled.key).chain(compiled.paths.iter().map(|(key, _)| key));
+            for key in keys.map(LimitKey::to_string) {
+                key_retry.insert(key.clone(), compiled.retry.clone());
+                if host.adaptive {
+                    adaptive.insert(key);
+                }
+            }
+        }
+        let adaptive = if adaptive.is_empty() { Adaptive::Off } else { Adaptive::Keys(adaptive) };
+        Ok(Policy { registry: Arc::new(self.registry()?), adaptive, key_retry, ..Policy::default() })
     }
 
     /// Every limiter key of the profile and its limits, hosts first, each followed by its paths.

@@ -2,10 +2,8 @@
 //! shedding, timeouts (request heads, upstreams) and drain deadline; each setting validated
 //! before anything binds.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::str::FromStr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use http::{HeaderMap, HeaderName, HeaderValue};
@@ -14,9 +12,8 @@ use url::Url;
 use super::error::ProxyError;
 use super::hop;
 use super::path::{self, PathRefusal};
-use crate::engine::Registry;
+use crate::http::Policy;
 use crate::http::cache::CacheConfig;
-use crate::http::{Adaptive, EventSink, RetryPolicy};
 use crate::store::SharedSettings;
 
 /// The default listen address: loopback, port 8788 (the demo API takes 8787).
@@ -144,12 +141,11 @@ pub struct ProxyConfig {
     pub allow_remote: bool,
     /// Where each prefix goes (at least one route, prefixes unique).
     pub routes: Vec<Route>,
-    /// Limits per upstream key (`host[:port]` or `host[:port]/prefix` of the upstream URL).
-    pub registry: Arc<Registry>,
-    /// The retry policy, and per-key ones (a profile's hosts).
-    pub retry: RetryPolicy,
-    /// Retry policies per upstream key, over `retry`.
-    pub key_retry: HashMap<String, RetryPolicy>,
+    /// What requests are paced and retried by, as a client's are: limits per upstream key
+    /// (`host[:port]` or `host[:port]/prefix` of the upstream URL), the keys that follow their
+    /// server (as `burst --adaptive`), retry policies (per key over the default) and where the
+    /// events of every forwarded request go.
+    pub policy: Policy,
     /// When a caller is turned away with a 429 instead of queued.
     pub shedding: Shedding,
     /// Longest a caller may take to send a request head, from the moment its connection waits
@@ -167,12 +163,8 @@ pub struct ProxyConfig {
     pub replay_limit: usize,
     /// On shutdown, requests in flight get this long to finish.
     pub drain_deadline: Duration,
-    /// Where the events of every forwarded request go.
-    pub events: EventSink,
     /// Share the budgets with sibling proxies (and other processes) through Redis.
     pub shared: Option<SharedSettings>,
-    /// Which upstream keys follow the budgets their server publishes (as `burst --adaptive`).
-    pub adaptive: Adaptive,
 }
 
 impl ProxyConfig {
@@ -182,9 +174,7 @@ impl ProxyConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 8788)),
             allow_remote: false,
             routes,
-            registry: Arc::new(Registry::new()),
-            retry: RetryPolicy::default(),
-            key_retry: HashMap::new(),
+            policy: Policy::default(),
             shedding: Shedding::default(),
             head_timeout: Some(DEFAULT_HEAD_TIMEOUT),
             cache: None,
@@ -192,9 +182,7 @@ impl ProxyConfig {
             upstream_timeout: Some(Duration::from_secs(60)),
             replay_limit: DEFAULT_REPLAY_LIMIT,
             drain_deadline: Duration::from_secs(10),
-            events: EventSink::none(),
             shared: None,
-            adaptive: Adaptive::Off,
         }
     }
 
@@ -243,7 +231,7 @@ impl ProxyConfig {
         if self.replay_limit > MAX_REPLAY_LIMIT {
             return bad("--replay-limit", &format!("must be at most {} MiB", MAX_REPLAY_LIMIT >> 20));
         }
-        for policy in std::iter::once(&self.retry).chain(self.key_retry.values()) {
+        for policy in std::iter::once(&self.policy.retry).chain(self.policy.key_retry.values()) {
             policy.validate().map_err(|err| ProxyError::BadSetting { setting: "retry", problem: err.to_string() })?;
         }
         Ok(())

@@ -41,6 +41,7 @@ use crate::http::admission::Admission;
 use crate::http::answer::{Answer, wait_to_retry};
 use crate::http::cache::{CachedResponse, Lookup, ResponseCache};
 use crate::http::client::{ResponseHead, error_chain};
+use crate::http::policy::Routed;
 use crate::http::report::{Reporter, admit_shared};
 use crate::http::retry::Decision;
 use crate::http::{EventKind, RetryPolicy};
@@ -226,7 +227,7 @@ impl Proxy {
         let (gates, shared) = match &config.shared {
             Some(settings) => {
                 let (gates, handle) = settings
-                    .share(&config.registry)
+                    .share(&config.policy.registry)
                     .map_err(|err| ProxyError::BadSetting { setting: "--redis", problem: err.to_string() })?;
                 (gates.into_iter().collect(), Some(handle))
             }
@@ -319,12 +320,10 @@ impl Proxy {
             }
         };
         let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
-        let limiter = adaptive::limiter_for(&self.config.registry, &self.config.adaptive, &host, &url);
-        let adaptive = limiter.as_ref().filter(|limiter| self.config.adaptive.covers(limiter.key()));
-        if let Some(limiter) = adaptive {
-            adaptive::watch(limiter);
-        }
-        let events = Reporter::new(&self.config.events, &self.next_id, limiter.as_ref().map(Limiter::key));
+        let policy = &self.config.policy;
+        let Routed { limiter, adaptive, retry: _, report: events } =
+            policy.routed(policy.limiter_for(&host, &url), &self.next_id);
+        let adaptive = limiter.as_ref().filter(|_| adaptive);
         let mut headers = upstream_request_headers(std::mem::take(&mut parts.headers), peer, secrets);
         // Before admission: a caller's broken body must not cost a token.
         let mut body = match RequestBody::read(body, self.config.replay_limit).await {
@@ -387,10 +386,8 @@ impl Proxy {
     /// The key's retry policy; a body that streams through cannot be sent twice.
     fn retry_for(&self, body: &RequestBody, key: Option<&str>) -> RetryPolicy {
         match body {
-            RequestBody::Replayable(_) => {
-                key.and_then(|key| self.config.key_retry.get(key)).unwrap_or(&self.config.retry).clone()
-            }
-            RequestBody::Streaming { .. } => RetryPolicy { max_attempts: 1, ..self.config.retry.clone() },
+            RequestBody::Replayable(_) => self.config.policy.retry_for(key).clone(),
+            RequestBody::Streaming { .. } => RetryPolicy { max_attempts: 1, ..self.config.policy.retry.clone() },
         }
     }
 

@@ -26,12 +26,24 @@ impl ProxyConfig {
     /// headers. A route whose upstream the profile does not know is refused: it would go out
     /// unpaced and without its key.
     pub fn with_profile(mut self, profile: &Profile, secrets: &SecretStore) -> Result<Self, ProxyError> {
-        self.registry = std::sync::Arc::new(profile.registry()?);
+        // The profile's limits, retry policies and adaptive keys (`Profile::policy`), over
+        // what was set before: the default retry policy, the events, and adaptive mode for
+        // every host (`--adaptive`), which a profile's adaptive hosts do not narrow.
+        let from_profile = profile.policy()?;
+        self.policy.registry = from_profile.registry;
+        self.policy.key_retry.extend(from_profile.key_retry);
+        self.policy.adaptive = match (std::mem::take(&mut self.policy.adaptive), from_profile.adaptive) {
+            (Adaptive::All, _) | (_, Adaptive::All) => Adaptive::All,
+            (Adaptive::Keys(mut keys), Adaptive::Keys(more)) => {
+                keys.extend(more);
+                Adaptive::Keys(keys)
+            }
+            (Adaptive::Off, other) | (other, Adaptive::Off) => other,
+        };
         let compiled = profile.compile().map_err(ProfileError::invalid)?;
         for route in &mut self.routes {
             let key = route.key()?;
-            let Some((host, checked)) = profile.hosts.iter().zip(&compiled).find(|(_, checked)| checked.key == key)
-            else {
+            let Some((host, _)) = profile.hosts.iter().zip(&compiled).find(|(_, checked)| checked.key == key) else {
                 let hosts: Vec<&str> = profile.hosts.iter().map(|host| host.base_url.as_str()).collect();
                 return Err(ProxyError::NotInProfile {
                     prefix: route.prefix.clone(),
@@ -40,17 +52,6 @@ impl ProxyConfig {
                     hosts: hosts.join(", "),
                 });
             };
-            for path_key in std::iter::once(&checked.key).chain(checked.paths.iter().map(|(key, _)| key)) {
-                self.key_retry.insert(path_key.to_string(), checked.retry.clone());
-                if host.adaptive {
-                    match &mut self.adaptive {
-                        Adaptive::Keys(keys) => {
-                            keys.insert(path_key.to_string());
-                        }
-                        other => *other = Adaptive::Keys(std::iter::once(path_key.to_string()).collect()),
-                    }
-                }
-            }
             let mut current: Option<http::HeaderName> = None;
             for (name, value) in secrets.headers_for(&profile.name, host)? {
                 current = name.or(current);
@@ -92,8 +93,8 @@ mod tests {
         secrets.set("demo", "demo API", "x-api-key", "k-123");
         let config = ProxyConfig::new(routes.clone()).with_profile(&with_secret, &secrets).unwrap();
         assert_eq!(config.routes[0].secrets["x-api-key"], "k-123");
-        assert!(config.registry.limiter_for("127.0.0.1", Some(8787), "/items").is_some());
-        assert!(config.key_retry.contains_key("127.0.0.1:8787/search"));
+        assert!(config.policy.registry.limiter_for("127.0.0.1", Some(8787), "/items").is_some());
+        assert!(config.policy.key_retry.contains_key("127.0.0.1:8787/search"));
         let elsewhere = vec![Route::new("x", "http://example.com").unwrap()];
         let refused = ProxyConfig::new(elsewhere).with_profile(&profile, &secrets).unwrap_err();
         assert!(refused.to_string().contains("has no host for route /x"), "{refused}");

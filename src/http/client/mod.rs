@@ -30,7 +30,6 @@ mod wire;
 use request::Request;
 use wire::proxy_configured;
 
-use super::adaptive;
 use super::answer::outcome_text;
 use super::cache::{CacheConfig, CacheStats, CachedResponse, ResponseCache};
 use super::coalesce::{Coalescer, Role};
@@ -38,6 +37,7 @@ use super::cost::{CostRule, RemainingMemory};
 use super::events::{EventKind, EventSink};
 use super::headers::RateLimitInfo;
 use super::http1::Http1Transport;
+use super::policy::Policy;
 use super::redirect::RedirectPolicy;
 use super::report::Reporter;
 use super::retry::{GiveUpReason, RetryPolicy};
@@ -273,16 +273,12 @@ impl Adaptive {
 /// Settings for [`LimitedClient`].
 #[derive(Debug)]
 pub struct ClientBuilder {
-    registry: Arc<Registry>,
-    retry: RetryPolicy,
-    adaptive: Adaptive,
+    policy: Policy,
     cache: Option<CacheConfig>,
     coalesce: bool,
-    events: EventSink,
     default_headers: HeaderMap,
     host_headers: HashMap<String, HeaderMap>,
     redirects: HashMap<String, RedirectPolicy>,
-    key_retry: HashMap<String, RetryPolicy>,
     gates: HashMap<String, SharedGate>,
     shared: Option<SharedHandle>,
     connect_timeout: Option<Duration>,
@@ -296,16 +292,12 @@ pub struct ClientBuilder {
 impl Default for ClientBuilder {
     fn default() -> Self {
         Self {
-            registry: Arc::new(Registry::new()),
-            retry: RetryPolicy::default(),
-            adaptive: Adaptive::Off,
+            policy: Policy::default(),
             cache: None,
             coalesce: false,
-            events: EventSink::none(),
             default_headers: HeaderMap::new(),
             host_headers: HashMap::new(),
             redirects: HashMap::new(),
-            key_retry: HashMap::new(),
             gates: HashMap::new(),
             shared: None,
             connect_timeout: Some(Duration::from_secs(10)),
@@ -319,21 +311,30 @@ impl Default for ClientBuilder {
 }
 
 impl ClientBuilder {
+    /// Paces and retries by `policy` (limits, adaptive keys, retry policies, events), in place
+    /// of everything [`registry`](Self::registry), [`retry`](Self::retry),
+    /// [`adaptive`](Self::adaptive), [`key_retry`](Self::key_retry) and
+    /// [`events`](Self::events) set before.
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+
     /// The limiters to pace requests by; hosts it does not name pass unlimited.
     pub fn registry(mut self, registry: Arc<Registry>) -> Self {
-        self.registry = registry;
+        self.policy.registry = registry;
         self
     }
 
     /// The retry policy for hosts without one of their own.
     pub fn retry(mut self, retry: RetryPolicy) -> Self {
-        self.retry = retry;
+        self.policy.retry = retry;
         self
     }
 
     /// Which keys also follow the budgets the server publishes.
     pub fn adaptive(mut self, adaptive: Adaptive) -> Self {
-        self.adaptive = adaptive;
+        self.policy.adaptive = adaptive;
         self
     }
 
@@ -354,7 +355,7 @@ impl ClientBuilder {
 
     /// Where the events of every request go (none by default).
     pub fn events(mut self, sink: EventSink) -> Self {
-        self.events = sink;
+        self.policy.events = sink;
         self
     }
 
@@ -380,7 +381,7 @@ impl ClientBuilder {
 
     /// The retry policy for requests paced by the limiter keyed `key` (instead of the default one).
     pub fn key_retry(mut self, key: String, policy: RetryPolicy) -> Self {
-        self.key_retry.insert(key, policy);
+        self.policy.key_retry.insert(key, policy);
         self
     }
 
@@ -399,7 +400,7 @@ impl ClientBuilder {
 
     /// The registry the client will obey.
     pub fn registry_handle(&self) -> &Arc<Registry> {
-        &self.registry
+        &self.policy.registry
     }
 
     /// Connect and whole-request timeouts (`None` for none).
@@ -446,14 +447,14 @@ impl ClientBuilder {
     /// lazily, so a down Redis is the fail policy's business, not an error here. Needs a tokio
     /// runtime.
     pub fn share_budgets(self, settings: &SharedSettings) -> Result<(Self, SharedHandle), StoreError> {
-        let (gates, handle) = settings.share(&self.registry)?;
+        let (gates, handle) = settings.share(&self.policy.registry)?;
         let builder = gates.into_iter().fold(self, |builder, (key, gate)| builder.shared_gate(key, gate));
         Ok((builder.shared_handle(handle.clone()), handle))
     }
 
     /// The client, or why its settings are refused (a retry policy that does not validate).
     pub fn build(self) -> Result<LimitedClient, ClientError> {
-        for policy in std::iter::once(&self.retry).chain(self.key_retry.values()) {
+        for policy in std::iter::once(&self.policy.retry).chain(self.policy.key_retry.values()) {
             policy.validate().map_err(|err| ClientError::Build(err.to_string()))?;
         }
         install_tls_provider();
@@ -475,16 +476,12 @@ impl ClientBuilder {
         Ok(LimitedClient {
             inner: Arc::new(Inner {
                 http,
-                registry: self.registry,
-                retry: self.retry,
-                adaptive: self.adaptive,
+                policy: self.policy,
                 cache: self.cache.map(ResponseCache::new),
                 coalescer: self.coalesce.then(Coalescer::default),
-                events: self.events,
                 default_headers: self.default_headers,
                 host_headers: self.host_headers,
                 redirects: self.redirects,
-                key_retry: self.key_retry,
                 gates: self.gates,
                 shared: self.shared,
                 next_id: AtomicU64::new(0),
@@ -518,17 +515,13 @@ pub struct LimitedClient {
 #[derive(Debug)]
 struct Inner {
     http: reqwest::Client,
-    registry: Arc<Registry>,
-    retry: RetryPolicy,
-    adaptive: Adaptive,
+    policy: Policy,
     cache: Option<ResponseCache>,
     /// Identical requests in flight, when coalescing is on.
     coalescer: Option<Coalescer<Result<LimitedResponse, ClientError>>>,
-    events: EventSink,
     default_headers: HeaderMap,
     host_headers: HashMap<String, HeaderMap>,
     redirects: HashMap<String, RedirectPolicy>,
-    key_retry: HashMap<String, RetryPolicy>,
     gates: HashMap<String, SharedGate>,
     shared: Option<SharedHandle>,
     next_id: AtomicU64,
@@ -548,7 +541,12 @@ impl LimitedClient {
 
     /// The registry of limits this client obeys (shared: changes apply at once).
     pub fn registry(&self) -> &Arc<Registry> {
-        &self.inner.registry
+        &self.inner.policy.registry
+    }
+
+    /// What this client paces and retries by.
+    pub fn policy(&self) -> &Policy {
+        &self.inner.policy
     }
 
     /// Cache counters (all zero without a cache).
@@ -567,9 +565,9 @@ impl LimitedClient {
         match self.inner.gates.get(&key.to_string()) {
             Some(gate) => {
                 gate.reconfigure(&config.budgets)?;
-                Ok(self.inner.registry.set(key, local_part(&config))?)
+                Ok(self.inner.policy.registry.set(key, local_part(&config))?)
             }
-            None => Ok(self.inner.registry.set(key, config)?),
+            None => Ok(self.inner.policy.registry.set(key, config)?),
         }
     }
 
@@ -585,7 +583,7 @@ impl LimitedClient {
 
     /// Events dropped because their consumer lagged.
     pub fn events_dropped(&self) -> u64 {
-        self.inner.events.dropped()
+        self.inner.policy.events.dropped()
     }
 
     /// GET `url` in the normal lane.
@@ -631,21 +629,12 @@ impl LimitedClient {
         }
     }
 
-    fn adaptive_for(&self, key: &str) -> bool {
-        self.inner.adaptive.covers(key)
-    }
-
     /// The limiter of a request to `url` (none without a host). In adaptive mode for every
     /// host, a host with no limits gets an empty entry (keyed `host:port` when the URL names a
     /// port) on its first request: the server's word becomes its limit.
     fn limiter_for(&self, url: &Url) -> Option<Limiter> {
         let host = request::lower_case(url.host_str()?, url);
-        adaptive::limiter_for(&self.inner.registry, &self.inner.adaptive, &host, url)
-    }
-
-    /// The retry policy of a request under `limiter`: its key's own, else the client's.
-    fn retry_for(&self, limiter: Option<&Limiter>) -> &RetryPolicy {
-        limiter.and_then(|limiter| self.inner.key_retry.get(limiter.key())).unwrap_or(&self.inner.retry)
+        self.inner.policy.limiter_for(&host, url)
     }
 }
 

@@ -24,6 +24,7 @@ use crate::http::coalesce::FlightKey;
 use crate::http::cost;
 use crate::http::events::EventKind;
 use crate::http::headers::RateLimitInfo;
+use crate::http::policy::Routed;
 use crate::http::report::{Reporter, admit_shared};
 use crate::http::retry::{Decision, GiveUpReason, RetryPolicy, RetryReason};
 use crate::store::{Reservation, SharedGate};
@@ -98,19 +99,14 @@ impl<'c> Request<'c> {
         if spec.url.host_str().is_none() {
             return Err(ClientError::NoHost(spec.url.clone()));
         }
-        let limiter = client.limiter_for(&spec.url);
-        let adaptive = limiter.as_ref().is_some_and(|limiter| client.adaptive_for(limiter.key()));
-        if let (true, Some(limiter)) = (adaptive, &limiter) {
-            adaptive::watch(limiter);
-        }
+        let Routed { limiter, adaptive, retry, report } =
+            inner.policy.routed(client.limiter_for(&spec.url), &inner.next_id);
         let uri = match &inner.cache {
             Some(_) => Some(spec.url.as_str().parse().map_err(|_| ClientError::NoHost(spec.url.clone()))?),
             None => None,
         };
-        let retry = client.retry_for(limiter.as_ref());
         let headers = client.headers_for(&spec.url, &spec.headers);
         let estimate = cost::estimate(spec.cost, &spec.cost_rules, spec.body.as_deref());
-        let report = Reporter::new(&inner.events, &inner.next_id, limiter.as_ref().map(Limiter::key));
         Ok(Self {
             client,
             spec,

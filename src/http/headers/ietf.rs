@@ -34,7 +34,7 @@ const SOURCE: &str = "ietf-draft";
 
 /// A `RateLimit-Policy` item.
 #[derive(Debug, Default)]
-struct Policy {
+struct QuotaPolicy {
     /// `None` for draft-07 Integer policies.
     name: Option<String>,
     quota: Option<f64>,
@@ -65,7 +65,7 @@ pub(super) fn parse(ctx: &mut Ctx) {
     trio(ctx);
 }
 
-fn policies(ctx: &mut Ctx) -> Vec<Policy> {
+fn policies(ctx: &mut Ctx) -> Vec<QuotaPolicy> {
     const FIELD: &str = "ratelimit-policy";
     let Some(text) = ctx.list_text(FIELD) else {
         return Vec::new();
@@ -84,9 +84,9 @@ fn policies(ctx: &mut Ctx) -> Vec<Policy> {
             continue;
         };
         let mut policy = match (name_of(&item.bare_item), number(&item.bare_item, "quota")) {
-            (Some(name), _) => Policy { name: Some(name), ..Policy::default() },
+            (Some(name), _) => QuotaPolicy { name: Some(name), ..QuotaPolicy::default() },
             // draft-07: the item is the quota itself.
-            (None, Ok(quota)) => Policy { quota: Some(quota), ..Policy::default() },
+            (None, Ok(quota)) => QuotaPolicy { quota: Some(quota), ..QuotaPolicy::default() },
             (None, Err(e)) => {
                 ctx.warn(FIELD, format!("{e}; a policy is named by a string (or, in draft-07, is its quota)"));
                 continue;
@@ -120,7 +120,7 @@ fn policies(ctx: &mut Ctx) -> Vec<Policy> {
 }
 
 /// The `RateLimit` field: the current List form, or the draft-07 Dictionary.
-fn service_limits(ctx: &mut Ctx, text: &str, policies: &mut Vec<Policy>) {
+fn service_limits(ctx: &mut Ctx, text: &str, policies: &mut Vec<QuotaPolicy>) {
     const FIELD: &str = "ratelimit";
     let list_error = match Parser::new(text).parse::<List>() {
         Ok(list) => return service_limit_items(ctx, list, policies),
@@ -162,7 +162,7 @@ fn service_limits(ctx: &mut Ctx, text: &str, policies: &mut Vec<Policy>) {
     });
 }
 
-fn service_limit_items(ctx: &mut Ctx, list: List, policies: &mut Vec<Policy>) {
+fn service_limit_items(ctx: &mut Ctx, list: List, policies: &mut Vec<QuotaPolicy>) {
     const FIELD: &str = "ratelimit";
     for entry in list {
         let ListEntry::Item(item) = entry else {

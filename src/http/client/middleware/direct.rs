@@ -28,22 +28,22 @@ impl<'c> Direct<'c> {
     /// answer) or shares its budget through a store; or the limiter would make it wait.
     pub(super) fn admit(client: &'c LimitedClient, spec: &RequestSpec) -> Option<Self> {
         let inner = &*client.inner;
-        let steps_read_answers = inner.cache.is_some() || inner.coalescer.is_some() || inner.events.is_enabled();
+        let steps_read_answers = inner.cache.is_some() || inner.coalescer.is_some() || inner.policy.events.is_enabled();
         if steps_read_answers || !spec.cost_rules.is_empty() || client.adds_headers_for(&spec.url) {
             return None;
         }
         // A URL without a host is the steps' to refuse.
         spec.url.host_str()?;
         let Some(limiter) = client.limiter_for(&spec.url) else {
-            return Some(Self { permit: None, retry: client.retry_for(None) });
+            return Some(Self { permit: None, retry: client.inner.policy.retry_for(None) });
         };
         let key = limiter.key();
-        if client.adaptive_for(key) || inner.gates.contains_key(key) {
+        if inner.policy.adaptive.covers(key) || inner.gates.contains_key(key) {
             return None;
         }
         // A refusal (it would wait, or never fits) is the steps' to wait out or report.
         let permit = limiter.try_acquire_cost(Cost::requests(spec.cost)).ok()?;
-        Some(Self { permit: Some(permit), retry: client.retry_for(Some(&limiter)) })
+        Some(Self { permit: Some(permit), retry: client.inner.policy.retry_for(Some(limiter.key())) })
     }
 
     /// Whether the steps would only pass an answer of `status` on: it is not an error (a 403
