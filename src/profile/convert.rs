@@ -435,6 +435,22 @@ mod tests {
     }
 
     #[test]
+    fn the_policy_has_every_key_its_retry_policy_and_the_adaptive_hosts_keys() {
+        let mut profile = Profile::from_toml(crate::profile::DEMO_TOML).unwrap();
+        profile.hosts[0].adaptive = true;
+        let policy = profile.policy().unwrap();
+        let keys: Vec<String> = profile.entries().unwrap().into_iter().map(|(key, _)| key.to_string()).collect();
+        assert!(keys.len() > 1, "the demo has path overrides: {keys:?}");
+        for key in &keys {
+            assert!(policy.key_retry.contains_key(key), "{key} has its host's retry policy");
+            assert!(policy.adaptive.covers(key), "{key} follows its server");
+            assert!(policy.registry.entries().iter().any(|(entry, _)| entry.to_string() == *key), "{key} is paced");
+        }
+        profile.hosts[0].adaptive = false;
+        assert!(matches!(profile.policy().unwrap().adaptive, Adaptive::Off), "no adaptive host: adaptive mode is off");
+    }
+
+    #[test]
     fn a_budget_counts_its_unit_and_a_bad_unit_is_named() {
         let mut host = host();
         host.budgets

@@ -99,4 +99,21 @@ mod tests {
         let refused = ProxyConfig::new(elsewhere).with_profile(&profile, &secrets).unwrap_err();
         assert!(refused.to_string().contains("has no host for route /x"), "{refused}");
     }
+
+    #[test]
+    fn adaptive_mode_for_every_host_stays_on_with_a_profile_and_keeps_the_default_retry() {
+        let mut profile = Profile::from_toml(crate::profile::DEMO_TOML).unwrap();
+        profile.hosts[0].adaptive = true;
+        let routes = profile_routes(&profile).unwrap();
+        let mut config = ProxyConfig::new(routes.clone());
+        config.policy.adaptive = Adaptive::All;
+        config.policy.retry.max_attempts = 7;
+        let config = config.with_profile(&profile, &SecretStore::in_memory()).unwrap();
+        assert!(matches!(config.policy.adaptive, Adaptive::All), "--adaptive is not narrowed to the profile's hosts");
+        assert_eq!(config.policy.retry.max_attempts, 7, "the command line's default retry policy stays");
+
+        let narrowed = ProxyConfig::new(routes).with_profile(&profile, &SecretStore::in_memory()).unwrap();
+        assert!(narrowed.policy.adaptive.covers("127.0.0.1:8787"), "the profile's adaptive host follows its server");
+        assert!(!narrowed.policy.adaptive.covers("example.com"));
+    }
 }
