@@ -240,7 +240,10 @@ pub mod proxy;
 pub mod redact;
 pub mod run;
 pub mod sim;
-pub mod store;
+/// Budgets shared across processes through Redis: the `ratescope-redis` crate, re-exported so
+/// `ratescope::store::…` names the same items a user of that crate alone sees.
+#[doc(inline)]
+pub use ratescope_redis as store;
 pub mod telemetry;
 
 pub use engine::{Limiter, LimiterConfig, Priority, Registry};

@@ -262,7 +262,12 @@ const ENGINE_TOKIO_FEATURES: &[&str] = &["sync", "time"];
 /// The engine's normal dependencies (`[dependencies]` and every `[target.*.dependencies]`),
 /// each with its table or version string.
 fn engine_dependencies() -> Vec<(String, toml::Value)> {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/ratescope-engine/Cargo.toml");
+    dependencies_of("crates/ratescope-engine")
+}
+
+/// The normal dependencies of the workspace crate at `dir`, each with its table or version.
+fn dependencies_of(dir: &str) -> Vec<(String, toml::Value)> {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir).join("Cargo.toml");
     let manifest: toml::Table = toml::from_str(&std::fs::read_to_string(manifest).unwrap()).unwrap();
     let mut tables = vec![manifest.get("dependencies")];
     if let Some(targets) = manifest.get("target").and_then(toml::Value::as_table) {
@@ -312,6 +317,22 @@ fn the_engine_crate_needs_no_http_disk_gui_or_runtime() {
     assert!(
         extra.is_empty(),
         "the engine's tokio needs only {ENGINE_TOKIO_FEATURES:?} (tests may add more as dev-dependencies), not {extra:?}"
+    );
+}
+
+#[test]
+fn the_redis_crate_needs_no_http_gui_or_the_root_package() {
+    let dependencies = dependencies_of("crates/ratescope-redis");
+    let names: Vec<String> = dependencies.iter().map(|(key, spec)| crate_name(key, spec)).collect();
+    assert!(names.iter().any(|name| name == "redis"), "the manifest was not read: {names:?}");
+    assert!(names.iter().any(|name| name == "ratescope-engine"), "it decides the engine's budgets: {names:?}");
+    let forbidden: Vec<&String> = names
+        .iter()
+        .filter(|name| !["redis", "ratescope-engine"].contains(&name.as_str()) && forbidden_in_engine(name))
+        .collect();
+    assert!(
+        forbidden.is_empty(),
+        "crates/ratescope-redis depends on {forbidden:?}: the store stays below HTTP and GUI"
     );
 }
 

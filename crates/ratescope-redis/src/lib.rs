@@ -8,6 +8,30 @@
 //!
 //! Time inside the store is whole microseconds of the Redis clock. Periods are rounded
 //! *up* to a microsecond, so a shared budget never admits faster than it was asked to.
+//!
+//! A [`SharedGate`] is what a client awaits after its local limiter: the key's budgets in the
+//! store, with the fail policy acting while the store is away. [`SharedSettings`] names the
+//! store and the shared name every process uses; [`SharedSettings::share`] makes a gate for
+//! each key of a registry:
+//!
+//! ```
+//! use ratescope_engine::{BudgetSpec, LimitKey, LimiterConfig, Registry};
+//! use ratescope_redis::{FailPolicy, SharedSettings};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let registry = Registry::new();
+//! let minute = BudgetSpec::sliding_window("minute", 100, std::time::Duration::from_secs(60))?;
+//! registry.set(LimitKey::host("api.example.com")?, LimiterConfig::new().with_budget(minute))?;
+//! // Connects lazily: a Redis that is down is the fail policy's business, not an error here.
+//! let settings = SharedSettings::new("redis://127.0.0.1:6379", "team")?.with_policy(FailPolicy::Open)?;
+//! let (gates, _handle) = settings.share(&registry)?;
+//! assert_eq!(gates.len(), 1, "one gate per key; the local limiter keeps only lanes and concurrency");
+//! # Ok(())
+//! # }
+//! ```
+
+#![warn(missing_docs)]
 
 mod endpoint;
 mod gate;
@@ -16,7 +40,7 @@ mod settings;
 
 use std::time::Duration;
 
-use crate::engine::{AcquireError, BudgetKind, BudgetSpec, ConfigError, Cost, Rate, Unit};
+use ratescope_engine::{AcquireError, BudgetKind, BudgetSpec, ConfigError, Cost, Rate, Unit};
 
 pub use self::endpoint::StoreAddress;
 pub use self::gate::{

@@ -22,7 +22,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Client, Cmd, ErrorKind, RedisError, Script, ServerErrorKind, TlsCertificates};
 
 use super::{SharedBudget, SharedSpec, StoreAddress, StoreDecision, StoreError, micros_ceil};
-use crate::engine::{Cost, Unit};
+use ratescope_engine::{Cost, Unit};
 
 /// The decision script as sent to Redis: the clock prelude, the bucket and window steps, then
 /// the decision over every budget of a request.

@@ -17,7 +17,7 @@ use super::{
     FailPolicy, MAX_LEASE, RedisStore, RedisStoreOptions, SharedCounts, SharedGate, StoreAddress, StoreError,
     StoreHealth,
 };
-use crate::engine::{LimitKey, LimiterConfig, Registry};
+use ratescope_engine::{LimitKey, LimiterConfig, Registry};
 
 /// How long what is left of a lease stays usable before it is dropped.
 pub const LEASE_HOLD: Duration = Duration::from_secs(1);
@@ -223,13 +223,30 @@ impl fmt::Display for SharedReport {
     }
 }
 
-/// `redis://user:secret@host` → `redis://user:***@host` ([`crate::redact::redact_url`]).
+/// `redis://user:secret@host` → `redis://user:***@host`, and a `password` query parameter
+/// masked too: the secrets a Redis URL can carry. Text that is not a URL keeps only what
+/// follows its last `@` (the host).
 fn redacted_url(text: &str) -> String {
-    match url::Url::parse(text) {
-        Ok(url) => crate::redact::redact_url(&url),
-        // Not a URL: keep only what follows the last '@' (the host), if there is one.
-        Err(_) => text.rsplit_once('@').map_or_else(|| text.to_owned(), |(_, host)| format!("***@{host}")),
+    const MASK: &str = "***";
+    let Ok(mut url) = url::Url::parse(text) else {
+        return text.rsplit_once('@').map_or_else(|| text.to_owned(), |(_, host)| format!("{MASK}@{host}"));
+    };
+    if url.password().is_some() {
+        // Cannot fail: a URL with a password has a host.
+        let _ = url.set_password(Some(MASK));
     }
+    let secret = |name: &str| name.eq_ignore_ascii_case("password");
+    if url.query_pairs().any(|(name, _)| secret(&name)) {
+        let pairs: Vec<(String, String)> = url
+            .query_pairs()
+            .map(|(name, value)| {
+                let value = if secret(&name) { MASK.to_owned() } else { value.into_owned() };
+                (name.into_owned(), value)
+            })
+            .collect();
+        url.query_pairs_mut().clear().extend_pairs(pairs);
+    }
+    url.to_string()
 }
 
 #[cfg(test)]
@@ -261,7 +278,7 @@ mod tests {
         let key: LimitKey = "api.example.com/search".parse().unwrap();
         assert_eq!(settings.key_for(&key), "team/api.example.com/search");
         assert!(settings.clone().with_lease(0).is_err());
-        assert!(settings.clone().with_lease(crate::store::MAX_LEASE + 1).is_err());
+        assert!(settings.clone().with_lease(crate::MAX_LEASE + 1).is_err());
         assert_eq!(settings.with_lease(10).unwrap().lease, 10);
         let cluster = SharedSettings::new("redis+cluster://a:7000,b:7001", "team").unwrap();
         assert!(cluster.address().unwrap().is_cluster());

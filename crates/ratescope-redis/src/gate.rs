@@ -25,7 +25,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::{RedisStore, Reservation, Settled, SharedSpec, StoreError};
-use crate::engine::{BudgetKind, BudgetSpec, Cost, Limiter, LimiterConfig, Priority, Rate, Unit};
+use ratescope_engine::{BudgetKind, BudgetSpec, Cost, Limiter, LimiterConfig, Priority, Rate, Unit};
 
 /// How often a degraded store is asked again.
 pub const PROBE_INTERVAL: Duration = Duration::from_millis(500);
@@ -715,7 +715,7 @@ mod tests {
         let yearly = Rate::new(1, Duration::from_secs(4 * 365 * 86_400)).unwrap();
         let slow = BudgetSpec::token_bucket("slow", 5, yearly).unwrap();
         let err = local_share(&slow, 3).unwrap_err();
-        assert!(matches!(err, StoreError::Limits(crate::engine::ConfigError::DurationTooLong(_))), "{err}");
+        assert!(matches!(err, StoreError::Limits(ratescope_engine::ConfigError::DurationTooLong(_))), "{err}");
         assert!(!err.is_unavailable(), "a refusal is not the store being away");
     }
 }
