@@ -31,7 +31,7 @@ async fn main() -> anyhow::Result<()> {
     // The demo profile names 127.0.0.1:8787; this demo API listens wherever the OS put it.
     let profile = Profile::demo_at(&demo.url())?;
     let (events, mut received) = EventSink::channel(1024);
-    let layer = RateLimitLayer::from_profile(&profile)?.events(events).build();
+    let layer = RateLimitLayer::with_policy(profile.policy()?).events(events).build();
     let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
     let service = ServiceBuilder::new().layer(RetryLayer::new(RetryOnThrottle::default())).layer(layer).service(client);
     let started = Instant::now();

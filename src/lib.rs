@@ -230,14 +230,17 @@ pub use ratescope_engine as engine;
 pub mod files;
 #[cfg(feature = "gui")]
 pub mod gui;
-pub mod http;
+#[doc(inline)]
+pub use ratescope_client::http;
 #[cfg(feature = "tower")]
-pub mod layer;
+#[doc(inline)]
+pub use ratescope_client::layer;
 pub mod mock;
 pub mod probe;
 pub mod profile;
 pub mod proxy;
-pub mod redact;
+#[doc(inline)]
+pub use ratescope_client::redact;
 pub mod run;
 pub mod sim;
 /// Budgets shared across processes through Redis: the `ratescope-redis` crate, re-exported so

@@ -336,6 +336,19 @@ fn the_redis_crate_needs_no_http_gui_or_the_root_package() {
     );
 }
 
+/// What a user of the client crate alone must never compile: the command line, the app, the
+/// proxy's server, the burst tools, and the root package itself.
+const NOT_IN_THE_CLIENT: &[&str] = &["ratescope", "clap", "axum", "eframe", "egui", "indicatif", "mimalloc", "csv"];
+
+#[test]
+fn the_client_crate_needs_no_command_line_app_or_server() {
+    let dependencies = dependencies_of("crates/ratescope-client");
+    let names: Vec<String> = dependencies.iter().map(|(key, spec)| crate_name(key, spec)).collect();
+    assert!(names.iter().any(|name| name == "reqwest"), "the manifest was not read: {names:?}");
+    let forbidden: Vec<&String> = names.iter().filter(|name| NOT_IN_THE_CLIENT.contains(&name.as_str())).collect();
+    assert!(forbidden.is_empty(), "crates/ratescope-client depends on {forbidden:?}");
+}
+
 #[test]
 fn the_engine_check_sees_a_forbidden_dependency() {
     for name in ["ratescope", "http", "hyper-util", "reqwest-middleware", "egui_plot", "redis", "tower"] {

@@ -383,7 +383,7 @@ async fn a_profile_gives_the_layer_its_hosts_and_paths() {
     let server = TestServer::start(100, Duration::from_secs(60), 0).await;
     // The demo profile at the test server: the host a bucket of 5 at 5/s, /search its own key.
     let profile = ratescope::Profile::demo_at(&server.url("/")).unwrap();
-    let layer = RateLimitLayer::from_profile(&profile).unwrap().build();
+    let layer = RateLimitLayer::with_policy(profile.policy().unwrap()).build();
     let search = layer.registry().limiter_for("127.0.0.1", Some(server.addr.port()), "/search/x").unwrap();
     assert_eq!(search.key(), format!("{}/search", server.key()));
     let service = ServiceBuilder::new().layer(layer).service(hyper());

@@ -12,7 +12,7 @@ use crate::store::{Reservation, SharedGate, StoreError};
 
 /// Reports one request's events under its id and limiter key.
 #[derive(Debug)]
-pub(crate) struct Reporter<'a> {
+pub struct Reporter<'a> {
     sink: &'a EventSink,
     id: u64,
     key: Option<String>,
@@ -22,7 +22,7 @@ impl<'a> Reporter<'a> {
     /// The reporter of a new request of limiter key `key`. Its id (the next of `ids`) and its
     /// copy of the key are taken only when someone listens: without a listener a request
     /// reports nothing, and pays for nothing.
-    pub(crate) fn new(sink: &'a EventSink, ids: &AtomicU64, key: Option<&str>) -> Self {
+    pub fn new(sink: &'a EventSink, ids: &AtomicU64, key: Option<&str>) -> Self {
         if !sink.is_enabled() {
             return Self { sink, id: 0, key: None };
         }
@@ -30,12 +30,12 @@ impl<'a> Reporter<'a> {
     }
 
     /// Whether anything listens: when not, events need not be built.
-    pub(crate) fn listening(&self) -> bool {
+    pub fn listening(&self) -> bool {
         self.sink.is_enabled()
     }
 
     /// Reports `kind` now, if anything listens.
-    pub(crate) fn emit(&self, kind: EventKind) {
+    pub fn emit(&self, kind: EventKind) {
         if self.listening() {
             self.sink.emit(Event { request_id: self.id, key: self.key.clone(), at: Instant::now(), kind });
         }
@@ -46,7 +46,7 @@ impl<'a> Reporter<'a> {
 /// policy lets it through, and reports how: the store's state when it changed, then
 /// `SharedAdmitted` with the way through. Returns what the store reserved for this attempt
 /// alone, to settle once its actual cost is known.
-pub(crate) async fn admit_shared(
+pub async fn admit_shared(
     gate: &SharedGate,
     estimate: &Cost,
     attempt: u32,

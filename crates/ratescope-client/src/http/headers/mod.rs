@@ -91,8 +91,8 @@ impl ServerBudget {
         matches!(self.source.as_str(), "openai" | "anthropic" | "shopify")
     }
 
-    /// An empty budget counting requests.
-    pub(crate) fn new(name: impl Into<String>, source: &str) -> Self {
+    /// An empty budget counting requests, named `name`, read from the `source` dialect.
+    pub fn new(name: impl Into<String>, source: &str) -> Self {
         ServerBudget {
             name: name.into(),
             limit: None,

@@ -19,15 +19,25 @@ use crate::engine::{Limiter, format_wait};
 /// holds it: the client its headers and body, the proxy the upstream response to stream), or
 /// why none came.
 #[derive(Debug)]
-pub(crate) enum Answer<B> {
-    Response { status: StatusCode, info: RateLimitInfo, held: B },
+pub enum Answer<B> {
+    /// A response came.
+    Response {
+        /// Its status.
+        status: StatusCode,
+        /// What its rate-limit headers say.
+        info: RateLimitInfo,
+        /// The rest, as the face holds it.
+        held: B,
+    },
+    /// The connection failed (refused, reset, TLS); the message says how.
     ConnectionError(String),
+    /// No response in time.
     Timeout,
 }
 
 impl<B> Answer<B> {
     /// The answer as the retry policy sees it.
-    pub(crate) fn outcome(&self) -> Outcome<'_> {
+    pub fn outcome(&self) -> Outcome<'_> {
         match self {
             Self::Response { status, info, .. } => {
                 Outcome::Status { status: status.as_u16(), retry_after: info.retry_after }
@@ -37,14 +47,16 @@ impl<B> Answer<B> {
         }
     }
 
-    pub(crate) fn status(&self) -> Option<StatusCode> {
+    /// The response's status, if one came.
+    pub fn status(&self) -> Option<StatusCode> {
         match self {
             Self::Response { status, .. } => Some(*status),
             _ => None,
         }
     }
 
-    pub(crate) fn info(&self) -> Option<&RateLimitInfo> {
+    /// What the response's rate-limit headers say, if one came.
+    pub fn info(&self) -> Option<&RateLimitInfo> {
         match self {
             Self::Response { info, .. } => Some(info),
             _ => None,
@@ -53,7 +65,7 @@ impl<B> Answer<B> {
 
     /// What the attempt ended with, for events and give-up reasons: "429 Too Many Requests",
     /// "connection error: …", "no response in time".
-    pub(crate) fn cause(&self) -> String {
+    pub fn cause(&self) -> String {
         match self.status() {
             Some(status) => status_text(status),
             None => outcome_text(&self.outcome()),
@@ -62,7 +74,7 @@ impl<B> Answer<B> {
 
     /// After a throttling answer (429, 503, or headers saying the budget is spent), pauses
     /// the whole key of `limiter` and reports it as `KeyPaused`.
-    pub(crate) fn pause_key(
+    pub fn pause_key(
         &self,
         limiter: Option<&Limiter>,
         decision: &Decision,
@@ -80,13 +92,7 @@ impl<B> Answer<B> {
 
 /// Sleeps the delay the retry policy chose after attempt `attempt`, reported first as
 /// `RetryScheduled` with what the attempt ended with.
-pub(crate) async fn wait_to_retry(
-    report: &Reporter<'_>,
-    attempt: u32,
-    delay: Duration,
-    reason: RetryReason,
-    cause: String,
-) {
+pub async fn wait_to_retry(report: &Reporter<'_>, attempt: u32, delay: Duration, reason: RetryReason, cause: String) {
     report.emit(EventKind::RetryScheduled { attempt, delay, reason, cause });
     tokio::time::sleep(delay).await;
 }
@@ -121,7 +127,7 @@ fn pause_on_throttle(
 }
 
 /// `429 Too Many Requests`; a status without a reason phrase as its number.
-pub(crate) fn status_text(status: StatusCode) -> String {
+pub fn status_text(status: StatusCode) -> String {
     match status.canonical_reason() {
         Some(reason) => format!("{} {reason}", status.as_u16()),
         None => status.as_u16().to_string(),
@@ -129,7 +135,7 @@ pub(crate) fn status_text(status: StatusCode) -> String {
 }
 
 /// An outcome in words, as events and errors name it.
-pub(crate) fn outcome_text(outcome: &Outcome<'_>) -> String {
+pub fn outcome_text(outcome: &Outcome<'_>) -> String {
     match outcome {
         Outcome::Status { status, .. } => status.to_string(),
         Outcome::ConnectionError { message } => format!("connection error: {message}"),

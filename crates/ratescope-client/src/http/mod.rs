@@ -1,7 +1,7 @@
 //! The client side of HTTP: header dialects, retries, the limited client.
 pub mod adaptive;
-pub(crate) mod admission;
-pub(crate) mod answer;
+pub mod admission;
+pub mod answer;
 pub mod batch;
 pub mod cache;
 pub mod client;
@@ -15,7 +15,7 @@ pub mod http1;
 pub mod mirror;
 pub mod policy;
 pub mod redirect;
-pub(crate) mod report;
+pub mod report;
 pub mod retry;
 pub mod transport;
 pub mod unit_mirror;

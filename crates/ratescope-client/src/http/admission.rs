@@ -8,19 +8,19 @@ use crate::store::{Reservation, SharedGate};
 
 /// The limiter's (and the shared store's) yes for one attempt.
 #[derive(Debug)]
-pub(crate) struct Admission {
+pub struct Admission {
     /// The limiter's permit (the slot, until dropped); `None` when no limiter paces the request.
-    pub(crate) permit: Option<Permit>,
+    pub permit: Option<Permit>,
     /// How long the attempt waited for its permit (and the shared store).
-    pub(crate) waited: Duration,
+    pub waited: Duration,
     /// The shared gate and what it reserved for this attempt alone, settled with the permit;
     /// `None` without a shared budget or with nothing to settle.
-    pub(crate) shared: Option<(SharedGate, Reservation)>,
+    pub shared: Option<(SharedGate, Reservation)>,
 }
 
 impl Admission {
     /// Admitted without waiting and without a shared budget: `permit` from the limiter, if any.
-    pub(crate) fn at_once(permit: Option<Permit>) -> Self {
+    pub fn at_once(permit: Option<Permit>) -> Self {
         Self { permit, waited: Duration::ZERO, shared: None }
     }
 }

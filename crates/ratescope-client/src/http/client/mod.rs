@@ -657,8 +657,10 @@ impl rand::RngCore for LockedRng<'_> {
 }
 
 /// A response as it arrived, for [`interpret`](Self::interpret).
-pub(crate) struct ResponseHead<'a> {
+pub struct ResponseHead<'a> {
+    /// Its status.
     pub status: StatusCode,
+    /// Its headers.
     pub headers: &'a HeaderMap,
     /// The body when it was read (retry hints, Shopify's query cost); `None` while it streams.
     pub body: Option<&'a [u8]>,
@@ -666,7 +668,7 @@ pub(crate) struct ResponseHead<'a> {
 
 impl ResponseHead<'_> {
     /// What the rate-limit headers say, reported as a `Response` event when anyone listens.
-    pub(crate) fn interpret(&self, attempt: u32, service_time: Duration, report: &Reporter<'_>) -> RateLimitInfo {
+    pub fn interpret(&self, attempt: u32, service_time: Duration, report: &Reporter<'_>) -> RateLimitInfo {
         let info = RateLimitInfo::parse_at(Some(self.status.as_u16()), self.headers, self.body, SystemTime::now);
         if report.listening() {
             report.emit(EventKind::Response {
@@ -684,7 +686,7 @@ impl ResponseHead<'_> {
 /// The whole chain of an error, `outer: inner: innermost` ("error sending request" alone says
 /// nothing about why); a cause whose text is already in the message (an error that prints its
 /// source itself) is not repeated. The one place the project joins an error's causes.
-pub(crate) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
     let mut message = err.to_string();
     let mut source = err.source();
     while let Some(cause) = source {

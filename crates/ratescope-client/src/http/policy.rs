@@ -36,16 +36,16 @@ pub struct Policy {
 
 /// What a request is, decided once before its first admission.
 #[derive(Debug)]
-pub(crate) struct Routed<'p> {
+pub struct Routed<'p> {
     /// Its key's limiter, if the registry has one.
-    pub(crate) limiter: Option<Limiter>,
+    pub limiter: Option<Limiter>,
     /// Whether the key follows its server (its mirror is installed, so the key's first
     /// request goes alone as a scout).
-    pub(crate) adaptive: bool,
+    pub adaptive: bool,
     /// The key's retry policy.
-    pub(crate) retry: &'p RetryPolicy,
+    pub retry: &'p RetryPolicy,
     /// Its events.
-    pub(crate) report: Reporter<'p>,
+    pub report: Reporter<'p>,
 }
 
 impl Policy {
@@ -56,13 +56,13 @@ impl Policy {
 
     /// The limiter of a request to `url` (on `host`, lower case); in adaptive mode for every
     /// host, one made for a host without limits.
-    pub(crate) fn limiter_for(&self, host: &str, url: &Url) -> Option<Limiter> {
+    pub fn limiter_for(&self, host: &str, url: &Url) -> Option<Limiter> {
         adaptive::limiter_for(&self.registry, &self.adaptive, host, url)
     }
 
     /// A request under `limiter`, its events numbered from `ids`: whether it follows the
     /// server (installing the mirror), its retry policy and its reporter.
-    pub(crate) fn routed(&self, limiter: Option<Limiter>, ids: &AtomicU64) -> Routed<'_> {
+    pub fn routed(&self, limiter: Option<Limiter>, ids: &AtomicU64) -> Routed<'_> {
         let key = limiter.as_ref().map(Limiter::key);
         let adaptive = key.is_some_and(|key| self.adaptive.covers(key));
         if let (true, Some(limiter)) = (adaptive, &limiter) {

@@ -9,7 +9,6 @@ use tower::Layer;
 use super::service::RateLimitService;
 use crate::engine::{QueueCounts, Registry, Shedding};
 use crate::http::{Adaptive, EventSink, Policy, RetryPolicy};
-use crate::profile::{Profile, ProfileError};
 
 /// A `tower::Layer` that paces every request of the services it wraps by the limiter of its
 /// key in a [`Registry`]. Cheap to clone; clones (and every service they make) share the
@@ -17,8 +16,8 @@ use crate::profile::{Profile, ProfileError};
 ///
 /// ```no_run
 /// # use std::sync::Arc;
-/// # use ratescope::engine::{LimitKey, LimiterConfig, Registry};
-/// # use ratescope::layer::RateLimitLayer;
+/// # use ratescope_client::engine::{LimitKey, LimiterConfig, Registry};
+/// # use ratescope_client::layer::RateLimitLayer;
 /// let key: LimitKey = "api.example.com".parse()?;
 /// let registry = Registry::from_table([(key, LimiterConfig::parse_described("bucket 5 @ 5/1s")?)])?;
 /// let layer = RateLimitLayer::new(Arc::new(registry));
@@ -55,11 +54,12 @@ impl RateLimitLayer {
         RateLimitLayerBuilder { policy: Policy { registry, ..Policy::default() }, shedding: None }
     }
 
-    /// The options of a layer with `profile`'s limits: a key per host and per path override,
-    /// each host's retry policy (for pauses) and its `adaptive` setting. The profile's headers
-    /// and secrets are not added to requests (the wrapped client sends what it is given).
-    pub fn from_profile(profile: &Profile) -> Result<RateLimitLayerBuilder, ProfileError> {
-        Ok(RateLimitLayerBuilder { policy: profile.policy()?, shedding: None })
+    /// The options of a layer that paces and retries by `policy` (a profile's:
+    /// `Profile::policy` in `ratescope`, a key per host and per path override, each host's
+    /// retry policy for pauses and its `adaptive` setting). Headers and secrets are not added
+    /// to requests: the wrapped client sends what it is given.
+    pub fn with_policy(policy: Policy) -> RateLimitLayerBuilder {
+        RateLimitLayerBuilder { policy, shedding: None }
     }
 
     /// The limits this layer applies; changes to them (`Registry::set`) apply at once.
