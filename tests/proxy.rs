@@ -501,3 +501,31 @@ async fn retries_after_a_timeout_or_a_refused_connection_name_their_cause_as_the
     assert_eq!(counted[RetryRates::OTHER], 0, "every retry in its own column: {causes:?}");
     assert!(counted[RetryRates::TIMEOUT] > 0 && counted[RetryRates::CONNECTION] > 0, "{counted:?}");
 }
+
+/// A stale cached answer that the upstream confirms (304) is served from the cache and
+/// reported as a revalidated cache hit, as the client reports it.
+#[tokio::test(start_paused = true)]
+async fn a_revalidated_answer_is_reported_as_a_cache_hit_like_the_clients() {
+    let toml = "[[routes]]\nprefix = \"/catalog\"\ncache = true\nmax_age = \"0s\"\n";
+    let server = MockServer::start(MockConfig::from_toml(toml).unwrap(), loopback()).await.unwrap();
+    let (events, mut receiver) = EventSink::channel(1024);
+    let mut config = config(&server, None);
+    config.cache = Some(Default::default());
+    config.policy.events = events;
+    let proxy = ProxyServer::start(config).await.unwrap();
+    let mut bodies = Vec::new();
+    for _ in 0..2 {
+        let response = caller().get(format!("{}api/catalog", proxy.url())).send().await.unwrap();
+        assert_eq!(response.status(), 200, "the 304 is the proxy's to resolve, not the caller's");
+        bodies.push(response.bytes().await.unwrap());
+    }
+    assert!(!bodies[1].is_empty() && bodies[0] == bodies[1], "the stored body is served");
+    assert_eq!(server.arrivals().len(), 2, "stale at once (max-age=0): the repeat asked the upstream");
+    let mut hits = Vec::new();
+    while let Ok(event) = receiver.try_recv() {
+        if let EventKind::CacheHit { revalidated } = event.kind {
+            hits.push(revalidated);
+        }
+    }
+    assert_eq!(hits, [true], "one revalidated hit, reported");
+}

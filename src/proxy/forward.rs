@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use axum::body::{Body, HttpBody};
 use axum::extract::Request;
@@ -39,7 +39,7 @@ use crate::engine::{Cost, Limiter, Overload, Permit, Priority, QueueCounts, form
 use crate::http::adaptive;
 use crate::http::admission::Admission;
 use crate::http::answer::{Answer, wait_to_retry};
-use crate::http::cache::{CachedResponse, Lookup, ResponseCache};
+use crate::http::cache::{CachedResponse, ResponseCache};
 use crate::http::client::{ResponseHead, error_chain};
 use crate::http::policy::Routed;
 use crate::http::report::{Reporter, admit_shared};
@@ -139,46 +139,22 @@ fn read_answer(
     }
 }
 
-/// A fresh cached answer, sent without touching the limiter; a stale one adds its validators
-/// to `headers` instead.
-fn from_cache(
-    cache: &ResponseCache,
-    uri: &http::Uri,
-    method: &Method,
-    headers: &mut HeaderMap,
-    events: &Reporter<'_>,
-    started: Instant,
-) -> Option<Response> {
-    match cache.lookup(method, uri, headers, SystemTime::now()) {
-        Lookup::Fresh(cached) => {
-            events.emit(EventKind::CacheHit { revalidated: false });
-            events.emit(EventKind::Finished { status: cached.status.as_u16(), attempts: 0, total: started.elapsed() });
-            Some(cached_response(cached))
-        }
-        Lookup::Revalidate(with_validators) => {
-            *headers = with_validators;
-            None
-        }
-        Lookup::Miss => None,
-    }
-}
-
-/// Reads the whole upstream response, stores it in the cache when it may be kept (a 304
-/// serves the cached body), and answers the caller from it.
+/// Reads the whole upstream response, keeps it in the cache when it may be (a 304 serves the
+/// cached body, reported as a revalidated cache hit), and answers the caller from it.
 async fn cache_and_answer(
     cache: &ResponseCache,
     uri: &http::Uri,
-    method: &Method,
-    headers: &HeaderMap,
+    (method, headers): (&Method, &HeaderMap),
     host: &str,
     response: reqwest::Response,
+    report: &Reporter<'_>,
 ) -> Response {
     let status = response.status();
     let response_headers = response.headers().clone();
     match response.bytes().await {
         Ok(bytes) => {
             let fresh = CachedResponse { status, headers: response_headers, body: bytes };
-            cached_response(cache.store(method, uri, headers, &fresh, SystemTime::now()).unwrap_or(fresh))
+            cached_response(cache.keep(method, uri, headers, fresh, report).0)
         }
         Err(err) => plain(StatusCode::BAD_GATEWAY, &format!("{host}: {}", error_chain(&err))),
     }
@@ -334,9 +310,9 @@ impl Proxy {
         let cache = self.cache.as_ref().filter(|_| matches!(parts.method, Method::GET | Method::HEAD));
         let uri: Option<http::Uri> = cache.and_then(|_| url.as_str().parse().ok());
         if let (Some(cache), Some(uri)) = (cache, &uri)
-            && let Some(fresh) = from_cache(cache, uri, &parts.method, &mut headers, &events, started)
+            && let Some(fresh) = cache.serve(&parts.method, uri, &mut headers, &events, started)
         {
-            return fresh;
+            return cached_response(fresh);
         }
         let mut attempt = 0u32;
         let mut previous_delay = None;
@@ -377,7 +353,9 @@ impl Proxy {
             let (method, path, queued) = (&parts.method, parts.uri.path(), format_wait(admission.waited));
             tracing::info!("{method} {path} -> {} after {attempt} attempt(s), {queued} queued", status.as_u16());
             return match (cache, &uri) {
-                (Some(cache), Some(uri)) => cache_and_answer(cache, uri, method, &headers, &host, response).await,
+                (Some(cache), Some(uri)) => {
+                    cache_and_answer(cache, uri, (method, &headers), &host, response, &events).await
+                }
                 _ => streamed(response, admission.permit),
             };
         }

@@ -10,6 +10,10 @@ use http::{HeaderMap, Method, StatusCode, request, response};
 use http_cache_semantics::{AfterResponse, BeforeRequest, CacheOptions, CachePolicy};
 use lru::LruCache;
 use parking_lot::Mutex;
+use tokio::time::Instant;
+
+use super::events::EventKind;
+use super::report::Reporter;
 
 /// Limits of the cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,6 +139,53 @@ impl ResponseCache {
             }
             BeforeRequest::Stale { request, matches: true } => Lookup::Revalidate(request.headers),
             BeforeRequest::Stale { matches: false, .. } => Lookup::Miss,
+        }
+    }
+
+    /// Before a request's first attempt, the step every face takes: a fresh stored answer to
+    /// serve without touching the limiter, reported as `CacheHit` and `Finished` (no attempt);
+    /// a stale one that can be revalidated adds its validators to `headers` and returns none.
+    pub fn serve(
+        &self,
+        method: &Method,
+        uri: &http::Uri,
+        headers: &mut HeaderMap,
+        report: &Reporter<'_>,
+        started: Instant,
+    ) -> Option<CachedResponse> {
+        match self.lookup(method, uri, headers, SystemTime::now()) {
+            Lookup::Fresh(cached) => {
+                report.emit(EventKind::CacheHit { revalidated: false });
+                let total = started.elapsed();
+                report.emit(EventKind::Finished { status: cached.status.as_u16(), attempts: 0, total });
+                Some(cached)
+            }
+            Lookup::Revalidate(with_validators) => {
+                *headers = with_validators;
+                None
+            }
+            Lookup::Miss => None,
+        }
+    }
+
+    /// After a request's final answer, the step every face takes: `fresh` is kept when it may
+    /// be, and what to serve comes back with whether it came from the cache: the stored
+    /// answer when a 304 revalidated it (reported as `CacheHit { revalidated: true }`), else
+    /// `fresh` itself.
+    pub fn keep(
+        &self,
+        method: &Method,
+        uri: &http::Uri,
+        request_headers: &HeaderMap,
+        fresh: CachedResponse,
+        report: &Reporter<'_>,
+    ) -> (CachedResponse, bool) {
+        match self.store(method, uri, request_headers, &fresh, SystemTime::now()) {
+            Some(stored) => {
+                report.emit(EventKind::CacheHit { revalidated: true });
+                (stored, true)
+            }
+            None => (fresh, false),
         }
     }
 

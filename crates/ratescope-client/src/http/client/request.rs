@@ -19,7 +19,7 @@ use crate::engine::{Cost, Limiter, Permit, Unit};
 use crate::http::adaptive;
 use crate::http::admission::Admission;
 use crate::http::answer;
-use crate::http::cache::{CachedResponse, Lookup};
+use crate::http::cache::CachedResponse;
 use crate::http::coalesce::FlightKey;
 use crate::http::cost;
 use crate::http::events::EventKind;
@@ -136,21 +136,9 @@ impl<'c> Request<'c> {
     /// validators (If-None-Match, If-Modified-Since) to the request's headers instead.
     pub(super) fn cached(&mut self) -> Option<LimitedResponse> {
         let (Some(cache), Some(uri)) = (&self.client.inner.cache, &self.uri) else { return None };
-        match cache.lookup(&self.spec.method, uri, &self.headers, SystemTime::now()) {
-            Lookup::Fresh(cached) => {
-                self.emit(EventKind::CacheHit { revalidated: false });
-                let total = self.started.elapsed();
-                self.emit(EventKind::Finished { status: cached.status.as_u16(), attempts: 0, total });
-                let rate_limit =
-                    RateLimitInfo::parse(Some(cached.status.as_u16()), &cached.headers, None, SystemTime::now());
-                Some(cached_response(cached, rate_limit, 0, Duration::ZERO, Duration::ZERO, self.started))
-            }
-            Lookup::Revalidate(with_validators) => {
-                self.headers = with_validators;
-                None
-            }
-            Lookup::Miss => None,
-        }
+        let cached = cache.serve(&self.spec.method, uri, &mut self.headers, &self.report, self.started)?;
+        let rate_limit = RateLimitInfo::parse(Some(cached.status.as_u16()), &cached.headers, None, SystemTime::now());
+        Some(cached_response(cached, rate_limit, 0, Duration::ZERO, Duration::ZERO, self.started))
     }
 
     /// The request as the caller described it.
@@ -423,15 +411,10 @@ impl<'c> Request<'c> {
             return Err(self.give_up(attempt, sent, GiveUpReason::NotRetryable));
         };
         let fresh = CachedResponse { status, headers, body: body.unwrap_or_default() };
-        let stored = match (&self.client.inner.cache, &self.uri) {
-            (Some(cache), Some(uri)) => cache.store(&self.spec.method, uri, &self.headers, &fresh, SystemTime::now()),
-            _ => None,
+        let (served, revalidated) = match (&self.client.inner.cache, &self.uri) {
+            (Some(cache), Some(uri)) => cache.keep(&self.spec.method, uri, &self.headers, fresh, &self.report),
+            _ => (fresh, false),
         };
-        let revalidated = stored.is_some();
-        let served = stored.unwrap_or(fresh);
-        if revalidated {
-            self.emit(EventKind::CacheHit { revalidated: true });
-        }
         let total = self.started.elapsed();
         self.emit(EventKind::Finished { status: served.status.as_u16(), attempts: attempt, total });
         let mut response = cached_response(served, info, attempt, self.queue_wait, sent.service_time, self.started);
