@@ -363,7 +363,7 @@ impl App {
     fn watch(&mut self, events: mpsc::Receiver<Event>) {
         // A new recorder rather than clearing: the finished run's data may be shared with the
         // history, and clearing would copy it first.
-        self.telemetry = Arc::new(Telemetry::new(tokio::time::Instant::now(), SERIES_CAPACITY, LOG_CAPACITY));
+        self.telemetry = Arc::new(self.telemetry.fresh(tokio::time::Instant::now()));
         self.shown_run = None;
         self.selected_row = None;
         self.events = Some(events);

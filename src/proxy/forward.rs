@@ -297,7 +297,7 @@ impl Proxy {
         };
         let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
         let policy = &self.config.policy;
-        let Routed { limiter, adaptive, retry: _, report: events } =
+        let Routed { limiter, adaptive, retry: key_retry, report: events } =
             policy.routed(policy.limiter_for(&host, &url), &self.next_id);
         let adaptive = limiter.as_ref().filter(|_| adaptive);
         let mut headers = upstream_request_headers(std::mem::take(&mut parts.headers), peer, secrets);
@@ -306,7 +306,7 @@ impl Proxy {
             Ok(body) => body,
             Err(reason) => return bad_body(&parts.method, parts.uri.path(), &reason),
         };
-        let retry = self.retry_for(&body, limiter.as_ref().map(Limiter::key));
+        let retry = self.retry_for(&body, key_retry);
         let cache = self.cache.as_ref().filter(|_| matches!(parts.method, Method::GET | Method::HEAD));
         let uri: Option<http::Uri> = cache.and_then(|_| url.as_str().parse().ok());
         if let (Some(cache), Some(uri)) = (cache, &uri)
@@ -361,10 +361,11 @@ impl Proxy {
         }
     }
 
-    /// The key's retry policy; a body that streams through cannot be sent twice.
-    fn retry_for(&self, body: &RequestBody, key: Option<&str>) -> RetryPolicy {
+    /// The request's retry policy: its key's (`key_retry`); a body that streams through cannot be
+    /// sent twice, so it gets the default policy with one attempt.
+    fn retry_for(&self, body: &RequestBody, key_retry: &RetryPolicy) -> RetryPolicy {
         match body {
-            RequestBody::Replayable(_) => self.config.policy.retry_for(key).clone(),
+            RequestBody::Replayable(_) => key_retry.clone(),
             RequestBody::Streaming { .. } => RetryPolicy { max_attempts: 1, ..self.config.policy.retry.clone() },
         }
     }

@@ -159,9 +159,10 @@ impl Telemetry {
         at.saturating_duration_since(self.origin).as_secs_f64()
     }
 
-    /// Starts over from `origin`.
-    pub fn clear(&mut self, origin: Instant) {
-        *self = Self::new(origin, self.capacity, self.log_capacity);
+    /// An empty recorder from `origin` keeping what this one keeps (points per series, log
+    /// rows): the next run's, while this one may still be shared with a history of runs.
+    pub fn fresh(&self, origin: Instant) -> Self {
+        Self::new(origin, self.capacity, self.log_capacity)
     }
 
     /// Folds in one client event.
