@@ -1,5 +1,6 @@
-//! One forwarded request: route, admission (limiter, load shedding), the upstream exchange with
-//! bodies streamed both ways, retries with the key paused on 429/503, the cache, 502/504.
+//! One forwarded request: route, the cache, then the attempt loop every face shares over the
+//! upstream ([`Forwarding`]: admission with load shedding, the exchange with bodies streamed
+//! both ways, retries with the key paused on 429/503), and the proxy's own 400/429/502/504.
 //!
 //! The request body is read before admission, up to `replay_limit`: a body that fits is kept
 //! (every bodiless GET's does) and can be sent again on a retry; a larger one is streamed through
@@ -14,7 +15,6 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::time::Duration;
 
 use axum::body::{Body, HttpBody};
 use axum::extract::Request;
@@ -34,16 +34,16 @@ use url::Url;
 use super::config::ProxyConfig;
 use super::error::ProxyError;
 use super::hop::{caller_response_headers, upstream_request_headers};
-use super::shed::{Shed, shed};
+use super::shed::shed;
 use crate::engine::{Cost, Limiter, Overload, Permit, Priority, QueueCounts, format_wait};
-use crate::http::adaptive;
-use crate::http::admission::Admission;
-use crate::http::answer::{Answer, wait_to_retry};
+use crate::http::admission::{Admission, AdmissionStep, Refusal};
+use crate::http::answer::Answer;
+use crate::http::attempts::{self, Face, Sent, Steps};
 use crate::http::cache::{CachedResponse, ResponseCache};
 use crate::http::client::{ResponseHead, error_chain};
 use crate::http::policy::Routed;
-use crate::http::report::{Reporter, admit_shared};
-use crate::http::retry::Decision;
+use crate::http::report::Reporter;
+use crate::http::retry::GiveUpReason;
 use crate::http::{EventKind, RetryPolicy};
 use crate::store::{SharedGate, SharedHandle};
 
@@ -108,34 +108,6 @@ impl RequestBody {
             RequestBody::Replayable(_) => None,
             RequestBody::Streaming { broken, .. } => broken.lock().clone(),
         }
-    }
-}
-
-/// Reads one attempt's upstream answer: its rate-limit headers (a `Response` event) and, for
-/// an adaptive key, what its mirror makes of them (with the permit's ticket).
-fn read_answer(
-    upstream: Upstream,
-    attempt: u32,
-    service_time: Duration,
-    events: &Reporter<'_>,
-    adaptive: Option<&Limiter>,
-    admission: &Admission,
-) -> Answer<reqwest::Response> {
-    match upstream {
-        Upstream::Response(response) => {
-            let status = response.status();
-            let head = ResponseHead { status, headers: response.headers(), body: None };
-            let info = head.interpret(attempt, service_time, events);
-            if let Some(limiter) = adaptive {
-                let ticket = admission.permit.as_ref().and_then(Permit::ticket);
-                for note in adaptive::observe(limiter, ticket, status.as_u16(), &info, Instant::now()) {
-                    events.emit(EventKind::Adaptive { note });
-                }
-            }
-            Answer::Response { status, info, held: response }
-        }
-        Upstream::Unreachable(message) => Answer::ConnectionError(message),
-        Upstream::TimedOut => Answer::Timeout,
     }
 }
 
@@ -223,66 +195,9 @@ impl Proxy {
         })
     }
 
-    /// Admission of one forwarded request: the single step between a caller and the wire.
-    ///
-    /// 1. The local limiter of the upstream key: admitted at once when nobody waits and the
-    ///    budgets allow it; else the request queues, unless `max_queue_len` already wait or
-    ///    the wait ahead is expected to exceed `max_queue_wait` (then it is shed with a 429),
-    ///    and it is shed when it has waited `max_queue_wait`.
-    /// 2. The shared budget (Redis, when configured) is awaited here, after the local permit, so the
-    ///    local queue orders callers and the shared gate only sees admitted requests.
-    ///
-    /// The shared budget's answer is reported as the client reports it (`StoreState` when the
-    /// store's state changed, `SharedAdmitted`), as attempt `attempt` of `report`'s request.
-    pub(crate) async fn admit(
-        &self,
-        limiter: Option<&Limiter>,
-        priority: Priority,
-        attempt: u32,
-        report: &Reporter<'_>,
-    ) -> Result<Admission, Shed> {
-        let Some(limiter) = limiter else { return Ok(Admission::at_once(None)) };
-        let queued_at = Instant::now();
-        let shedding = self.config.shedding;
-        let admitted = self.queues.admit(limiter, priority, Cost::requests(1), &shedding).await;
-        let permit = admitted.map_err(|overload| {
-            let key = limiter.key();
-            let ahead = overload.ahead();
-            let reason = match overload {
-                Overload::Invalid(err) => err.to_string(),
-                Overload::QueueFull { waiting } => format!("{waiting} requests already wait for {key}"),
-                Overload::TooLong { expected, .. } => format!(
-                    "{key} is expected to take {} to reach this request, longer than the {} this proxy queues",
-                    format_wait(expected),
-                    format_wait(shedding.max_queue_wait)
-                ),
-                Overload::Waited { err, .. } => format!("{key}: {err}"),
-            };
-            shed(limiter, ahead, reason)
-        })?;
-        if let Some(gate) = self.gates.get(limiter.key()) {
-            // The shared budget, within what is left of the queueing allowance (holding the permit).
-            let deadline = queued_at + self.config.shedding.max_queue_wait;
-            match tokio::time::timeout_at(deadline, admit_shared(gate, &Cost::requests(1), attempt, report)).await {
-                Ok(Ok(_)) => {}
-                Ok(Err(err)) => return Err(shed(limiter, 0, format!("{}: shared budget: {err}", limiter.key()))),
-                Err(_) => {
-                    let reason = format!(
-                        "{}: the shared budget did not admit this request within {}",
-                        limiter.key(),
-                        format_wait(self.config.shedding.max_queue_wait)
-                    );
-                    return Err(shed(limiter, 0, reason));
-                }
-            }
-        }
-        // The proxy counts requests only (no cost rules): a shared reservation has nothing to settle.
-        Ok(Admission { permit: Some(permit), waited: queued_at.elapsed(), shared: None })
-    }
-
     /// One caller's request: its route and upstream URL, its body (read before admission, so a
-    /// broken one costs no token), the cache, then attempts through the limiter until the
-    /// retry policy is done; the answer streams back holding the concurrency slot.
+    /// broken one costs no token), the cache, then the attempt loop every face shares, over the
+    /// upstream ([`Forwarding`]); the answer streams back holding the concurrency slot.
     async fn forward(&self, peer: IpAddr, request: Request) -> Response {
         let started = Instant::now();
         let (mut parts, body) = request.into_parts();
@@ -297,128 +212,41 @@ impl Proxy {
         };
         let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
         let policy = &self.config.policy;
-        let Routed { limiter, adaptive, retry: key_retry, report: events } =
-            policy.routed(policy.limiter_for(&host, &url), &self.next_id);
-        let adaptive = limiter.as_ref().filter(|_| adaptive);
+        let Routed { limiter, adaptive, retry, report } = policy.routed(policy.limiter_for(&host, &url), &self.next_id);
         let mut headers = upstream_request_headers(std::mem::take(&mut parts.headers), peer, secrets);
         // Before admission: a caller's broken body must not cost a token.
-        let mut body = match RequestBody::read(body, self.config.replay_limit).await {
+        let body = match RequestBody::read(body, self.config.replay_limit).await {
             Ok(body) => body,
             Err(reason) => return bad_body(&parts.method, parts.uri.path(), &reason),
         };
-        let retry = self.retry_for(&body, key_retry);
         let cache = self.cache.as_ref().filter(|_| matches!(parts.method, Method::GET | Method::HEAD));
-        let uri: Option<http::Uri> = cache.and_then(|_| url.as_str().parse().ok());
-        if let (Some(cache), Some(uri)) = (cache, &uri)
-            && let Some(fresh) = cache.serve(&parts.method, uri, &mut headers, &events, started)
+        let cache = cache.and_then(|cache| Some((cache, url.as_str().parse::<http::Uri>().ok()?)));
+        if let Some((cache, uri)) = &cache
+            && let Some(fresh) = cache.serve(&parts.method, uri, &mut headers, &report, started)
         {
             return cached_response(fresh);
         }
-        let mut attempt = 0u32;
-        let mut previous_delay = None;
-        loop {
-            attempt += 1;
-            let admission = match self.admit_attempt(limiter.as_ref(), attempt, &events).await {
-                Ok(admission) => admission,
-                Err(shed) => {
-                    tracing::info!("{} {} -> 429 from the proxy: {}", parts.method, parts.uri.path(), shed.reason);
-                    return shed.into_response();
-                }
-            };
-            events.emit(EventKind::Sent { attempt, method: parts.method.to_string(), path: url.path().to_owned() });
-            let sent_at = Instant::now();
-            let upstream = self.send_once(&parts.method, &url, &headers, &mut body).await;
-            let answer = read_answer(upstream, attempt, sent_at.elapsed(), &events, adaptive, &admission);
-            let decision =
-                retry.decide(attempt, &answer.outcome(), &parts.method, previous_delay, &mut *self.rng.lock());
-            answer.pause_key(limiter.as_ref(), &decision, &retry, attempt, &events);
-            if let Decision::Retry { delay, reason } = decision {
-                // The response (its connection) and the slot go back before the wait.
-                let cause = answer.cause();
-                drop(answer);
-                drop(admission);
-                previous_delay = Some(delay);
-                wait_to_retry(&events, attempt, delay, reason, cause).await;
-                continue;
-            }
-            let response = match answer {
-                Answer::Response { held, .. } => held,
-                Answer::ConnectionError(message) => {
-                    return self.failed(&parts, &host, &body, Some(message), attempt, &events);
-                }
-                Answer::Timeout => return self.failed(&parts, &host, &body, None, attempt, &events),
-            };
-            let status = response.status();
-            events.emit(EventKind::Finished { status: status.as_u16(), attempts: attempt, total: started.elapsed() });
-            let (method, path, queued) = (&parts.method, parts.uri.path(), format_wait(admission.waited));
-            tracing::info!("{method} {path} -> {} after {attempt} attempt(s), {queued} queued", status.as_u16());
-            return match (cache, &uri) {
-                (Some(cache), Some(uri)) => {
-                    cache_and_answer(cache, uri, (method, &headers), &host, response, &events).await
-                }
-                _ => streamed(response, admission.permit),
-            };
-        }
-    }
-
-    /// The request's retry policy: its key's (`key_retry`); a body that streams through cannot be
-    /// sent twice, so it gets the default policy with one attempt.
-    fn retry_for(&self, body: &RequestBody, key_retry: &RetryPolicy) -> RetryPolicy {
-        match body {
-            RequestBody::Replayable(_) => key_retry.clone(),
-            RequestBody::Streaming { .. } => RetryPolicy { max_attempts: 1, ..self.config.policy.retry.clone() },
-        }
-    }
-
-    /// Waits for the key's limiter and shared budget (reported as `Queued` and `Admitted`), or
-    /// sheds the request (reported as `Failed`).
-    async fn admit_attempt(
-        &self,
-        limiter: Option<&Limiter>,
-        attempt: u32,
-        events: &Reporter<'_>,
-    ) -> Result<Admission, Shed> {
-        if limiter.is_some() {
-            events.emit(EventKind::Queued { attempt, priority: Priority::Normal });
-        }
-        match self.admit(limiter, Priority::Normal, attempt, events).await {
-            Ok(admission) => {
-                if limiter.is_some() {
-                    events.emit(EventKind::Admitted { attempt, queue_wait: admission.waited });
-                }
-                Ok(admission)
-            }
-            Err(shed) => {
-                events.emit(EventKind::Failed { error: format!("shed: {}", shed.reason), attempts: attempt - 1 });
-                Err(shed)
-            }
-        }
-    }
-
-    /// The caller's answer when the last attempt got no response: 400 for a body that broke
-    /// on the way, else 502 (could not reach) or 504 (no answer in time).
-    fn failed(
-        &self,
-        parts: &http::request::Parts,
-        host: &str,
-        body: &RequestBody,
-        failure: Option<String>,
-        attempts: u32,
-        events: &Reporter<'_>,
-    ) -> Response {
-        if let Some(reason) = body.broken() {
-            events.emit(EventKind::Failed { error: format!("request body: {reason}"), attempts });
-            return bad_body(&parts.method, parts.uri.path(), &reason);
-        }
-        let (status, message) = match failure {
-            Some(message) => (StatusCode::BAD_GATEWAY, format!("could not reach {host}: {message}")),
-            None => (StatusCode::GATEWAY_TIMEOUT, format!("{host} did not answer in time")),
+        let estimate = Cost::requests(1);
+        let forwarding = Forwarding {
+            proxy: self,
+            parts,
+            url,
+            host,
+            headers,
+            body,
+            limiter,
+            adaptive,
+            retry,
+            report,
+            cache,
+            estimate,
+            started,
         };
-        events.emit(EventKind::Failed { error: message.clone(), attempts });
-        tracing::info!("{} {} -> {}: {message}", parts.method, parts.uri.path(), status.as_u16());
-        plain(status, &message)
+        attempts::run(forwarding).await
     }
 
+    /// One attempt upstream: the caller's body sent again (replayable) or streamed through
+    /// (once), bounded by the upstream timeout.
     async fn send_once(&self, method: &Method, url: &Url, headers: &HeaderMap, body: &mut RequestBody) -> Upstream {
         let mut request = self.http.request(method.clone(), url.clone()).headers(headers.clone());
         match body {
@@ -449,6 +277,164 @@ impl Proxy {
             Err(err) if err.is_timeout() => Upstream::TimedOut,
             Err(err) => Upstream::Unreachable(error_chain(&err)),
         }
+    }
+}
+
+/// The proxy's face: each attempt upstream; the caller gets the upstream's answer (streamed,
+/// or from the cache), the proxy's 429 when shedding turns the request away, or its 400, 502
+/// or 504 when no answer came.
+struct Forwarding<'p> {
+    proxy: &'p Proxy,
+    parts: http::request::Parts,
+    url: Url,
+    /// The upstream host, lower case (for messages).
+    host: String,
+    /// The caller's headers as they go upstream (hop-by-hop ones out, the route's secrets in).
+    headers: HeaderMap,
+    body: RequestBody,
+    limiter: Option<Limiter>,
+    /// Whether the key follows its server.
+    adaptive: bool,
+    retry: &'p RetryPolicy,
+    report: Reporter<'p>,
+    /// The cache (GET and HEAD only) and the URL it keys on.
+    cache: Option<(&'p ResponseCache, http::Uri)>,
+    /// What an attempt costs: the proxy counts requests.
+    estimate: Cost,
+    started: Instant,
+}
+
+impl Face for Forwarding<'_> {
+    type Held = reqwest::Response;
+    type Output = Response;
+
+    fn steps(&self) -> Steps<'_> {
+        Steps {
+            limiter: self.limiter.as_ref(),
+            retry: self.retry,
+            method: &self.parts.method,
+            report: &self.report,
+            rng: &self.proxy.rng,
+        }
+    }
+
+    /// A body that streamed through cannot be sent twice: its answer, even a 429, goes back as is.
+    fn replayable(&self) -> bool {
+        matches!(self.body, RequestBody::Replayable(_))
+    }
+
+    /// The key's limiter within the shedding bounds, then its shared budget (within what is
+    /// left of the queueing allowance); a refusal is the proxy's 429, reported as `Failed`.
+    async fn admit(&mut self, attempt: u32) -> Result<Admission, Response> {
+        let Some(limiter) = &self.limiter else { return Ok(Admission::at_once(None)) };
+        let proxy = self.proxy;
+        let shedding = &proxy.config.shedding;
+        let step = AdmissionStep {
+            limiter,
+            priority: Priority::Normal,
+            estimate: &self.estimate,
+            shedding: Some((&proxy.queues, shedding)),
+            shared: proxy.gates.get(limiter.key()),
+        };
+        let refusal = match step.admit(attempt, &self.report).await {
+            // The proxy counts requests only (no cost rules): a shared reservation has nothing to settle.
+            Ok(admission) => return Ok(Admission { shared: None, ..admission }),
+            Err(refusal) => refusal,
+        };
+        let key = limiter.key();
+        let bound = format_wait(shedding.max_queue_wait);
+        let reason = match &refusal {
+            Refusal::Limiter(err) | Refusal::Shed(Overload::Invalid(err)) => err.to_string(),
+            Refusal::Shed(Overload::QueueFull { waiting }) => format!("{waiting} requests already wait for {key}"),
+            Refusal::Shed(Overload::TooLong { expected, .. }) => format!(
+                "{key} is expected to take {} to reach this request, longer than the {bound} this proxy queues",
+                format_wait(*expected)
+            ),
+            Refusal::Shed(Overload::Waited { err, .. }) => format!("{key}: {err}"),
+            Refusal::Shared(err) => format!("{key}: shared budget: {err}"),
+            Refusal::SharedTooSlow => format!("{key}: the shared budget did not admit this request within {bound}"),
+        };
+        let shed = shed(limiter, refusal.ahead(), reason);
+        self.report.emit(EventKind::Failed { error: format!("shed: {}", shed.reason), attempts: attempt - 1 });
+        tracing::info!("{} {} -> 429 from the proxy: {}", self.parts.method, self.parts.uri.path(), shed.reason);
+        Err(shed.into_response())
+    }
+
+    async fn send(&mut self, attempt: u32, admission: &Admission) -> Sent<reqwest::Response> {
+        self.report.emit(EventKind::Sent {
+            attempt,
+            method: self.parts.method.to_string(),
+            path: self.url.path().to_owned(),
+        });
+        let sent_at = Instant::now();
+        let upstream = self.proxy.send_once(&self.parts.method, &self.url, &self.headers, &mut self.body).await;
+        let service_time = sent_at.elapsed();
+        let answer = match upstream {
+            Upstream::Response(response) => {
+                let status = response.status();
+                let head = ResponseHead { status, headers: response.headers(), body: None };
+                let mirror =
+                    self.limiter.as_ref().filter(|_| self.adaptive).map(|limiter| (limiter, admission.permit.as_ref()));
+                let info = head.interpret(attempt, service_time, &self.report, mirror);
+                Answer::Response { status, info, held: response }
+            }
+            Upstream::Unreachable(message) => Answer::ConnectionError(message),
+            Upstream::TimedOut => Answer::Timeout,
+        };
+        Sent { sent_at, service_time, answer }
+    }
+
+    /// The upstream's answer goes back (from the cache when it keeps a copy), reported as
+    /// `Finished`; no answer is a 400, 502 or 504 ([`failed`](Self::failed)).
+    async fn finish(self, attempt: u32, sent: Sent<reqwest::Response>, admission: Admission) -> Response {
+        let response = match sent.answer {
+            Answer::Response { held, .. } => held,
+            Answer::ConnectionError(message) => return self.failed(Some(message), attempt),
+            Answer::Timeout => return self.failed(None, attempt),
+        };
+        let status = response.status();
+        let total = self.started.elapsed();
+        self.report.emit(EventKind::Finished { status: status.as_u16(), attempts: attempt, total });
+        let (method, path, queued) = (&self.parts.method, self.parts.uri.path(), format_wait(admission.waited));
+        tracing::info!("{method} {path} -> {} after {attempt} attempt(s), {queued} queued", status.as_u16());
+        match &self.cache {
+            Some((cache, uri)) => {
+                let request = (method, &self.headers);
+                cache_and_answer(cache, uri, request, &self.host, response, &self.report).await
+            }
+            None => streamed(response, admission.permit),
+        }
+    }
+
+    /// As [`finish`](Self::finish): the caller gets the last answer (a 429 after the last
+    /// retry is still the upstream's answer).
+    async fn give_up(
+        self,
+        attempt: u32,
+        sent: Sent<reqwest::Response>,
+        admission: Admission,
+        _reason: GiveUpReason,
+    ) -> Response {
+        self.finish(attempt, sent, admission).await
+    }
+}
+
+impl Forwarding<'_> {
+    /// The caller's answer when the last attempt got no response: 400 for a body that broke
+    /// on the way, else 502 (could not reach) or 504 (no answer in time).
+    fn failed(&self, failure: Option<String>, attempts: u32) -> Response {
+        let (parts, host) = (&self.parts, &self.host);
+        if let Some(reason) = self.body.broken() {
+            self.report.emit(EventKind::Failed { error: format!("request body: {reason}"), attempts });
+            return bad_body(&parts.method, parts.uri.path(), &reason);
+        }
+        let (status, message) = match failure {
+            Some(message) => (StatusCode::BAD_GATEWAY, format!("could not reach {host}: {message}")),
+            None => (StatusCode::GATEWAY_TIMEOUT, format!("{host} did not answer in time")),
+        };
+        self.report.emit(EventKind::Failed { error: message.clone(), attempts });
+        tracing::info!("{} {} -> {}: {message}", parts.method, parts.uri.path(), status.as_u16());
+        plain(status, &message)
     }
 }
 

@@ -442,9 +442,13 @@ impl ServerMirror {
             Some(pace) => pace * PACE_CUT,
             None => {
                 // What the server let through until now, over the time until it takes more.
+                // Requests sent before the refused one and still unanswered count as let
+                // through: the server took them first, and a refusal often overtakes their
+                // answers (counting only answers made the learned pace depend on that race).
+                let let_through = self.passed + self.in_flight.range(..ticket).count() as u64;
                 let first = self.first_admitted.unwrap_or(received_at);
                 let resume = received_at.saturating_duration_since(first) + info.retry_after.unwrap_or(UNKNOWN_RESET);
-                self.passed.max(1) as f64 / resume.as_secs_f64().max(1e-3)
+                let_through.max(1) as f64 / resume.as_secs_f64().max(1e-3)
             }
         }
         .max(MIN_PACE);
@@ -1083,6 +1087,31 @@ mod tests {
             matches!(mirror.readiness(t0 + ms(4), &one()), CheckReadiness::Wait { .. }),
             "the ramp halved to 2, 3 fly"
         );
+    }
+
+    #[test]
+    fn a_refusal_that_overtakes_earlier_answers_counts_them_as_let_through() {
+        let t0 = Instant::now();
+        let none = RateLimitInfo { budgets: vec![], ..whole(1, 1, 1) };
+        let refused = RateLimitInfo { status: Some(429), throttled: true, retry_after: Some(ms(1000)), ..none.clone() };
+        // The same sends and the same refusal, with the answers to tickets 1 and 2 arriving
+        // before it or after it: the server let the same three through either way.
+        let mut paces = Vec::new();
+        for answers_first in [true, false] {
+            let mut mirror = ServerMirror::new();
+            mirror.admit(t0, &one());
+            answer(&mut mirror, 0, &none, t0);
+            assert_eq!(admit_all(&mut mirror, t0), [1, 2]);
+            if answers_first {
+                answer(&mut mirror, 1, &none, t0);
+                answer(&mut mirror, 2, &none, t0);
+            }
+            let ticket = mirror.admit(t0, &one());
+            let learned = answer(&mut mirror, ticket, &refused, t0);
+            let [Learned::Pace(pace)] = learned[..] else { panic!("{learned:?}") };
+            paces.push(pace);
+        }
+        assert!((paces[0] - 3.0).abs() < 1e-9 && (paces[1] - 3.0).abs() < 1e-9, "{paces:?}");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 pub mod adaptive;
 pub mod admission;
 pub mod answer;
+pub mod attempts;
 pub mod batch;
 pub mod cache;
 pub mod client;

@@ -1,6 +1,6 @@
 //! One request's reporter, the same under every face (client, middleware, proxy, tower layer):
-//! its events, built only when someone listens; and the steps every face reports alike (the
-//! shared budget's admission).
+//! its events, built only when someone listens; and the shared budget's two round trips,
+//! reported alike by every face (its admission and its settlement).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -60,4 +60,33 @@ pub async fn admit_shared(
     let (via, waited, remaining) = (admission.via, admission.waited, admission.remaining);
     report.emit(EventKind::SharedAdmitted { attempt, via, waited, remaining });
     Ok(admission.reservation)
+}
+
+/// A shared budget's settlement an attempt still owes: the gate, what it reserved, and what
+/// the attempt actually spent.
+#[derive(Debug)]
+pub struct SharedDue {
+    /// The key's shared budget.
+    pub gate: SharedGate,
+    /// What its admission reserved.
+    pub reservation: Reservation,
+    /// What the answer says the attempt spent.
+    pub actual: Cost,
+}
+
+/// Corrects the shared store's reservation to what the attempt spent (one round trip,
+/// bounded by the store's command timeout), reporting the store's state when it changed. A
+/// store that is away loses the settlement (the gate counts and logs it; the estimate stands)
+/// and never fails the request.
+pub async fn settle_shared(due: SharedDue, report: &Reporter<'_>) {
+    let SharedDue { gate, mut reservation, actual } = due;
+    // Boxed like the admission: a store round trip is a large future.
+    match Box::pin(gate.settle(&mut reservation, &actual)).await {
+        Ok(settlement) => {
+            if let Some(state) = settlement.state_change {
+                report.emit(EventKind::StoreState { state });
+            }
+        }
+        Err(err) => tracing::warn!(key = gate.key(), %err, "the shared budget store refused a settlement"),
+    }
 }

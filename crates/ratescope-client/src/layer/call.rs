@@ -3,6 +3,7 @@
 //! `answered` (the rate-limit headers read, adaptive learning, a pause on 429/503) or `failed`.
 
 use std::convert::Infallible;
+use std::time::Duration;
 
 use http::{HeaderMap, Method, StatusCode};
 use tokio::time::Instant;
@@ -11,6 +12,7 @@ use url::Url;
 use super::builder::LayerState;
 use super::error::RateLimitError;
 use crate::engine::{Cost, Limiter, Overload, Permit, Priority, estimated_wait, format_wait};
+use crate::http::admission::{AdmissionStep, Refusal};
 use crate::http::answer::Answer;
 use crate::http::client::ResponseHead;
 use crate::http::cost;
@@ -19,7 +21,7 @@ use crate::http::extensions::limits_of;
 use crate::http::policy::Routed;
 use crate::http::report::Reporter;
 use crate::http::retry::{Decision, GiveUpReason, RetryPolicy};
-use crate::http::{Adaptive, Policy, adaptive};
+use crate::http::{Adaptive, Policy};
 
 /// A call on its way: what was decided about it before admission.
 pub(super) struct Call<'a> {
@@ -65,52 +67,47 @@ impl<'a> Call<'a> {
         self.report.emit(kind);
     }
 
-    /// Waits for the key's limiter (lane, budgets, concurrency slot), or is refused by
-    /// shedding. A request without a limiter goes straight on, with no permit.
+    /// Waits for the key's limiter (lane, budgets, concurrency slot) in the admission step
+    /// every face shares, or is refused by shedding. A request without a limiter goes
+    /// straight on, with no permit.
     pub(super) async fn admit(&self) -> Result<Option<Permit>, RateLimitError<Infallible>> {
         let Some(limiter) = &self.limiter else { return Ok(None) };
-        self.emit(EventKind::Queued { attempt: 1, priority: self.priority });
-        let queued_at = Instant::now();
-        let admitted = match &self.state.shedding {
-            Some(shedding) => {
-                let queues = &self.state.queues;
-                queues.admit(limiter, self.priority, self.estimate.clone(), shedding).await.map_err(|overload| {
-                    let key = limiter.key().to_owned();
-                    let ahead = overload.ahead();
-                    let expected = || estimated_wait(&limiter.snapshot(), &limiter.config(), ahead);
-                    match overload {
-                        Overload::Invalid(source) => RateLimitError::Acquire { key, source },
-                        Overload::QueueFull { waiting } => RateLimitError::Shed {
-                            key,
-                            wait: expected(),
-                            reason: format!("{waiting} requests already wait"),
-                        },
-                        Overload::TooLong { expected, .. } => RateLimitError::Shed {
-                            key,
-                            wait: expected,
-                            reason: format!("the wait ahead is longer than {}", format_wait(shedding.max_queue_wait)),
-                        },
-                        Overload::Waited { err, .. } => {
-                            RateLimitError::Shed { key, wait: expected(), reason: err.to_string() }
-                        }
-                    }
-                })
-            }
-            None => limiter
-                .acquire_cost(self.priority, self.estimate.clone())
-                .await
-                .map_err(|source| RateLimitError::Acquire { key: limiter.key().to_owned(), source }),
+        let state = self.state;
+        let step = AdmissionStep {
+            limiter,
+            priority: self.priority,
+            estimate: &self.estimate,
+            shedding: state.shedding.as_ref().map(|shedding| (&state.queues, shedding)),
+            shared: None,
         };
-        match admitted {
-            Ok(permit) => {
-                self.emit(EventKind::Admitted { attempt: 1, queue_wait: queued_at.elapsed() });
-                Ok(Some(permit))
+        let refusal = match step.admit(1, &self.report).await {
+            Ok(admission) => return Ok(admission.permit),
+            Err(refusal) => refusal,
+        };
+        let key = limiter.key().to_owned();
+        let expected = || estimated_wait(&limiter.snapshot(), &limiter.config(), refusal.ahead());
+        let err = match &refusal {
+            Refusal::Limiter(source) | Refusal::Shed(Overload::Invalid(source)) => {
+                RateLimitError::Acquire { key, source: source.clone() }
             }
-            Err(err) => {
-                self.emit(EventKind::Failed { error: err.to_string(), attempts: 0 });
-                Err(err)
+            Refusal::Shed(Overload::QueueFull { waiting }) => {
+                RateLimitError::Shed { key, wait: expected(), reason: format!("{waiting} requests already wait") }
             }
-        }
+            Refusal::Shed(Overload::TooLong { expected, .. }) => {
+                let bound = state.shedding.as_ref().map_or(Duration::ZERO, |shedding| shedding.max_queue_wait);
+                let reason = format!("the wait ahead is longer than {}", format_wait(bound));
+                RateLimitError::Shed { key, wait: *expected, reason }
+            }
+            Refusal::Shed(Overload::Waited { err, .. }) => {
+                RateLimitError::Shed { key, wait: expected(), reason: err.to_string() }
+            }
+            // The layer has no shared budget.
+            Refusal::Shared(_) | Refusal::SharedTooSlow => {
+                RateLimitError::Shed { key, wait: expected(), reason: refusal.to_string() }
+            }
+        };
+        self.emit(EventKind::Failed { error: err.to_string(), attempts: 0 });
+        Err(err)
     }
 
     /// The request goes to the inner service now.
@@ -127,17 +124,12 @@ impl<'a> Call<'a> {
     pub(super) fn answered(&self, status: StatusCode, headers: &HeaderMap, permit: Option<&Permit>) {
         let service_time = self.sent_at.elapsed();
         let head = ResponseHead { status, headers, body: None };
-        let info = head.interpret(1, service_time, &self.report);
+        let mirror = self.limiter.as_ref().filter(|_| self.adaptive).map(|limiter| (limiter, permit));
+        let info = head.interpret(1, service_time, &self.report, mirror);
         let Some(limiter) = &self.limiter else {
             self.finished(status);
             return;
         };
-        if self.adaptive {
-            let ticket = permit.and_then(Permit::ticket);
-            for note in adaptive::observe(limiter, ticket, status.as_u16(), &info, Instant::now()) {
-                self.emit(EventKind::Adaptive { note });
-            }
-        }
         let decision = match info.retry_after {
             Some(requested) if requested > self.retry.max_retry_after => {
                 Decision::GiveUp(GiveUpReason::RetryAfterTooLong { requested, max: self.retry.max_retry_after })

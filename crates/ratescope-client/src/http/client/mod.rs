@@ -42,8 +42,10 @@ use super::redirect::RedirectPolicy;
 use super::report::Reporter;
 use super::retry::{GiveUpReason, RetryPolicy};
 use super::transport::Transport;
-use crate::engine::{AcquireError, ConfigError, LimitKey, Limiter, LimiterConfig, Priority, Registry};
-use crate::engine::{Cost, Unit};
+use crate::engine::{
+    AcquireError, ConfigError, LimitKey, Limiter, LimiterConfig, Priority, QueueCounts, Registry, Shedding,
+};
+use crate::engine::{Cost, Permit, Unit};
 use crate::store::{SharedGate, SharedHandle, SharedSettings, StoreError, local_part};
 
 /// One request to send.
@@ -215,6 +217,14 @@ pub enum ClientError {
     /// The shared budget store refused the request (see [`StoreError`]).
     #[error("the shared budget refused the request: {0}")]
     Shared(#[from] StoreError),
+    /// Shedding refused the request instead of letting it wait ([`ClientBuilder::shedding`]).
+    #[error("{key}: {reason}")]
+    Shed {
+        /// The limiter key.
+        key: String,
+        /// Why, in words (the queue was full, the wait too long, or the shared budget too slow).
+        reason: String,
+    },
 }
 
 impl ClientError {
@@ -235,6 +245,7 @@ impl ClientError {
             Self::BodyConsumed => "body already sent",
             Self::Middleware(_) => "a middleware failed",
             Self::Shared(_) => "refused by the shared budget",
+            Self::Shed { .. } => "shed: waiting too long",
         }
     }
 
@@ -287,6 +298,7 @@ pub struct ClientBuilder {
     seed: Option<u64>,
     transport: Option<Arc<dyn Transport>>,
     http1_direct: bool,
+    shedding: Option<Shedding>,
 }
 
 impl Default for ClientBuilder {
@@ -306,6 +318,7 @@ impl Default for ClientBuilder {
             seed: None,
             transport: None,
             http1_direct: false,
+            shedding: None,
         }
     }
 }
@@ -422,6 +435,15 @@ impl ClientBuilder {
         Self { pool_idle_timeout: None, ..self.timeouts(None, None) }
     }
 
+    /// Refuse a request instead of letting it wait when its key's queue is full or the wait
+    /// ahead is longer than the bound, and give up on one that has waited that long
+    /// ([`ClientError::Shed`]). Without it (the default), a request waits as long as its
+    /// limiter says, the way a load test wants it.
+    pub fn shedding(mut self, shedding: Shedding) -> Self {
+        self.shedding = Some(shedding);
+        self
+    }
+
     /// Seeds the jitter's random numbers, for reproducible runs.
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = Some(seed);
@@ -487,6 +509,8 @@ impl ClientBuilder {
                 next_id: AtomicU64::new(0),
                 remaining_seen: RemainingMemory::default(),
                 rng: Mutex::new(rng),
+                shedding: self.shedding,
+                queues: QueueCounts::default(),
                 transport: self.transport,
                 http1: self
                     .http1_direct
@@ -528,6 +552,9 @@ struct Inner {
     /// Each key's last remaining-units header values, for `drop:HEADER` settlements.
     remaining_seen: RemainingMemory,
     rng: Mutex<StdRng>,
+    /// When requests are refused instead of queued (none by default), and the queues counted for it.
+    shedding: Option<Shedding>,
+    queues: QueueCounts,
     transport: Option<Arc<dyn Transport>>,
     /// The direct HTTP/1.1 wire, and whether a proxy is configured (then only loopback hosts use it).
     http1: Option<(Http1Transport, bool)>,
@@ -638,24 +665,6 @@ impl LimitedClient {
     }
 }
 
-/// The client's seeded generator, locked only when a decision draws from it (a backoff's
-/// jitter), not for every response.
-struct LockedRng<'a>(&'a Mutex<StdRng>);
-
-impl rand::RngCore for LockedRng<'_> {
-    fn next_u32(&mut self) -> u32 {
-        self.0.lock().next_u32()
-    }
-
-    fn next_u64(&mut self) -> u64 {
-        self.0.lock().next_u64()
-    }
-
-    fn fill_bytes(&mut self, destination: &mut [u8]) {
-        self.0.lock().fill_bytes(destination);
-    }
-}
-
 /// A response as it arrived, for [`interpret`](Self::interpret).
 pub struct ResponseHead<'a> {
     /// Its status.
@@ -667,8 +676,17 @@ pub struct ResponseHead<'a> {
 }
 
 impl ResponseHead<'_> {
-    /// What the rate-limit headers say, reported as a `Response` event when anyone listens.
-    pub fn interpret(&self, attempt: u32, service_time: Duration, report: &Reporter<'_>) -> RateLimitInfo {
+    /// What the rate-limit headers say (every dialect), reported as a `Response` event when
+    /// anyone listens; for a key that follows its server (`mirror`: its limiter, and the
+    /// attempt's permit, whose ticket tells which of the key's requests this answers), what
+    /// the mirror makes of them, reported as `Adaptive`. The one place a face reads an answer.
+    pub fn interpret(
+        &self,
+        attempt: u32,
+        service_time: Duration,
+        report: &Reporter<'_>,
+        mirror: Option<(&Limiter, Option<&Permit>)>,
+    ) -> RateLimitInfo {
         let info = RateLimitInfo::parse_at(Some(self.status.as_u16()), self.headers, self.body, SystemTime::now);
         if report.listening() {
             report.emit(EventKind::Response {
@@ -678,6 +696,12 @@ impl ResponseHead<'_> {
                 info: Box::new(info.clone()),
                 headers: Box::new(masked(self.headers)),
             });
+        }
+        if let Some((limiter, permit)) = mirror {
+            let ticket = permit.and_then(Permit::ticket);
+            for note in super::adaptive::observe(limiter, ticket, self.status.as_u16(), &info, Instant::now()) {
+                report.emit(EventKind::Adaptive { note });
+            }
         }
         info
     }

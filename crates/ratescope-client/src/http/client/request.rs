@@ -1,6 +1,7 @@
-//! One request's life in the client, as the named steps `send_recorded` runs top to bottom:
-//! prepare, the cache, admission, the wire, interpretation, the retry decision, recording,
-//! and the end (a response or an error).
+//! One request's life in the client: the steps it takes before its first attempt (prepare,
+//! the cache), the steps the attempt loop ([`attempts::run`]) asks of the client's faces
+//! (admission, interpretation, recording, the end as a response or an error), and the
+//! client's own face, [`OnWire`]: attempts on the client's wire, each kept in a log.
 
 use std::borrow::Cow;
 use std::time::{Duration, SystemTime};
@@ -12,22 +13,20 @@ use url::Url;
 
 use super::wire::WireOutcome;
 use super::{
-    AttemptRecord, ClientError, LimitedClient, LimitedResponse, LockedRng, RequestSpec, ResponseHead, Settlement,
-    cached_response, outcome_text,
+    AttemptRecord, ClientError, LimitedClient, LimitedResponse, RequestSpec, ResponseHead, Settlement, cached_response,
+    outcome_text,
 };
-use crate::engine::{Cost, Limiter, Permit, Unit};
-use crate::http::adaptive;
-use crate::http::admission::Admission;
-use crate::http::answer;
+use crate::engine::{Cost, Limiter, Unit};
+use crate::http::admission::{Admission, AdmissionStep, Refusal};
+use crate::http::attempts::{self, Face, Steps};
 use crate::http::cache::CachedResponse;
 use crate::http::coalesce::FlightKey;
 use crate::http::cost;
 use crate::http::events::EventKind;
 use crate::http::headers::RateLimitInfo;
 use crate::http::policy::Routed;
-use crate::http::report::{Reporter, admit_shared};
-use crate::http::retry::{Decision, GiveUpReason, RetryPolicy, RetryReason};
-use crate::store::{Reservation, SharedGate};
+use crate::http::report::{Reporter, SharedDue};
+use crate::http::retry::{Decision, GiveUpReason, RetryPolicy};
 
 /// A request on its way: what was decided about it before the first attempt, and what its
 /// attempts have added up to.
@@ -46,31 +45,12 @@ pub(super) struct Request<'c> {
     report: Reporter<'c>,
     started: Instant,
     queue_wait: Duration,
-    previous_delay: Option<Duration>,
     /// What the request reserves in every budget: its requests and its rules' estimates.
     estimate: Cost,
 }
 
-/// An attempt recorded: its permit (the slot, until dropped) and the shared store's
-/// settlement still to make, if any.
-pub(super) struct Recorded {
-    pub(super) permit: Option<Permit>,
-    shared_due: Option<(SharedGate, Reservation, Cost)>,
-}
-
-impl Recorded {
-    /// Whether [`Request::settle_shared`] has a round trip to make.
-    pub(super) fn settles_shared(&self) -> bool {
-        self.shared_due.is_some()
-    }
-}
-
 /// One attempt on the wire, read: the response and what its headers say, or why none came.
-pub(super) struct Sent {
-    sent_at: Instant,
-    service_time: Duration,
-    pub(super) answer: Answer,
-}
+pub(super) type Sent = attempts::Sent<Received>;
 
 /// What the client holds of a response besides its status: its headers, and its body when it
 /// was read (`None`: streamed on to the caller unseen).
@@ -81,14 +61,6 @@ pub(super) struct Received {
 
 /// What an attempt's exchange ended with, as every face reads it.
 pub(super) type Answer = crate::http::answer::Answer<Received>;
-
-impl Sent {
-    /// Send to response (or to the error).
-    #[cfg(feature = "middleware")]
-    pub(super) fn service_time(&self) -> Duration {
-        self.service_time
-    }
-}
 
 impl<'c> Request<'c> {
     /// Everything decided once per request: its host (lower case), its key's limiter and
@@ -119,7 +91,6 @@ impl<'c> Request<'c> {
             report,
             started: Instant::now(),
             queue_wait: Duration::ZERO,
-            previous_delay: None,
         })
     }
 
@@ -165,29 +136,20 @@ impl<'c> Request<'c> {
         FlightKey::of(&self.spec.method, &self.spec.url, &self.headers, self.spec.body.is_some())
     }
 
-    /// The attempts of a request that goes upstream itself: admission, the wire, the retry
-    /// policy's word and the record, until a response or an error ends it.
-    pub(super) async fn attempts(mut self, log: &mut Vec<AttemptRecord>) -> Result<LimitedResponse, ClientError> {
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let admission = match self.admit_at_once(attempt) {
-                Some(admission) => admission,
-                None => self.admit(attempt).await?,
-            };
-            let sent = self.exchange(attempt, &admission).await;
-            let decision = self.decide(attempt, &sent);
-            let mut recorded = self.record(attempt, admission, &sent, &decision, Some(&mut *log));
-            if recorded.settles_shared() {
-                self.settle_shared(&mut recorded).await;
-            }
-            // The slot goes back before any retry wait, which holds none.
-            drop(recorded.permit);
-            match decision {
-                Decision::Retry { delay, reason } => self.wait_to_retry(attempt, &sent, delay, reason).await,
-                Decision::Done => return self.finish(attempt, sent),
-                Decision::GiveUp(reason) => return Err(self.give_up(attempt, sent, reason)),
-            }
+    /// The attempts of a request that goes upstream itself, on the client's wire, each
+    /// appended to `log`, until a response or an error ends it.
+    pub(super) async fn attempts(self, log: &mut Vec<AttemptRecord>) -> Result<LimitedResponse, ClientError> {
+        attempts::run(OnWire { request: self, log }).await
+    }
+
+    /// What the attempt loop reads of the request.
+    pub(super) fn steps(&self) -> Steps<'_> {
+        Steps {
+            limiter: self.limiter.as_ref(),
+            retry: self.retry,
+            method: &self.spec.method,
+            report: &self.report,
+            rng: &self.client.inner.rng,
         }
     }
 
@@ -209,46 +171,43 @@ impl<'c> Request<'c> {
         }
     }
 
-    /// The admission of an attempt that need not wait: a key without a limiter, or one whose
-    /// limiter says yes at once (nobody queued ahead, room in every budget and a free slot) and
-    /// that has no shared budget. `None`: ask [`admit`](Self::admit), which waits.
-    pub(super) fn admit_at_once(&mut self, attempt: u32) -> Option<Admission> {
-        let Some(limiter) = &self.limiter else {
-            return Some(Admission::at_once(None));
-        };
-        if self.client.inner.gates.contains_key(limiter.key()) {
-            return None;
-        }
-        // A refusal (would wait, or never fits) is for `admit` to wait out or report.
-        let permit = limiter.try_acquire_cost(self.estimate.clone()).ok()?;
-        self.emit(EventKind::Queued { attempt, priority: self.spec.priority });
-        self.emit(EventKind::Admitted { attempt, queue_wait: Duration::ZERO });
-        Some(Admission::at_once(Some(permit)))
-    }
-
-    /// Waits for the key's limiter (priority lane, budgets, concurrency slot), then for the
-    /// key's shared budgets when it has any. A key without a limiter goes straight on.
-    pub(super) async fn admit(&mut self, attempt: u32) -> Result<Admission, ClientError> {
+    /// Attempt `attempt`'s admission ([`AdmissionStep`]): at once when the limiter has room
+    /// and no shared budget must be asked, else after the wait; a key without a limiter goes
+    /// straight on. A refusal is the request's failure.
+    pub(super) async fn admission(&mut self, attempt: u32) -> Result<Admission, ClientError> {
         let Some(limiter) = &self.limiter else {
             return Ok(Admission::at_once(None));
         };
-        self.emit(EventKind::Queued { attempt, priority: self.spec.priority });
-        let queued_at = Instant::now();
-        let permit = match limiter.acquire_cost(self.spec.priority, self.estimate.clone()).await {
-            Ok(permit) => permit,
-            Err(err) => return Err(self.fail(err.to_string(), err.into(), attempt - 1)),
+        let inner = &*self.client.inner;
+        let step = AdmissionStep {
+            limiter,
+            priority: self.spec.priority,
+            estimate: &self.estimate,
+            shedding: inner.shedding.as_ref().map(|shedding| (&inner.queues, shedding)),
+            shared: inner.gates.get(limiter.key()),
         };
-        let mut shared = None;
-        if let Some(gate) = self.client.inner.gates.get(limiter.key()) {
-            match admit_shared(gate, &self.estimate, attempt, &self.report).await {
-                Ok(reservation) => shared = reservation.map(|reservation| (gate.clone(), reservation)),
-                Err(err) => return Err(self.fail(err.to_string(), err.into(), attempt - 1)),
+        if let Some(admission) = step.at_once(attempt, &self.report) {
+            return Ok(admission);
+        }
+        match step.wait(attempt, &self.report).await {
+            Ok(admission) => {
+                self.queue_wait += admission.waited;
+                Ok(admission)
+            }
+            Err(refusal) => {
+                let err = match refusal {
+                    Refusal::Limiter(err) => ClientError::Limiter(err),
+                    Refusal::Shared(err) => ClientError::Shared(err),
+                    shed => ClientError::Shed { key: limiter.key().to_owned(), reason: shed.to_string() },
+                };
+                let message = match &err {
+                    ClientError::Limiter(err) => err.to_string(),
+                    ClientError::Shared(err) => err.to_string(),
+                    other => other.to_string(),
+                };
+                Err(self.fail(message, err, attempt - 1))
             }
         }
-        let waited = queued_at.elapsed();
-        self.queue_wait += waited;
-        self.emit(EventKind::Admitted { attempt, queue_wait: waited });
-        Ok(Admission { permit: Some(permit), waited, shared })
     }
 
     /// Sends the attempt (following redirects as the host's policy says) and reads the
@@ -296,36 +255,22 @@ impl<'c> Request<'c> {
         admission: &Admission,
     ) -> RateLimitInfo {
         let head = ResponseHead { status, headers, body };
-        let info = head.interpret(attempt, service_time, &self.report);
-        if let (true, Some(limiter)) = (self.adaptive, &self.limiter) {
-            let ticket = admission.permit.as_ref().and_then(Permit::ticket);
-            for note in adaptive::observe(limiter, ticket, status.as_u16(), &info, Instant::now()) {
-                self.emit(EventKind::Adaptive { note });
-            }
-        }
-        info
+        let mirror =
+            self.limiter.as_ref().filter(|_| self.adaptive).map(|limiter| (limiter, admission.permit.as_ref()));
+        head.interpret(attempt, service_time, &self.report, mirror)
     }
 
-    /// The retry policy's word on the attempt.
-    pub(super) fn decide(&self, attempt: u32, sent: &Sent) -> Decision {
-        let rng = &mut LockedRng(&self.client.inner.rng);
-        self.retry.decide(attempt, &sent.answer.outcome(), &self.spec.method, self.previous_delay, rng)
-    }
-
-    /// Settles the attempt's reservation in the limiter; appends the attempt to `log` when
-    /// there is one; after a throttling answer pauses the whole key. Returns the attempt's
-    /// permit, and the shared store's settlement when one is due
-    /// ([`settle_shared`](Self::settle_shared)): dropping the permit releases the slot (after
-    /// the pause, so a waiter it lets in already sees it; before any retry wait, which holds
-    /// no slot).
+    /// Settles the attempt's reservation in the limiter by what its answer says it spent (its
+    /// cost rules), and appends the attempt to `log` when there is one. Returns the shared
+    /// store's settlement when one is due.
     pub(super) fn record(
         &self,
         attempt: u32,
-        mut admission: Admission,
+        admission: &mut Admission,
         sent: &Sent,
         decision: &Decision,
         log: Option<&mut Vec<AttemptRecord>>,
-    ) -> Recorded {
+    ) -> Option<SharedDue> {
         let mut shared_due = None;
         let settlement = match (admission.permit.as_mut(), &sent.answer) {
             (Some(permit), Answer::Response { status, held: Received { headers, body }, .. })
@@ -353,7 +298,7 @@ impl<'c> Request<'c> {
                 }
                 self.emit(EventKind::Settled { attempt, reserved: self.estimate.clone(), actual: actual.clone() });
                 if let Some((gate, reservation)) = admission.shared.take() {
-                    shared_due = Some((gate, reservation, actual.clone()));
+                    shared_due = Some(SharedDue { gate, reservation, actual: actual.clone() });
                 }
                 Some(Settlement { reserved: self.estimate.clone(), actual, capped })
             }
@@ -377,30 +322,7 @@ impl<'c> Request<'c> {
                 settlement,
             });
         }
-        sent.answer.pause_key(self.limiter.as_ref(), decision, self.retry, attempt, &self.report);
-        Recorded { permit: admission.permit, shared_due }
-    }
-
-    /// Corrects the shared store's reservation to what the attempt spent (one round trip,
-    /// bounded by the store's command timeout). A store that is away loses the settlement (the
-    /// gate counts and logs it; the estimate stands) and never fails the request.
-    pub(super) async fn settle_shared(&self, recorded: &mut Recorded) {
-        let Some((gate, mut reservation, actual)) = recorded.shared_due.take() else { return };
-        // Boxed like the admission: a store round trip is a large future.
-        match Box::pin(gate.settle(&mut reservation, &actual)).await {
-            Ok(settlement) => {
-                if let Some(state) = settlement.state_change {
-                    self.emit(EventKind::StoreState { state });
-                }
-            }
-            Err(err) => tracing::warn!(key = gate.key(), %err, "the shared budget store refused a settlement"),
-        }
-    }
-
-    /// Sleeps the delay the policy chose before the next attempt.
-    pub(super) async fn wait_to_retry(&mut self, attempt: u32, sent: &Sent, delay: Duration, reason: RetryReason) {
-        self.previous_delay = Some(delay);
-        answer::wait_to_retry(&self.report, attempt, delay, reason, sent.answer.cause()).await;
+        shared_due
     }
 
     /// The final response: stored in the cache when it may be (a 304 then serves the cached
@@ -465,6 +387,51 @@ impl<'c> Request<'c> {
     fn fail(&self, message: String, err: ClientError, attempts: u32) -> ClientError {
         self.emit(EventKind::Failed { error: message, attempts });
         err
+    }
+}
+
+/// The client's face: attempts on the client's own wire (reqwest, or the direct HTTP/1.1
+/// one), each kept in the caller's log.
+struct OnWire<'c, 'l> {
+    request: Request<'c>,
+    log: &'l mut Vec<AttemptRecord>,
+}
+
+impl Face for OnWire<'_, '_> {
+    type Held = Received;
+    type Output = Result<LimitedResponse, ClientError>;
+
+    fn steps(&self) -> Steps<'_> {
+        self.request.steps()
+    }
+
+    async fn admit(&mut self, attempt: u32) -> Result<Admission, Self::Output> {
+        self.request.admission(attempt).await.map_err(Err)
+    }
+
+    async fn send(&mut self, attempt: u32, admission: &Admission) -> Sent {
+        self.request.exchange(attempt, admission).await
+    }
+
+    fn record(
+        &mut self,
+        attempt: u32,
+        admission: &mut Admission,
+        sent: &Sent,
+        decision: &Decision,
+    ) -> Option<SharedDue> {
+        self.request.record(attempt, admission, sent, decision, Some(&mut *self.log))
+    }
+
+    async fn finish(self, attempt: u32, sent: Sent, admission: Admission) -> Self::Output {
+        // The slot goes back before the response is stored in the cache and handed over.
+        drop(admission);
+        self.request.finish(attempt, sent)
+    }
+
+    async fn give_up(self, attempt: u32, sent: Sent, admission: Admission, reason: GiveUpReason) -> Self::Output {
+        drop(admission);
+        Err(self.request.give_up(attempt, sent, reason))
     }
 }
 

@@ -42,8 +42,10 @@ use super::wire::{WireOutcome, classify};
 use super::{ClientError, LimitedClient, LimitedResponse, RequestSpec};
 use crate::engine::Permit;
 use crate::http::admission::Admission;
+use crate::http::attempts::{self, Face, Steps};
 use crate::http::coalesce::Role;
 use crate::http::extensions::limits_of;
+use crate::http::report::SharedDue;
 use crate::http::retry::{Decision, GiveUpReason};
 
 /// A [`LimitedClient`]'s limits, retries, adaptive learning, cache, coalescing and events, as a
@@ -291,51 +293,105 @@ impl Outgoing {
     /// was sent before the steps took over), to the response or error the caller gets.
     async fn attempts(
         mut self,
-        mut life: Box<Request<'_>>,
+        life: Box<Request<'_>>,
         extensions: &mut Extensions,
         next: Next<'_>,
         buffered: bool,
-        mut first: Option<FirstAttempt>,
+        first: Option<FirstAttempt>,
     ) -> reqwest_middleware::Result<Finished> {
         self.adds_headers = life.adds_headers();
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let (admission, sent_at, answer) = match first.take() {
-                Some(first) => (first.admission, first.sent_at, first.answer),
-                None => {
-                    let admission = match life.admit_at_once(attempt) {
-                        Some(admission) => admission,
-                        None => life.admit(attempt).await.map_err(Error::middleware)?,
-                    };
-                    let Some(outgoing) = self.next_try(&life) else {
-                        return Err(Error::middleware(ClientError::BodyConsumed));
-                    };
-                    let sent_at = life.sending(attempt);
-                    (admission, sent_at, next.clone().run(outgoing, extensions).await)
-                }
-            };
-            let (result, kept) = received(answer, buffered).await;
-            let sent = life.answered(attempt, sent_at, result, &admission);
-            let mut decision = life.decide(attempt, &sent);
-            if self.replay.is_none() && matches!(decision, Decision::Retry { .. }) {
-                decision = Decision::GiveUp(GiveUpReason::NotRetryable);
-            }
-            // The caller gets reqwest's response, not the attempt log: none is kept.
-            let mut recorded = life.record(attempt, admission, &sent, &decision, None);
-            if recorded.settles_shared() {
-                life.settle_shared(&mut recorded).await;
-            }
-            let permit = recorded.permit;
-            match decision {
-                Decision::Retry { delay, reason } => {
-                    drop((permit, kept));
-                    life.wait_to_retry(attempt, &sent, delay, reason).await;
-                }
-                Decision::Done => return delivered(*life, attempt, sent, kept, permit),
-                Decision::GiveUp(reason) => return given_up(*life, attempt, sent, kept, permit, reason),
-            }
+        attempts::run(DownTheChain {
+            life,
+            outgoing: self,
+            extensions,
+            next,
+            buffered,
+            first,
+            sent_first: None,
+            kept: None,
+        })
+        .await
+    }
+}
+
+/// The middleware's face: each attempt down the rest of the chain; the caller gets reqwest's
+/// response (streamed, or rebuilt around the body the steps read) or the chain's error.
+struct DownTheChain<'r, 'c, 'e> {
+    life: Box<Request<'c>>,
+    outgoing: Outgoing,
+    extensions: &'e mut Extensions,
+    next: Next<'r>,
+    /// Whether the body of every answer is read (a cache, coalescing or cost rules need it).
+    buffered: bool,
+    /// An attempt sent before the steps took over (the direct path's), not yet admitted here.
+    first: Option<FirstAttempt>,
+    /// That attempt once admitted: when it left and what the chain answered.
+    sent_first: Option<(Instant, reqwest_middleware::Result<reqwest::Response>)>,
+    /// What the last attempt leaves the caller besides what the steps read.
+    kept: Option<Kept>,
+}
+
+impl Face for DownTheChain<'_, '_, '_> {
+    type Held = Received;
+    type Output = reqwest_middleware::Result<Finished>;
+
+    fn steps(&self) -> Steps<'_> {
+        self.life.steps()
+    }
+
+    /// A request whose body is a stream cannot be sent twice.
+    fn replayable(&self) -> bool {
+        self.outgoing.replay.is_some()
+    }
+
+    async fn admit(&mut self, attempt: u32) -> Result<Admission, Self::Output> {
+        if let Some(first) = self.first.take() {
+            self.sent_first = Some((first.sent_at, first.answer));
+            return Ok(first.admission);
         }
+        self.life.admission(attempt).await.map_err(|err| Err(Error::middleware(err)))
+    }
+
+    async fn send(&mut self, attempt: u32, admission: &Admission) -> Sent {
+        let (sent_at, answer) = match self.sent_first.take() {
+            Some(first) => first,
+            None => match self.outgoing.next_try(&self.life) {
+                Some(outgoing) => {
+                    let sent_at = self.life.sending(attempt);
+                    (sent_at, self.next.clone().run(outgoing, self.extensions).await)
+                }
+                // Only a retry asks again, and a request that cannot be sent again is never retried.
+                None => (Instant::now(), Err(Error::middleware(ClientError::BodyConsumed))),
+            },
+        };
+        let (result, kept) = received(answer, self.buffered).await;
+        self.kept = Some(kept);
+        self.life.answered(attempt, sent_at, result, admission)
+    }
+
+    fn record(
+        &mut self,
+        attempt: u32,
+        admission: &mut Admission,
+        sent: &Sent,
+        decision: &Decision,
+    ) -> Option<SharedDue> {
+        // The caller gets reqwest's response, not the attempt log: none is kept.
+        self.life.record(attempt, admission, sent, decision, None)
+    }
+
+    fn retrying(&mut self) {
+        self.kept = None;
+    }
+
+    async fn finish(self, attempt: u32, sent: Sent, admission: Admission) -> Self::Output {
+        let kept = self.kept.ok_or_else(|| Error::middleware(ClientError::BodyConsumed))?;
+        delivered(*self.life, attempt, sent, kept, admission.permit)
+    }
+
+    async fn give_up(self, attempt: u32, sent: Sent, admission: Admission, reason: GiveUpReason) -> Self::Output {
+        let kept = self.kept.ok_or_else(|| Error::middleware(ClientError::BodyConsumed))?;
+        given_up(*self.life, attempt, sent, kept, admission.permit, reason)
     }
 }
 
@@ -405,7 +461,7 @@ fn given_up(
         }
         _ => None,
     };
-    let service_time = sent.service_time();
+    let service_time = sent.service_time;
     // Reported as the request's failure, whatever the caller gets.
     let err = life.give_up(attempt, sent, reason);
     match (kept, answer) {
