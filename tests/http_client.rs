@@ -363,3 +363,33 @@ async fn limits_refused_on_a_running_client_are_a_typed_error_and_change_nothing
     let kept = registry.limiter_for("api.example.com", Some(443), "/").unwrap().snapshot();
     assert_eq!(kept.concurrency, Some(2), "the refused limits changed nothing");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_shedding_client_refuses_a_request_that_would_wait_too_long_and_sends_nothing() {
+    use ratescope::engine::{BudgetSpec, Shedding};
+    let server = TestServer::start(100, Duration::from_secs(60), 1).await;
+    // One request per 10 s; the client queues at most 2 s of waiting.
+    let bucket = BudgetSpec::token_bucket("rate", 1, "6/min".parse().unwrap()).unwrap();
+    let registry = registry_for(&server, LimiterConfig::new().with_budget(bucket));
+    let shedding = Shedding { max_queue_wait: Duration::from_secs(2), max_queue_len: 10 };
+    let shedder = LimitedClient::builder().registry(registry).shedding(shedding).without_timers().build().unwrap();
+    assert_eq!(shedder.get(server.url("/ok")).await.unwrap().status, 200);
+    let started = Instant::now();
+    let err = shedder.get(server.url("/ok")).await.unwrap_err();
+    assert!(matches!(&err, ClientError::Shed { key, .. } if key == &server.key()), "{err:?}");
+    assert!(err.to_string().contains("longer than the queueing bound"), "{err}");
+    assert_eq!(started.elapsed(), Duration::ZERO, "refused at once, not after waiting");
+    assert_eq!(server.arrivals().len(), 1, "the refused request was never sent");
+    // A client without shedding waits its turn instead.
+    let patient = client(
+        registry_for(
+            &server,
+            LimiterConfig::new().with_budget(BudgetSpec::token_bucket("rate", 1, "6/min".parse().unwrap()).unwrap()),
+        ),
+        RetryPolicy::default(),
+    );
+    patient.get(server.url("/ok")).await.unwrap();
+    let waited = Instant::now();
+    assert_eq!(patient.get(server.url("/ok")).await.unwrap().status, 200);
+    assert!(waited.elapsed() >= Duration::from_secs(9), "waited {:?}", waited.elapsed());
+}

@@ -387,3 +387,103 @@ fn the_check_reads_use_groups_code_after_a_test_item_macros_and_doc_links() {
     let expected = ["http", "proxy", "run", "store", "sim"].map(str::to_owned);
     assert_eq!(uses(text), BTreeSet::from(expected), "gui and cli are used by test code only");
 }
+
+/// Each step of a request's life has one home (ARCHITECTURE.md, `http/`: `attempts.rs`): the calls
+/// that make a step, and the only files outside tests allowed to make them. A fifth copy of
+/// the retry loop, or a face that admits or reads answers its own way, fails here.
+const ONE_HOME: &[(&str, &[&str])] = &[
+    // The retry policy's word on an attempt: the loop, and tower's retry policy.
+    ("decide", &["http/attempts.rs", "layer/retry.rs"]),
+    ("wait_to_retry", &["http/attempts.rs"]),
+    // The key's pause after a throttling answer: the loop, and the layer's one call.
+    ("pause_key", &["http/attempts.rs", "layer/call.rs"]),
+    // Admission: the step, and the middleware's direct path (a permit taken at once when
+    // nothing listens and nothing reads the answer; anything else goes through the step).
+    ("acquire_cost", &["http/admission.rs"]),
+    ("try_acquire_cost", &["http/admission.rs", "http/client/middleware/direct.rs"]),
+    ("admit_shared", &["http/admission.rs"]),
+    // Reading an answer: what the adaptive mirror makes of its headers.
+    ("adaptive::observe", &["http/client/mod.rs"]),
+];
+
+/// The method names and function paths (`adaptive::observe`) a source file calls outside
+/// `#[cfg(test)]` items.
+#[derive(Default)]
+struct Calls {
+    names: BTreeSet<String>,
+}
+
+impl<'ast> Visit<'ast> for Calls {
+    fn visit_item(&mut self, item: &'ast syn::Item) {
+        if !test_only(item_attrs(item)) {
+            syn::visit::visit_item(self, item);
+        }
+    }
+
+    fn visit_expr_method_call(&mut self, call: &'ast syn::ExprMethodCall) {
+        self.names.insert(call.method.to_string());
+        syn::visit::visit_expr_method_call(self, call);
+    }
+
+    fn visit_expr_call(&mut self, call: &'ast syn::ExprCall) {
+        if let syn::Expr::Path(path) = &*call.func {
+            let segments: Vec<String> = path.path.segments.iter().map(|segment| segment.ident.to_string()).collect();
+            self.names.insert(segments.join("::"));
+        }
+        syn::visit::visit_expr_call(self, call);
+    }
+}
+
+fn calls(text: &str) -> BTreeSet<String> {
+    let file = syn::parse_file(text).unwrap_or_else(|err| panic!("not Rust: {err}"));
+    let mut calls = Calls::default();
+    calls.visit_file(&file);
+    calls.names
+}
+
+/// The files of the root package and the client crate whose calls `ONE_HOME` is checked
+/// against, each with its path under its `src/`.
+fn pipeline_sources() -> Vec<(String, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for src in [root.join("src"), root.join("crates/ratescope-client/src")] {
+        for file in sources(&src) {
+            let relative = file.strip_prefix(&src).unwrap().to_string_lossy().replace('\\', "/");
+            files.push((relative, std::fs::read_to_string(&file).unwrap()));
+        }
+    }
+    files
+}
+
+/// The calls of `ONE_HOME` made outside their homes, as "file calls name".
+fn homeless(files: &[(String, String)]) -> Vec<String> {
+    let mut strays = Vec::new();
+    for (path, text) in files {
+        let called = calls(text);
+        for (name, homes) in ONE_HOME {
+            // A function by its path's end (`super::adaptive::observe` is `adaptive::observe`).
+            let calls_it = called.iter().any(|call| call == name || call.ends_with(&format!("::{name}")));
+            if calls_it && !homes.contains(&path.as_str()) {
+                strays.push(format!("{path} calls {name}"));
+            }
+        }
+    }
+    strays
+}
+
+#[test]
+fn each_step_of_a_request_has_one_home() {
+    let files = pipeline_sources();
+    assert!(files.iter().any(|(path, _)| path == "http/attempts.rs"), "the client crate's sources were read");
+    let strays = homeless(&files);
+    assert!(strays.is_empty(), "steps made outside their one place:\n{}", strays.join("\n"));
+}
+
+#[test]
+fn the_one_home_check_sees_a_second_retry_loop() {
+    let proxy = "fn forward(retry: &RetryPolicy) { let d = retry.decide(1, &o, &m, None, &mut r); }
+        #[cfg(test)] mod tests { fn t() { policy.decide(1, &o, &m, None, &mut r); } }";
+    let tested = "#[cfg(test)] mod tests { fn t() { adaptive::observe(l, None, 200, &i, now); } }";
+    let files = [("proxy/forward.rs".to_owned(), proxy.to_owned()), ("http/mirror.rs".to_owned(), tested.to_owned())];
+    assert_eq!(homeless(&files), ["proxy/forward.rs calls decide"]);
+}
