@@ -27,6 +27,7 @@ macro_rules! usage {
 
 mod burst;
 mod headers;
+mod install;
 mod limits;
 mod mock;
 mod pace;
@@ -43,9 +44,13 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 
 pub use limits::{LimitArgs, RateFlag};
 
+/// `ratescope --version`: the package's version, and the commit it was built from when built
+/// from a git checkout (`build.rs`).
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), env!("RATESCOPE_BUILD_COMMIT"));
+
 /// Explore and respect HTTP API rate limits.
 #[derive(Debug, Parser)]
-#[command(name = "ratescope", version, about, long_about = None)]
+#[command(name = "ratescope", version = VERSION, about, long_about = None)]
 pub struct Cli {
     /// The subcommand; none opens the app.
     #[command(subcommand)]
@@ -77,6 +82,10 @@ pub enum Command {
     Probe(probe::ProbeArgs),
     /// Run a rate-limiting proxy that holds the API key and paces every caller through the limiter.
     Proxy(Box<proxy::ProxyArgs>),
+    /// Print the shell completion script for bash, zsh, fish, powershell or elvish.
+    Completions(install::CompletionsArgs),
+    /// Print the manual page (roff), or write one page per command into a directory.
+    Man(install::ManArgs),
 }
 
 /// Runs the command line; errors are printed on stderr and become a non-zero exit status.
@@ -92,6 +101,8 @@ pub fn main(cli: Cli) -> ExitCode {
         Some(Command::Sim(args)) => sim::run(args),
         Some(Command::Probe(args)) => probe::run(args),
         Some(Command::Proxy(args)) => proxy::run(*args),
+        Some(Command::Completions(args)) => install::completions(args),
+        Some(Command::Man(args)) => install::man(args),
         None => open_app(cli.screenshot, cli.after),
     };
     match result {

@@ -43,6 +43,16 @@ pub use toasts::Toasts;
 /// The port the demo API prefers (any free one is taken when it is busy).
 pub const DEMO_PORT: u16 = 8787;
 
+/// The window's icon: the 256-pixel PNG of `assets/icons` (the desktop file's `Icon=ratescope`),
+/// decoded once at start; an icon that cannot be decoded leaves the window manager's default.
+fn window_icon() -> egui::IconData {
+    const ICON: &[u8] = include_bytes!("../../assets/icons/hicolor/256x256/apps/ratescope.png");
+    eframe::icon_data::from_png_bytes(ICON).unwrap_or_else(|err| {
+        tracing::warn!("the window icon could not be decoded: {err}");
+        egui::IconData::default()
+    })
+}
+
 /// Opens the window and runs until it is closed. With `screenshot`, fires the demo burst,
 /// saves a PNG of the window after the delay and exits.
 pub fn run(screenshot: Option<(std::path::PathBuf, std::time::Duration)>) -> anyhow::Result<()> {
@@ -60,7 +70,8 @@ pub fn run(screenshot: Option<(std::path::PathBuf, std::time::Duration)>) -> any
             .with_title("ratescope")
             .with_app_id("ratescope")
             .with_inner_size(size.unwrap_or([1360.0, 860.0]))
-            .with_min_inner_size([800.0, 560.0]),
+            .with_min_inner_size([800.0, 560.0])
+            .with_icon(window_icon()),
         persist_window: state.persist_window,
         persistence_path: state.file,
         ..Default::default()
@@ -125,6 +136,14 @@ mod tests {
     use std::path::PathBuf;
 
     use super::StateLocation;
+
+    #[test]
+    fn the_window_icon_is_the_256_pixel_png_decoded() {
+        let icon = super::window_icon();
+        assert_eq!((icon.width, icon.height), (256, 256));
+        assert_eq!(icon.rgba.len(), 256 * 256 * 4);
+        assert!(icon.rgba.chunks(4).any(|pixel| pixel[3] == 0), "its corners are transparent");
+    }
 
     #[test]
     fn a_given_size_wins_and_a_config_dir_holds_the_window_state() {
