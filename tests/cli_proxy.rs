@@ -189,3 +189,83 @@ async fn ctrl_c_drains_the_request_in_flight_and_the_key_is_never_printed() {
     assert!(printed.contains("adds x-api-key"), "the route lists the injected header by name: {printed}");
     assert!(!printed.contains(KEY), "the key was printed:\n{printed}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_logs_are_one_object_a_line_with_the_request_and_no_secret_or_query_value() {
+    let (upstream, mut arrivals, release) = holding_upstream().await;
+    let Started { mut child, url, .. } = spawn_proxy(
+        Command::new(env!("CARGO_BIN_EXE_ratescope"))
+            .args(["proxy", "--listen", "127.0.0.1:0", "--route", &format!("up=http://{upstream}")])
+            .args(["--rate", "10/1s", "--secret-env", "x-api-key=RATESCOPE_TEST_KEY", "--log-format", "json"])
+            .env("RATESCOPE_TEST_KEY", KEY)
+            .env_remove("RATESCOPE_LOG"),
+    );
+    ratescope::http::install_tls_provider();
+    let query = "token=query-secret-4411&q=visible-value-7";
+    let request = tokio::spawn(reqwest::get(format!("{url}up/hold?{query}")));
+    let arrived = tokio::time::timeout(std::time::Duration::from_secs(60), arrivals.recv()).await;
+    assert_eq!(arrived.unwrap().unwrap().as_deref(), Some(KEY));
+    release.notify_one();
+    assert_eq!(request.await.unwrap().unwrap().status(), 200);
+    // A route that does not exist, and one that tries to leave its route: logged, refused.
+    assert_eq!(reqwest::get(format!("{url}nowhere?{query}")).await.unwrap().status(), 404);
+
+    signal(&child, "INT");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    let exit = tokio::task::spawn_blocking(move || child.wait().unwrap()).await.unwrap();
+    assert!(exit.success());
+    let lines: Vec<serde_json::Value> = stderr
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|err| panic!("not a JSON line ({err}): {line}")))
+        .collect();
+    for line in &lines {
+        assert!(line["timestamp"].is_string() && line["level"].is_string(), "{line}");
+    }
+    let forwarded = lines.iter().find(|line| line["message"] == "forwarded").expect("a line per forwarded request");
+    assert_eq!(forwarded["level"], "INFO");
+    assert_eq!(forwarded["method"], "GET");
+    assert_eq!(forwarded["path"], "/up/hold");
+    assert_eq!(forwarded["status"], 200);
+    assert_eq!(forwarded["attempts"], 1);
+    assert_eq!(forwarded["key"], format!("{upstream}"));
+    assert!(forwarded["queue_wait_ms"].as_f64().is_some_and(|ms| ms >= 0.0), "{forwarded}");
+    assert!(forwarded["upstream_ms"].as_f64().is_some_and(|ms| ms > 0.0), "{forwarded}");
+    let refused = lines.iter().find(|line| line["message"] == "refused").expect("the unroutable request is logged");
+    assert_eq!(refused["status"], 404);
+    assert!(lines.iter().any(|line| line["message"].as_str().is_some_and(|text| text.contains("shutting down"))));
+    for secret in [KEY, "query-secret-4411", "visible-value-7", "token="] {
+        assert!(!stderr.contains(secret), "{secret} was logged:\n{stderr}");
+    }
+}
+
+/// `assets/ratescope-proxy.service`'s command line starts the proxy (on a free port here), and
+/// `systemd-analyze verify` finds nothing to say of the unit where systemd is installed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_systemd_units_command_line_starts_the_proxy_and_the_unit_verifies() {
+    let unit_path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/ratescope-proxy.service");
+    let unit = std::fs::read_to_string(&unit_path).unwrap();
+    let exec = unit.lines().find_map(|line| line.strip_prefix("ExecStart=")).expect("an ExecStart line");
+    let mut words = exec.split_whitespace();
+    assert_eq!(words.next(), Some("/usr/local/bin/ratescope"), "cargo install --root /usr/local puts it there");
+    let args: Vec<String> =
+        words.map(|word| if word == "127.0.0.1:8788" { "127.0.0.1:0".to_owned() } else { word.to_owned() }).collect();
+    assert!(args.iter().any(|arg| arg == "--log-format") && args.iter().any(|arg| arg == "--secret-env"));
+    let Started { mut child, .. } = spawn_proxy(
+        Command::new(env!("CARGO_BIN_EXE_ratescope")).args(&args).env("RATESCOPE_API_KEY", format!("Bearer {KEY}")),
+    );
+    signal(&child, "TERM");
+    let exit = tokio::task::spawn_blocking(move || child.wait().unwrap()).await.unwrap();
+    assert!(exit.success(), "{exit:?}");
+
+    if Command::new("systemd-analyze").arg("--version").stdout(Stdio::null()).status().is_err() {
+        return;
+    }
+    // Verified with ExecStart on this build's binary (systemd checks that it is executable).
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("ratescope-proxy.service");
+    std::fs::write(&copy, unit.replace("/usr/local/bin/ratescope", env!("CARGO_BIN_EXE_ratescope"))).unwrap();
+    let output = Command::new("systemd-analyze").args(["verify", "--man=no"]).arg(&copy).output().unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success() && said.trim().is_empty(), "systemd-analyze verify: {said}");
+}

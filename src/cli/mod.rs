@@ -61,6 +61,28 @@ pub struct Cli {
     /// With --screenshot: seconds to let the burst run before the capture.
     #[arg(long, value_name = "SECONDS", default_value_t = 4.0, requires = "screenshot")]
     pub after: f64,
+    /// How log lines on stderr are written: text for people, or one JSON object a line for log
+    /// shippers (then the proxy logs every request, and says what it does as JSON too).
+    #[arg(long, value_enum, global = true, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// `--log-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object a line: `timestamp`, `level`, `target`, `message` and the event's fields.
+    Json,
+}
+
+/// The log format the command line chose ([`main`] sets it once, before any command runs).
+static LOG_FORMAT: std::sync::OnceLock<LogFormat> = std::sync::OnceLock::new();
+
+/// The log format in use.
+pub(crate) fn log_format() -> LogFormat {
+    LOG_FORMAT.get().copied().unwrap_or_default()
 }
 
 /// The subcommands.
@@ -91,7 +113,7 @@ pub enum Command {
 /// Runs the command line; errors are printed on stderr and become a non-zero exit status.
 pub fn main(cli: Cli) -> ExitCode {
     crate::telemetry::process_start();
-    init_tracing();
+    init_tracing(cli.log_format);
     let result = match cli.command {
         Some(Command::Pace(args)) => pace::run(args),
         Some(Command::Headers(args)) => headers::run(args),
@@ -195,13 +217,23 @@ fn open_app(screenshot: Option<std::path::PathBuf>, after: f64) -> anyhow::Resul
     }
 }
 
-fn init_tracing() {
+/// The logger on stderr, filtered by `RATESCOPE_LOG` (`tracing_subscriber::EnvFilter` syntax).
+fn init_tracing(format: LogFormat) {
+    let _ = LOG_FORMAT.set(format);
+    // What adaptive mode learns (scouting, windows, paces) is worth a line on stderr; a log
+    // shipper also gets the proxy's line per request and what it says while running.
+    let default = match format {
+        LogFormat::Text => "warn,ratescope_client::http::adaptive=info",
+        LogFormat::Json => "warn,ratescope_client::http::adaptive=info,ratescope::proxy=info,ratescope::cli=info",
+    };
     let filter = tracing_subscriber::EnvFilter::try_from_env("RATESCOPE_LOG")
-        // What adaptive mode learns (scouting, windows, paces) is worth a line on stderr.
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,ratescope::http::adaptive=info"));
-    // Colour only on a terminal: a log redirected to a file stays plain text.
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).try_init();
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let logger = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = match format {
+        // Colour only on a terminal: a log redirected to a file stays plain text.
+        LogFormat::Text => logger.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())).try_init(),
+        LogFormat::Json => logger.json().flatten_event(true).with_current_span(false).with_span_list(false).try_init(),
+    };
 }
 
 /// The most `-H` options a command takes: as many as any request may carry.

@@ -8,9 +8,9 @@ use anyhow::Context;
 use clap::Args;
 use http::{HeaderName, HeaderValue};
 
-use super::LimitArgs;
 use super::burst::{duration_arg, load_profile};
 use super::shared::SharedArgs;
+use super::{LimitArgs, LogFormat};
 use crate::engine::{Registry, Unit, format_wait};
 use crate::http::Adaptive;
 use crate::http::cache::CacheConfig;
@@ -161,23 +161,40 @@ impl ProxyArgs {
     }
 }
 
+/// What the proxy says while it runs, on stderr: a plain line, or with `--log-format json` a
+/// log line like its others.
+fn say(text: String) {
+    match super::log_format() {
+        LogFormat::Text => eprintln!("{text}"),
+        LogFormat::Json => tracing::info!("{text}"),
+    }
+}
+
+/// A warning on stderr, as [`say`] writes it.
+fn warn(text: String) {
+    match super::log_format() {
+        LogFormat::Text => eprintln!("warning: {text}"),
+        LogFormat::Json => tracing::warn!("{text}"),
+    }
+}
+
 pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     let config = args.config()?;
     if !config.listen.ip().to_canonical().is_loopback() {
-        eprintln!(
-            "warning: listening on {}, which is not loopback: anyone who can reach it uses your API key",
+        warn(format!(
+            "listening on {}, which is not loopback: anyone who can reach it uses your API key",
             config.listen
-        );
+        ));
     }
     super::runtime()?.block_on(async move {
         // Described before starting: shared budgets then move from the registry into Redis.
         let table = config.policy.registry.entries();
         for (key, limits) in &table {
             for budget in limits.budgets.iter().filter(|budget| budget.unit != Unit::Requests) {
-                eprintln!(
-                    "warning: {key}: budget '{}' counts {}, which the proxy never spends (it has no cost rules); only budgets of requests apply",
+                warn(format!(
+                    "{key}: budget '{}' counts {}, which the proxy never spends (it has no cost rules); only budgets of requests apply",
                     budget.name, budget.unit
-                );
+                ));
             }
         }
         let stop_signal = stop_signal()?;
@@ -215,17 +232,17 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         }
         let server = Arc::into_inner(server).context("the proxy is still shared at shutdown")?;
         let deadline = args.drain;
-        eprintln!(
+        say(format!(
             "shutting down ({signal}): draining {} request(s) in flight (up to {})",
             server.in_flight(),
             format_wait(deadline)
-        );
+        ));
         let drained = server.shutdown().await?;
         if drained.cut_off > 0 {
-            eprintln!("stopped: {} request(s) were still running at the deadline and were cut off", drained.cut_off);
+            say(format!("stopped: {} request(s) were still running at the deadline and were cut off", drained.cut_off));
             return Ok(ExitCode::FAILURE);
         }
-        eprintln!("stopped: every request in flight finished");
+        say("stopped: every request in flight finished".to_owned());
         Ok(ExitCode::SUCCESS)
     })
 }

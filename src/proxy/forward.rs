@@ -206,7 +206,8 @@ impl Proxy {
         let (url, secrets) = match self.config.upstream_for(&parts.uri) {
             Ok((route, url)) => (url, &route.secrets),
             Err(refusal) => {
-                tracing::info!("{} refused: {refusal}", parts.method);
+                let status = refusal.status().as_u16();
+                tracing::info!(method = %parts.method, status, reason = %refusal, "refused");
                 return plain(refusal.status(), &refusal.to_string());
             }
         };
@@ -356,7 +357,8 @@ impl Face for Forwarding<'_> {
         };
         let shed = shed(limiter, refusal.ahead(), reason);
         self.report.emit(EventKind::Failed { error: format!("shed: {}", shed.reason), attempts: attempt - 1 });
-        tracing::info!("{} {} -> 429 from the proxy: {}", self.parts.method, self.parts.uri.path(), shed.reason);
+        let (method, path) = (&self.parts.method, self.parts.uri.path());
+        tracing::info!(key, %method, path, status = 429, attempts = attempt - 1, reason = %shed.reason, "shed");
         Err(shed.into_response())
     }
 
@@ -387,6 +389,7 @@ impl Face for Forwarding<'_> {
     /// The upstream's answer goes back (from the cache when it keeps a copy), reported as
     /// `Finished`; no answer is a 400, 502 or 504 ([`failed`](Self::failed)).
     async fn finish(self, attempt: u32, sent: Sent<reqwest::Response>, admission: Admission) -> Response {
+        let upstream_ms = millis(sent.service_time);
         let response = match sent.answer {
             Answer::Response { held, .. } => held,
             Answer::ConnectionError(message) => return self.failed(Some(message), attempt),
@@ -395,8 +398,10 @@ impl Face for Forwarding<'_> {
         let status = response.status();
         let total = self.started.elapsed();
         self.report.emit(EventKind::Finished { status: status.as_u16(), attempts: attempt, total });
-        let (method, path, queued) = (&self.parts.method, self.parts.uri.path(), format_wait(admission.waited));
-        tracing::info!("{method} {path} -> {} after {attempt} attempt(s), {queued} queued", status.as_u16());
+        let (method, path, status) = (&self.parts.method, self.parts.uri.path(), status.as_u16());
+        let (key, queue_wait_ms) = (self.limiter.as_ref().map_or("", Limiter::key), millis(admission.waited));
+        // The caller's path without its query (whose values may be secrets), never a header.
+        tracing::info!(key, %method, path, status, attempts = attempt, queue_wait_ms, upstream_ms, "forwarded");
         match &self.cache {
             Some((cache, uri)) => {
                 let request = (method, &self.headers);
@@ -433,7 +438,8 @@ impl Forwarding<'_> {
             None => (StatusCode::GATEWAY_TIMEOUT, format!("{host} did not answer in time")),
         };
         self.report.emit(EventKind::Failed { error: message.clone(), attempts });
-        tracing::info!("{} {} -> {}: {message}", parts.method, parts.uri.path(), status.as_u16());
+        let (method, path, key) = (&parts.method, parts.uri.path(), self.limiter.as_ref().map_or("", Limiter::key));
+        tracing::info!(key, %method, path, status = status.as_u16(), attempts, reason = %message, "failed");
         plain(status, &message)
     }
 }
@@ -461,8 +467,13 @@ fn cached_response(cached: CachedResponse) -> Response {
 
 /// 400 for a request body the caller broke (malformed chunked framing, cut off mid-body).
 fn bad_body(method: &Method, path: &str, reason: &str) -> Response {
-    tracing::info!("{method} {path} -> 400: the request body is malformed or incomplete: {reason}");
+    tracing::info!(%method, path, status = 400, reason, "the request body is malformed or incomplete");
     plain(StatusCode::BAD_REQUEST, &format!("the request body is malformed or incomplete: {reason}"))
+}
+
+/// `duration` in milliseconds, to the microsecond, for log fields.
+fn millis(duration: std::time::Duration) -> f64 {
+    (duration.as_secs_f64() * 1e6).round() / 1e3
 }
 
 /// A short plain-text answer from the proxy itself.
