@@ -43,6 +43,10 @@ pub struct ProxyArgs {
     /// Listen on a non-loopback address (anyone who reaches it spends your key).
     #[arg(long)]
     pub allow_remote: bool,
+    /// Serve GET /metrics (Prometheus text, or OpenMetrics when asked), /healthz and /readyz on
+    /// this address, apart from the callers' (loopback unless --allow-remote).
+    #[arg(long, value_name = "ADDR:PORT", value_parser = listen_arg)]
+    pub admin: Option<std::net::SocketAddr>,
     /// PREFIX=UPSTREAM: http://LISTEN/PREFIX/rest?query goes to UPSTREAM/rest?query; repeat for several.
     #[arg(long = "route", required = true, value_name = "PREFIX=UPSTREAM")]
     pub routes: Vec<String>,
@@ -151,6 +155,7 @@ impl ProxyArgs {
         }
         config.listen = self.listen;
         config.allow_remote = self.allow_remote;
+        config.admin = self.admin;
         config.shedding = Shedding { max_queue_wait: self.max_queue_wait, max_queue_len: self.max_queue };
         config.cache = self.cache.then(CacheConfig::default);
         config.head_timeout = Some(self.head_timeout);
@@ -200,6 +205,9 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         let stop_signal = stop_signal()?;
         let server = ProxyServer::start(config).await?;
         let _ = outln!("ratescope proxy listening on {}", server.url());
+        if let Some(admin) = server.admin_addr() {
+            let _ = outln!("  admin: http://{admin}/metrics, /healthz, /readyz");
+        }
         for route in server.routes() {
             let limits = route
                 .key()

@@ -137,8 +137,10 @@ pub use crate::engine::Shedding;
 pub struct ProxyConfig {
     /// The address to listen on (loopback unless `allow_remote`).
     pub listen: SocketAddr,
-    /// Listening outside loopback is refused unless this is set.
+    /// Listening outside loopback is refused unless this is set (for `admin` too).
     pub allow_remote: bool,
+    /// Where the admin listener serves `/metrics`, `/healthz` and `/readyz`; `None`: nowhere.
+    pub admin: Option<SocketAddr>,
     /// Where each prefix goes (at least one route, prefixes unique).
     pub routes: Vec<Route>,
     /// What requests are paced and retried by, as a client's are: limits per upstream key
@@ -173,6 +175,7 @@ impl ProxyConfig {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 8788)),
             allow_remote: false,
+            admin: None,
             routes,
             policy: Policy::default(),
             shedding: Shedding::default(),
@@ -207,8 +210,10 @@ impl ProxyConfig {
                 check_secret_name(&route.prefix, name)?;
             }
         }
-        if !self.allow_remote && !self.listen.ip().to_canonical().is_loopback() {
-            return Err(ProxyError::NotLoopback(self.listen));
+        for addr in std::iter::once(self.listen).chain(self.admin) {
+            if !self.allow_remote && !addr.ip().to_canonical().is_loopback() {
+                return Err(ProxyError::NotLoopback(addr));
+            }
         }
         let bad = |setting, problem: &str| Err(ProxyError::BadSetting { setting, problem: problem.to_owned() });
         let waits = [

@@ -34,6 +34,7 @@ use url::Url;
 use super::config::ProxyConfig;
 use super::error::ProxyError;
 use super::hop::{caller_response_headers, upstream_request_headers};
+use super::metrics::{Outcome, ProxyMetrics};
 use super::shed::shed;
 use crate::engine::{Cost, Limiter, Overload, Permit, Priority, QueueCounts, format_wait};
 use crate::http::admission::{Admission, AdmissionStep, Refusal};
@@ -56,6 +57,8 @@ pub(crate) struct Proxy {
     /// Shared budgets (Redis) by limiter key, awaited after the local permit.
     gates: HashMap<String, SharedGate>,
     pub(crate) shared: Option<SharedHandle>,
+    /// What every request ended as, and the rest the admin listener serves.
+    pub(crate) metrics: ProxyMetrics,
     queues: QueueCounts,
     next_id: AtomicU64,
     rng: Mutex<StdRng>,
@@ -156,6 +159,7 @@ pub(crate) async fn handle(proxy: Arc<Proxy>, peer: SocketAddr, request: Request
     tokio::select! {
         response = proxy.forward(peer.ip(), request) => response,
         _ = cut_off.wait_for(|cut| *cut) => {
+            proxy.metrics.ended("", Outcome::CutOff);
             plain(StatusCode::SERVICE_UNAVAILABLE, "the proxy shut down before this request finished")
         }
     }
@@ -181,7 +185,10 @@ impl Proxy {
             }
             None => (HashMap::new(), None),
         };
+        let store = shared.as_ref().map(|handle: &SharedHandle| Arc::clone(&handle.health));
+        let metrics = ProxyMetrics::new(Arc::clone(&config.policy.registry), store);
         Ok(Self {
+            metrics,
             cache: config.cache.map(ResponseCache::new),
             http: http.build().map_err(|err| ProxyError::Client(err.to_string()))?,
             gates,
@@ -208,23 +215,33 @@ impl Proxy {
             Err(refusal) => {
                 let status = refusal.status().as_u16();
                 tracing::info!(method = %parts.method, status, reason = %refusal, "refused");
+                self.metrics.ended("", Outcome::Refused);
                 return plain(refusal.status(), &refusal.to_string());
             }
         };
         let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
+        // The request's key in the metrics: its limiter's, else the upstream's `host[:port]` (a key's form).
+        let authority = match url.port() {
+            Some(port) => format!("{host}:{port}"),
+            None => host.clone(),
+        };
         let policy = &self.config.policy;
         let Routed { limiter, adaptive, retry, report } = policy.routed(policy.limiter_for(&host, &url), &self.next_id);
         let mut headers = upstream_request_headers(std::mem::take(&mut parts.headers), peer, secrets);
         // Before admission: a caller's broken body must not cost a token.
         let body = match RequestBody::read(body, self.config.replay_limit).await {
             Ok(body) => body,
-            Err(reason) => return bad_body(&parts.method, parts.uri.path(), &reason),
+            Err(reason) => {
+                self.metrics.ended(limiter.as_ref().map_or(&authority, Limiter::key), Outcome::Refused);
+                return bad_body(&parts.method, parts.uri.path(), &reason);
+            }
         };
         let cache = self.cache.as_ref().filter(|_| matches!(parts.method, Method::GET | Method::HEAD));
         let cache = cache.and_then(|cache| Some((cache, url.as_str().parse::<http::Uri>().ok()?)));
         if let Some((cache, uri)) = &cache
             && let Some(fresh) = cache.serve(&parts.method, uri, &mut headers, &report, started)
         {
+            self.metrics.ended(limiter.as_ref().map_or(&authority, Limiter::key), Outcome::Cached);
             return cached_response(fresh);
         }
         let estimate = Cost::requests(1);
@@ -233,6 +250,7 @@ impl Proxy {
             parts,
             url,
             host,
+            authority,
             headers,
             body,
             limiter,
@@ -290,6 +308,8 @@ struct Forwarding<'p> {
     url: Url,
     /// The upstream host, lower case (for messages).
     host: String,
+    /// The upstream's `host[:port]`: the request's key in the metrics when it has no limiter.
+    authority: String,
     /// The caller's headers as they go upstream (hop-by-hop ones out, the route's secrets in).
     headers: HeaderMap,
     body: RequestBody,
@@ -339,7 +359,10 @@ impl Face for Forwarding<'_> {
         };
         let refusal = match step.admit(attempt, &self.report).await {
             // The proxy counts requests only (no cost rules): a shared reservation has nothing to settle.
-            Ok(admission) => return Ok(Admission { shared: None, ..admission }),
+            Ok(admission) => {
+                proxy.metrics.admitted(limiter.key(), admission.waited);
+                return Ok(Admission { shared: None, ..admission });
+            }
             Err(refusal) => refusal,
         };
         let key = limiter.key();
@@ -355,6 +378,7 @@ impl Face for Forwarding<'_> {
             Refusal::Shared(err) => format!("{key}: shared budget: {err}"),
             Refusal::SharedTooSlow => format!("{key}: the shared budget did not admit this request within {bound}"),
         };
+        proxy.metrics.shed(key, &refusal);
         let shed = shed(limiter, refusal.ahead(), reason);
         self.report.emit(EventKind::Failed { error: format!("shed: {}", shed.reason), attempts: attempt - 1 });
         let (method, path) = (&self.parts.method, self.parts.uri.path());
@@ -374,6 +398,7 @@ impl Face for Forwarding<'_> {
         let answer = match upstream {
             Upstream::Response(response) => {
                 let status = response.status();
+                self.proxy.metrics.answered(self.key_label(), Some(status.as_u16()), service_time);
                 let head = ResponseHead { status, headers: response.headers(), body: None };
                 let mirror =
                     self.limiter.as_ref().filter(|_| self.adaptive).map(|limiter| (limiter, admission.permit.as_ref()));
@@ -383,7 +408,14 @@ impl Face for Forwarding<'_> {
             Upstream::Unreachable(message) => Answer::ConnectionError(message),
             Upstream::TimedOut => Answer::Timeout,
         };
+        if answer.status().is_none() {
+            self.proxy.metrics.answered(self.key_label(), None, service_time);
+        }
         Sent { sent_at, service_time, answer }
+    }
+
+    fn retrying(&mut self) {
+        self.proxy.metrics.retried(self.key_label());
     }
 
     /// The upstream's answer goes back (from the cache when it keeps a copy), reported as
@@ -398,6 +430,7 @@ impl Face for Forwarding<'_> {
         let status = response.status();
         let total = self.started.elapsed();
         self.report.emit(EventKind::Finished { status: status.as_u16(), attempts: attempt, total });
+        self.proxy.metrics.ended(self.key_label(), Outcome::Forwarded);
         let (method, path, status) = (&self.parts.method, self.parts.uri.path(), status.as_u16());
         let (key, queue_wait_ms) = (self.limiter.as_ref().map_or("", Limiter::key), millis(admission.waited));
         // The caller's path without its query (whose values may be secrets), never a header.
@@ -425,9 +458,15 @@ impl Face for Forwarding<'_> {
 }
 
 impl Forwarding<'_> {
+    /// The request's key in the metrics: its limiter's, or the upstream's `host[:port]`.
+    fn key_label(&self) -> &str {
+        self.limiter.as_ref().map_or(&self.authority, Limiter::key)
+    }
+
     /// The caller's answer when the last attempt got no response: 400 for a body that broke
     /// on the way, else 502 (could not reach) or 504 (no answer in time).
     fn failed(&self, failure: Option<String>, attempts: u32) -> Response {
+        self.proxy.metrics.ended(self.key_label(), Outcome::Failed);
         let (parts, host) = (&self.parts, &self.host);
         if let Some(reason) = self.body.broken() {
             self.report.emit(EventKind::Failed { error: format!("request body: {reason}"), attempts });

@@ -8,12 +8,16 @@
 //! - `profile`: routes, limits, retries and secrets from a profile;
 //! - `shed`: queue lengths, expected waits, the 429 with draft `RateLimit` headers;
 //! - [`server`]: [`ProxyServer`], HTTP/1.1 on loopback by default, a deadline for request heads,
-//!   graceful drain.
+//!   graceful drain;
+//! - [`metrics`]: what requests ended as, upstream answers, waits and latencies, live gauges;
+//! - `admin`: the admin listener (`/metrics`, `/healthz`, `/readyz`).
 
+mod admin;
 pub mod config;
 mod error;
 mod forward;
 mod hop;
+pub mod metrics;
 pub mod path;
 mod profile;
 pub mod server;

@@ -40,6 +40,8 @@ pub struct Drained {
 #[derive(Debug)]
 pub struct ProxyServer {
     addr: SocketAddr,
+    /// The admin listener's address and task (stopped with the server).
+    admin: Option<(SocketAddr, JoinHandle<()>)>,
     url: Url,
     proxy: Arc<Proxy>,
     connections: Arc<AtomicUsize>,
@@ -58,12 +60,43 @@ impl ProxyServer {
             .map_err(|err| ProxyError::Bind { addr, source: std::io::Error::other(err) })?;
         let mut builder = http1::Builder::new();
         builder.timer(TokioTimer::new()).header_read_timeout(config.head_timeout);
+        let admin_listener = match config.admin {
+            Some(admin) => {
+                let listener =
+                    TcpListener::bind(admin).await.map_err(|source| ProxyError::Bind { addr: admin, source })?;
+                Some(listener)
+            }
+            None => None,
+        };
         let proxy = Arc::new(Proxy::new(config)?);
+        let admin = match admin_listener {
+            Some(listener) => {
+                let admin_addr = listener.local_addr().map_err(|source| ProxyError::Bind { addr, source })?;
+                let router = super::admin::router(Arc::clone(&proxy));
+                let task = tokio::spawn(async move {
+                    if let Err(err) = axum::serve(listener, router).await {
+                        tracing::warn!("the admin listener stopped: {err}");
+                    }
+                });
+                Some((admin_addr, task))
+            }
+            None => None,
+        };
         let connections = Arc::new(AtomicUsize::new(0));
         let (stop, stopped) = oneshot::channel::<()>();
         let server = Server { proxy: Arc::clone(&proxy), builder, connections: Arc::clone(&connections) };
         let task = tokio::spawn(server.run(listener, stopped));
-        Ok(Self { addr, url, proxy, connections, stop: Some(stop), task: Some(task) })
+        Ok(Self { addr, admin, url, proxy, connections, stop: Some(stop), task: Some(task) })
+    }
+
+    /// The admin listener's address (`/metrics`, `/healthz`, `/readyz`), when there is one.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin.as_ref().map(|(addr, _)| *addr)
+    }
+
+    /// The proxy's metrics as the admin listener serves them (Prometheus text, or OpenMetrics).
+    pub fn metrics_text(&self, openmetrics: bool) -> Result<String, std::fmt::Error> {
+        self.proxy.metrics.encode(openmetrics)
     }
 
     /// The address bound (with the chosen port when 0 was asked for).
@@ -127,6 +160,10 @@ impl Drop for ProxyServer {
     fn drop(&mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
+        }
+        // The admin listener goes with the server (after the drain: `shutdown` consumes it).
+        if let Some((_, task)) = self.admin.take() {
+            task.abort();
         }
     }
 }

@@ -1,0 +1,297 @@
+//! The proxy's metrics (prometheus-client): what each request ended as, what the upstream
+//! answered, retries, queue waits and upstream latency, counted as they happen; and, read at
+//! each scrape, every key's queue, requests in flight and budgets left, and the shared store's
+//! state. Served as Prometheus text or OpenMetrics by the admin listener (`admin.rs`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::{Registry as MetricRegistry, Unit as MetricUnit};
+
+use crate::engine::Overload;
+use crate::engine::Registry;
+use crate::http::admission::Refusal;
+use crate::store::{StoreHealth, StoreState};
+
+/// What a request to the proxy ended as: each request counts once, under one of these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The upstream's answer went back (whatever its status).
+    Forwarded,
+    /// Answered from the cache, nothing sent.
+    Cached,
+    /// Turned away with the proxy's 429 (load shedding).
+    Shed,
+    /// No answer from the upstream (502, 504), or a body that broke on the way (400).
+    Failed,
+    /// Refused before anything else: no route, a path that leaves its route, a malformed body.
+    Refused,
+    /// Still running when the drain deadline passed (503).
+    CutOff,
+}
+
+impl Outcome {
+    fn label(self) -> &'static str {
+        match self {
+            Self::Forwarded => "forwarded",
+            Self::Cached => "cached",
+            Self::Shed => "shed",
+            Self::Failed => "failed",
+            Self::Refused => "refused",
+            Self::CutOff => "cut_off",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KeyLabels {
+    key: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    key: String,
+    outcome: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ShedLabels {
+    key: String,
+    reason: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StatusLabels {
+    key: String,
+    class: &'static str,
+}
+
+type Histograms = Family<KeyLabels, Histogram, fn() -> Histogram>;
+
+/// The proxy's counters and histograms, and the registry that encodes them with the live
+/// gauges.
+#[derive(Debug)]
+pub struct ProxyMetrics {
+    registry: MetricRegistry,
+    requests: Family<OutcomeLabels, Counter>,
+    shed: Family<ShedLabels, Counter>,
+    upstream_responses: Family<StatusLabels, Counter>,
+    upstream_unanswered: Family<KeyLabels, Counter>,
+    throttled: Family<KeyLabels, Counter>,
+    retries: Family<KeyLabels, Counter>,
+    queue_wait: Histograms,
+    upstream_latency: Histograms,
+}
+
+/// 1 ms to about 65 s, doubling.
+fn seconds_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.001, 2.0, 17))
+}
+
+impl ProxyMetrics {
+    /// Metrics for a proxy pacing by `limits`, sharing budgets through `store` when it does.
+    pub fn new(limits: Arc<Registry>, store: Option<Arc<StoreHealth>>) -> Self {
+        let mut registry = MetricRegistry::default();
+        let metrics = Self {
+            requests: Family::default(),
+            shed: Family::default(),
+            upstream_responses: Family::default(),
+            upstream_unanswered: Family::default(),
+            throttled: Family::default(),
+            retries: Family::default(),
+            queue_wait: Family::new_with_constructor(seconds_histogram),
+            upstream_latency: Family::new_with_constructor(seconds_histogram),
+            registry: MetricRegistry::default(),
+        };
+        registry.register(
+            "ratescope_proxy_requests",
+            "Requests to the proxy by how they ended, per limiter key (the upstream host:port for a route without limits)",
+            metrics.requests.clone(),
+        );
+        registry.register(
+            "ratescope_proxy_shed",
+            "Requests turned away with the proxy's 429, by why",
+            metrics.shed.clone(),
+        );
+        registry.register(
+            "ratescope_proxy_upstream_responses",
+            "Upstream answers to attempts (retries included), by status class",
+            metrics.upstream_responses.clone(),
+        );
+        registry.register(
+            "ratescope_proxy_upstream_unanswered",
+            "Attempts that got no upstream answer (unreachable, or none in time)",
+            metrics.upstream_unanswered.clone(),
+        );
+        registry.register(
+            "ratescope_proxy_upstream_throttled",
+            "Upstream answers with status 429",
+            metrics.throttled.clone(),
+        );
+        registry.register(
+            "ratescope_proxy_retries",
+            "Attempts sent again after a throttling answer or an error",
+            metrics.retries.clone(),
+        );
+        registry.register_with_unit(
+            "ratescope_proxy_queue_wait",
+            "Time each admitted attempt waited for its key's limiter (and shared budget)",
+            MetricUnit::Seconds,
+            metrics.queue_wait.clone(),
+        );
+        registry.register_with_unit(
+            "ratescope_proxy_upstream_latency",
+            "Time from sending an attempt upstream to its answer's head",
+            MetricUnit::Seconds,
+            metrics.upstream_latency.clone(),
+        );
+        registry.register_collector(Box::new(Live { limits, store }));
+        Self { registry, ..metrics }
+    }
+
+    /// A request ended as `outcome`, under limiter key `key`.
+    pub fn ended(&self, key: &str, outcome: Outcome) {
+        self.requests.get_or_create(&OutcomeLabels { key: key.to_owned(), outcome: outcome.label() }).inc();
+    }
+
+    /// A request was shed for `refusal`: counted as its outcome and by reason.
+    pub fn shed(&self, key: &str, refusal: &Refusal) {
+        let reason = match refusal {
+            Refusal::Limiter(_) | Refusal::Shed(Overload::Invalid(_)) => "invalid",
+            Refusal::Shed(Overload::QueueFull { .. }) => "queue_full",
+            Refusal::Shed(Overload::TooLong { .. }) => "wait_too_long",
+            Refusal::Shed(Overload::Waited { .. }) => "waited_too_long",
+            Refusal::Shared(_) => "shared_store",
+            Refusal::SharedTooSlow => "shared_too_slow",
+        };
+        self.shed.get_or_create(&ShedLabels { key: key.to_owned(), reason }).inc();
+        self.ended(key, Outcome::Shed);
+    }
+
+    /// An attempt was admitted after waiting `waited`.
+    pub fn admitted(&self, key: &str, waited: Duration) {
+        self.queue_wait.get_or_create(&KeyLabels { key: key.to_owned() }).observe(waited.as_secs_f64());
+    }
+
+    /// An attempt's upstream answer (`None`: none came) after `latency`.
+    pub fn answered(&self, key: &str, status: Option<u16>, latency: Duration) {
+        let labels = KeyLabels { key: key.to_owned() };
+        let Some(status) = status else {
+            self.upstream_unanswered.get_or_create(&labels).inc();
+            return;
+        };
+        self.upstream_latency.get_or_create(&labels).observe(latency.as_secs_f64());
+        let class = match status {
+            100..=199 => "1xx",
+            200..=299 => "2xx",
+            300..=399 => "3xx",
+            400..=499 => "4xx",
+            _ => "5xx",
+        };
+        self.upstream_responses.get_or_create(&StatusLabels { key: key.to_owned(), class }).inc();
+        if status == 429 {
+            self.throttled.get_or_create(&labels).inc();
+        }
+    }
+
+    /// An attempt will be sent again.
+    pub fn retried(&self, key: &str) {
+        self.retries.get_or_create(&KeyLabels { key: key.to_owned() }).inc();
+    }
+
+    /// Everything, in the Prometheus text format (0.0.4), or in OpenMetrics (ending `# EOF`).
+    pub fn encode(&self, openmetrics: bool) -> Result<String, std::fmt::Error> {
+        let mut text = String::new();
+        if openmetrics {
+            prometheus_client::encoding::text::encode(&mut text, &self.registry)?;
+        } else {
+            prometheus_client::encoding::prometheus_text::encode(&mut text, &self.registry)?;
+        }
+        Ok(text)
+    }
+}
+
+/// The gauges read at each scrape: every active key's queue, requests in flight and budgets
+/// left; the shared store's state and round trips.
+#[derive(Debug)]
+struct Live {
+    limits: Arc<Registry>,
+    store: Option<Arc<StoreHealth>>,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BudgetLabels {
+    key: String,
+    budget: String,
+    unit: String,
+}
+
+impl Collector for Live {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let snapshots: Vec<_> = self.limits.active().iter().map(|limiter| limiter.snapshot()).collect();
+        let mut queued = encoder.encode_descriptor(
+            "ratescope_proxy_queued",
+            "Requests waiting in the key's limiter now",
+            None,
+            MetricType::Gauge,
+        )?;
+        for snapshot in &snapshots {
+            let labels = KeyLabels { key: snapshot.key.clone() };
+            ConstGauge::new(snapshot.queued_total() as i64).encode(queued.encode_family(&labels)?)?;
+        }
+        let mut in_flight = encoder.encode_descriptor(
+            "ratescope_proxy_in_flight",
+            "Requests of the key holding a permit now (sent, or streaming their answer)",
+            None,
+            MetricType::Gauge,
+        )?;
+        for snapshot in &snapshots {
+            let labels = KeyLabels { key: snapshot.key.clone() };
+            ConstGauge::new(snapshot.in_flight as i64).encode(in_flight.encode_family(&labels)?)?;
+        }
+        let mut remaining = encoder.encode_descriptor(
+            "ratescope_proxy_budget_remaining",
+            "What each budget of the key holds now, in its unit",
+            None,
+            MetricType::Gauge,
+        )?;
+        for snapshot in &snapshots {
+            for budget in &snapshot.budgets {
+                let labels = BudgetLabels {
+                    key: snapshot.key.clone(),
+                    budget: budget.name.clone(),
+                    unit: budget.unit.to_string(),
+                };
+                ConstGauge::new(budget.available.max(0.0)).encode(remaining.encode_family(&labels)?)?;
+            }
+        }
+        if let Some(store) = &self.store {
+            let up = match store.state() {
+                StoreState::Degraded { .. } => 0,
+                _ => 1,
+            };
+            let up_encoder = encoder.encode_descriptor(
+                "ratescope_proxy_store_up",
+                "1 while the shared store answers (or has not been asked yet), 0 while its fail policy acts",
+                None,
+                MetricType::Gauge,
+            )?;
+            ConstGauge::new(up).encode(up_encoder)?;
+            let trips = encoder.encode_descriptor(
+                "ratescope_proxy_store_round_trips",
+                "Round trips to the shared store",
+                None,
+                MetricType::Counter,
+            )?;
+            ConstCounter::new(store.counts().round_trips).encode(trips)?;
+        }
+        Ok(())
+    }
+}
