@@ -269,3 +269,72 @@ async fn the_systemd_units_command_line_starts_the_proxy_and_the_unit_verifies()
     let said = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
     assert!(output.status.success() && said.trim().is_empty(), "systemd-analyze verify: {said}");
 }
+
+/// A profile for the proxy: the upstream at `upstream` paced at `rate`.
+fn proxy_profile(upstream: std::net::SocketAddr, rate: &str) -> String {
+    format!(
+        "name = \"reload\"\n[[hosts]]\nname = \"up\"\nbase_url = \"http://{upstream}\"\n\
+         budgets = [{{ name = \"rate\", kind = \"token_bucket\", capacity = 1, rate = \"{rate}\" }}]\n"
+    )
+}
+
+/// Reads `stderr` lines until one contains `text`; returns it.
+fn line_with(stderr: &mut BufReader<ChildStderr>, text: &str) -> String {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "stderr ended before a line with {text:?}");
+        if line.contains(text) {
+            return line;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_rereads_the_profile_and_a_broken_one_keeps_the_old_limits() {
+    let (upstream, _arrivals, _release) = holding_upstream().await;
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("reload.toml");
+    std::fs::write(&profile, proxy_profile(upstream, "10/1s")).unwrap();
+    let Started { mut child, url, .. } = spawn_proxy(
+        Command::new(env!("CARGO_BIN_EXE_ratescope"))
+            .args(["proxy", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--route"])
+            .arg(format!("up=http://{upstream}"))
+            .arg("--profile")
+            .arg(&profile),
+    );
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+
+    // A file broken mid-edit: refused, the old limits stay, the proxy serves on.
+    std::fs::write(&profile, "name = \"reload\"\n[[hosts]\n").unwrap();
+    signal(&child, "HUP");
+    let refused = tokio::task::spawn_blocking(move || {
+        let line = line_with(&mut stderr, "SIGHUP");
+        (stderr, line)
+    });
+    let (mut stderr, line) = refused.await.unwrap();
+    assert!(line.contains("reload refused, the old configuration stays") && line.contains("reload.toml"), "{line}");
+    ratescope::http::install_tls_provider();
+    let metrics = |path: &'static str| {
+        let url = url.clone();
+        async move { reqwest::get(format!("{url}{path}")).await.unwrap().status().as_u16() }
+    };
+    assert_eq!(metrics("nowhere").await, 404, "still serving");
+
+    // Fixed: applied.
+    std::fs::write(&profile, proxy_profile(upstream, "5/1s")).unwrap();
+    signal(&child, "HUP");
+    let (mut stderr, line) = tokio::task::spawn_blocking(move || {
+        let line = line_with(&mut stderr, "SIGHUP");
+        (stderr, line)
+    })
+    .await
+    .unwrap();
+    assert!(line.contains("SIGHUP: reloaded: 1 route(s), 1 limited key(s)"), "{line}");
+    signal(&child, "TERM");
+    // Read to the end: a closed pipe would fail the proxy's last words.
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    let exit = tokio::task::spawn_blocking(move || child.wait().unwrap()).await.unwrap();
+    assert!(exit.success(), "{exit:?}: {rest}");
+}

@@ -1,5 +1,6 @@
 //! `ratescope proxy`: hold the API key and pace everyone's requests to an upstream.
 
+use std::io::Write as _;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,7 +16,7 @@ use crate::engine::{Registry, Unit, format_wait};
 use crate::http::Adaptive;
 use crate::http::cache::CacheConfig;
 use crate::profile::SecretStore;
-use crate::proxy::{DEFAULT_LISTEN, ProxyConfig, ProxyServer, Route, Shedding};
+use crate::proxy::{DEFAULT_LISTEN, ProxyConfig, ProxyServer, Reloader, Route, Shedding};
 
 /// `127.0.0.1:8788`, `[::1]:8788` or `localhost:8788`: a name is resolved, and of its
 /// addresses an IPv4 one is taken first (as `localhost` means 127.0.0.1 to most tools).
@@ -170,7 +171,8 @@ impl ProxyArgs {
 /// log line like its others.
 fn say(text: String) {
     match super::log_format() {
-        LogFormat::Text => eprintln!("{text}"),
+        // A closed stderr is no reason to fail (eprintln! would panic).
+        LogFormat::Text => drop(writeln!(std::io::stderr(), "{text}")),
         LogFormat::Json => tracing::info!("{text}"),
     }
 }
@@ -178,7 +180,7 @@ fn say(text: String) {
 /// A warning on stderr, as [`say`] writes it.
 fn warn(text: String) {
     match super::log_format() {
-        LogFormat::Text => eprintln!("warning: {text}"),
+        LogFormat::Text => drop(writeln!(std::io::stderr(), "warning: {text}")),
         LogFormat::Json => tracing::warn!("{text}"),
     }
 }
@@ -206,7 +208,7 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         let server = ProxyServer::start(config).await?;
         let _ = outln!("ratescope proxy listening on {}", server.url());
         if let Some(admin) = server.admin_addr() {
-            let _ = outln!("  admin: http://{admin}/metrics, /healthz, /readyz");
+            let _ = outln!("  admin: http://{admin}/metrics, /healthz, /readyz, POST /reload");
         }
         for route in server.routes() {
             let limits = route
@@ -231,15 +233,24 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
                 shared.policy
             );
         }
+        let stats_every = args.stats_every;
+        let drain = args.drain;
+        // A reload (SIGHUP, POST /reload) rereads the profile, the flags' files and the secrets'
+        // variables, as the start did.
+        let args = Arc::new(args);
+        server.set_reloader(Reloader::new(move || args.config().map_err(|err| super::error_text(&err))));
         let server = Arc::new(server);
-        let stats = args.stats_every.map(|every| tokio::spawn(print_stats(Arc::clone(&server), every)));
+        let stats = stats_every.map(|every| tokio::spawn(print_stats(Arc::clone(&server), every)));
+        let hangups = tokio::spawn(reload_on_hangup(Arc::clone(&server)));
         let signal = stop_signal.await;
+        hangups.abort();
+        let _ = hangups.await;
         if let Some(stats) = stats {
             stats.abort();
             let _ = stats.await;
         }
         let server = Arc::into_inner(server).context("the proxy is still shared at shutdown")?;
-        let deadline = args.drain;
+        let deadline = drain;
         say(format!(
             "shutting down ({signal}): draining {} request(s) in flight (up to {})",
             server.in_flight(),
@@ -278,6 +289,29 @@ fn stop_signal() -> anyhow::Result<impl Future<Output = &'static str>> {
             "Ctrl+C"
         })
     }
+}
+
+/// SIGHUP rereads the routes and limits (the server's reloader); a refused configuration
+/// leaves the old one in place and says why. Nothing on systems without SIGHUP.
+async fn reload_on_hangup(server: Arc<ProxyServer>) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let Ok(mut hangup) = signal(SignalKind::hangup()) else {
+            warn("cannot listen for SIGHUP: reload through POST /reload on --admin".to_owned());
+            return;
+        };
+        while hangup.recv().await.is_some() {
+            let reloading = Arc::clone(&server);
+            match tokio::task::spawn_blocking(move || reloading.reload_from_source()).await {
+                Ok(Ok(reloaded)) => say(format!("SIGHUP: {}", reloaded.describe())),
+                Ok(Err(err)) => warn(format!("SIGHUP: reload refused, the old configuration stays: {err}")),
+                Err(err) => warn(format!("SIGHUP: the reload failed: {err}")),
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    drop(server);
 }
 
 /// `--stats-every`: one line per period on stderr, `stats: in_flight=N connections=N tasks=N`

@@ -1,6 +1,7 @@
 //! The admin listener, apart from the callers' one: `GET /metrics` (Prometheus text, or
 //! OpenMetrics when the scraper's `Accept` asks for it), `GET /healthz` (the process answers)
-//! and `GET /readyz` (routes loaded, and the shared store reachable or its fail policy going on).
+//! `GET /readyz` (routes loaded, and the shared store reachable or its fail policy going on),
+//! and `POST /reload` (routes and limits reread, as SIGHUP does).
 
 use std::sync::Arc;
 
@@ -9,7 +10,7 @@ use axum::extract::State;
 use axum::http::header::{ACCEPT, CONTENT_TYPE};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 
 use super::forward::Proxy;
 use crate::store::{FailPolicy, StoreState};
@@ -22,6 +23,7 @@ pub(crate) fn router(proxy: Arc<Proxy>) -> Router {
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(ready))
+        .route("/reload", post(reload))
         .with_state(proxy)
 }
 
@@ -36,6 +38,21 @@ async fn metrics(State(proxy): State<Arc<Proxy>>, headers: HeaderMap) -> Respons
     match proxy.metrics.encode(openmetrics) {
         Ok(text) => ([(CONTENT_TYPE, content_type)], text).into_response(),
         Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "the metrics could not be encoded\n").into_response(),
+    }
+}
+
+/// Rereads the routes and limits (the installed `Reloader`): 200 with what now applies, or
+/// 422 with why the new configuration was refused (the old one stays).
+async fn reload(State(proxy): State<Arc<Proxy>>) -> (StatusCode, String) {
+    // The reloader reads files: off the runtime's worker threads.
+    let outcome = tokio::task::spawn_blocking(move || proxy.reload_from_source()).await;
+    match outcome {
+        Ok(Ok(reloaded)) => (StatusCode::OK, format!("{}\n", reloaded.describe())),
+        Ok(Err(err)) => {
+            tracing::warn!("reload refused, the old configuration stays: {err}");
+            (StatusCode::UNPROCESSABLE_ENTITY, format!("reload refused, the old configuration stays: {err}\n"))
+        }
+        Err(join) => (StatusCode::INTERNAL_SERVER_ERROR, format!("the reload failed: {join}\n")),
     }
 }
 

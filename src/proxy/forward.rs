@@ -24,7 +24,7 @@ use futures_util::StreamExt;
 use http::header::CONTENT_TYPE;
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use http_body_util::BodyExt;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use tokio::sync::watch;
@@ -51,7 +51,13 @@ use crate::store::{SharedGate, SharedHandle};
 /// The proxy's state, one for all its requests: its settings, the upstream client, the cache and counters.
 #[derive(Debug)]
 pub(crate) struct Proxy {
+    /// The settings it started with: listen addresses, shedding, timeouts, the cache, the drain.
     pub(crate) config: ProxyConfig,
+    /// The settings a reload replaces (routes, limits, retry policies), read once per request:
+    /// a request keeps the ones it started with; limits change in place in the one registry.
+    pub(crate) live: RwLock<Arc<ProxyConfig>>,
+    /// Makes the settings a reload applies (the command line rereads its profile and flags).
+    pub(crate) reloader: RwLock<Option<Reloader>>,
     http: reqwest::Client,
     pub(crate) cache: Option<ResponseCache>,
     /// Shared budgets (Redis) by limiter key, awaited after the local permit.
@@ -65,6 +71,46 @@ pub(crate) struct Proxy {
     pub(crate) in_flight: AtomicUsize,
     /// Set when the drain deadline passed: unfinished requests are answered 503 at once.
     pub(crate) cut_off: watch::Sender<bool>,
+}
+
+/// Makes the settings a reload applies, or says why it cannot (the command line rereads its
+/// profile and flags).
+#[derive(Clone)]
+pub struct Reloader(Arc<dyn Fn() -> Result<ProxyConfig, String> + Send + Sync>);
+
+impl Reloader {
+    /// A reloader calling `make`.
+    pub fn new(make: impl Fn() -> Result<ProxyConfig, String> + Send + Sync + 'static) -> Self {
+        Self(Arc::new(make))
+    }
+}
+
+impl std::fmt::Debug for Reloader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Reloader")
+    }
+}
+
+/// What a reload applied, and the settings it kept because they need a restart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reloaded {
+    /// Routes served now.
+    pub routes: usize,
+    /// Limiter keys configured now.
+    pub keys: usize,
+    /// Settings that changed in the new configuration but apply only after a restart.
+    pub kept: Vec<&'static str>,
+}
+
+impl Reloaded {
+    /// "reloaded: 2 route(s), 3 limited key(s)", and the settings kept until a restart.
+    pub fn describe(&self) -> String {
+        let mut text = format!("reloaded: {} route(s), {} limited key(s)", self.routes, self.keys);
+        if !self.kept.is_empty() {
+            text.push_str(&format!("; changed but kept until a restart: {}", self.kept.join(", ")));
+        }
+        text
+    }
 }
 
 /// The request body: kept for retries, or streamed through once.
@@ -188,6 +234,8 @@ impl Proxy {
         let store = shared.as_ref().map(|handle: &SharedHandle| Arc::clone(&handle.health));
         let metrics = ProxyMetrics::new(Arc::clone(&config.policy.registry), store);
         Ok(Self {
+            live: RwLock::new(Arc::new(config.clone())),
+            reloader: RwLock::new(None),
             metrics,
             cache: config.cache.map(ResponseCache::new),
             http: http.build().map_err(|err| ProxyError::Client(err.to_string()))?,
@@ -202,6 +250,78 @@ impl Proxy {
         })
     }
 
+    /// Replaces the routes, limits and retry policies with `next`'s: each key's limits change
+    /// in place (queued and in-flight requests go on under the new ones; keys no longer named
+    /// are removed), new requests take the new routes. Settings a reload cannot change (listen
+    /// addresses, shedding, timeouts, the cache, shared budgets) are kept and named in the
+    /// report. Nothing changes when `next` is refused.
+    pub(crate) fn reload(&self, mut next: ProxyConfig) -> Result<Reloaded, ProxyError> {
+        let outcome = self.apply(&mut next);
+        self.metrics.reloaded(outcome.is_ok());
+        outcome
+    }
+
+    fn apply(&self, next: &mut ProxyConfig) -> Result<Reloaded, ProxyError> {
+        next.validate()?;
+        let entries = next.policy.registry.entries();
+        for (key, limits) in &entries {
+            limits
+                .validate()
+                .map_err(|err| ProxyError::BadSetting { setting: "limits", problem: format!("{key}: {err}") })?;
+        }
+        let current = Arc::clone(&self.live.read());
+        let registry = Arc::clone(&current.policy.registry);
+        let mut kept = Vec::new();
+        let started = &self.config;
+        let fixed = [
+            ("--listen", started.listen != next.listen),
+            ("--admin", started.admin != next.admin),
+            ("--max-queue-wait / --max-queue", started.shedding != next.shedding),
+            ("--cache", started.cache.is_some() != next.cache.is_some()),
+            ("--redis", started.shared.is_some() != next.shared.is_some()),
+        ];
+        kept.extend(fixed.iter().filter(|(_, changed)| *changed).map(|(setting, _)| *setting));
+        let removed: Vec<_> = registry
+            .entries()
+            .into_iter()
+            .map(|(key, _)| key)
+            .filter(|key| !entries.iter().any(|(k, _)| k == key))
+            .collect();
+        for (key, limits) in entries.iter().cloned() {
+            registry
+                .set(key, limits)
+                .map_err(|err| ProxyError::BadSetting { setting: "limits", problem: err.to_string() })?;
+        }
+        for key in &removed {
+            registry.remove(key);
+        }
+        next.policy.registry = registry;
+        // The event sink stays: whoever listens to the proxy's requests keeps listening.
+        next.policy.events = current.policy.events.clone();
+        let routes = next.routes.len();
+        *self.live.write() = Arc::new(next.clone());
+        Ok(Reloaded { routes, keys: entries.len(), kept })
+    }
+
+    /// Reloads from the installed [`Reloader`]; fails when none is installed or it fails.
+    pub(crate) fn reload_from_source(&self) -> Result<Reloaded, ProxyError> {
+        let reloader = self.reloader.read().clone();
+        let Some(reloader) = reloader else {
+            self.metrics.reloaded(false);
+            return Err(ProxyError::BadSetting {
+                setting: "reload",
+                problem: "this proxy has nothing to reload from".into(),
+            });
+        };
+        match (reloader.0)() {
+            Ok(next) => self.reload(next),
+            Err(problem) => {
+                self.metrics.reloaded(false);
+                Err(ProxyError::BadSetting { setting: "reload", problem })
+            }
+        }
+    }
+
     /// One caller's request: its route and upstream URL, its body (read before admission, so a
     /// broken one costs no token), the cache, then the attempt loop every face shares, over the
     /// upstream ([`Forwarding`]); the answer streams back holding the concurrency slot.
@@ -210,7 +330,8 @@ impl Proxy {
         let (mut parts, body) = request.into_parts();
         // The path is normalised and checked before anything else: the route's secrets go only
         // to a URL inside that route.
-        let (url, secrets) = match self.config.upstream_for(&parts.uri) {
+        let live = Arc::clone(&self.live.read());
+        let (url, secrets) = match live.upstream_for(&parts.uri) {
             Ok((route, url)) => (url, &route.secrets),
             Err(refusal) => {
                 let status = refusal.status().as_u16();
@@ -225,7 +346,7 @@ impl Proxy {
             Some(port) => format!("{host}:{port}"),
             None => host.clone(),
         };
-        let policy = &self.config.policy;
+        let policy = &live.policy;
         let Routed { limiter, adaptive, retry, report } = policy.routed(policy.limiter_for(&host, &url), &self.next_id);
         let mut headers = upstream_request_headers(std::mem::take(&mut parts.headers), peer, secrets);
         // Before admission: a caller's broken body must not cost a token.

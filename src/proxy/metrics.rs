@@ -88,6 +88,12 @@ pub struct ProxyMetrics {
     retries: Family<KeyLabels, Counter>,
     queue_wait: Histograms,
     upstream_latency: Histograms,
+    reloads: Family<ReloadLabels, Counter>,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReloadLabels {
+    result: &'static str,
 }
 
 /// 1 ms to about 65 s, doubling.
@@ -108,6 +114,7 @@ impl ProxyMetrics {
             retries: Family::default(),
             queue_wait: Family::new_with_constructor(seconds_histogram),
             upstream_latency: Family::new_with_constructor(seconds_histogram),
+            reloads: Family::default(),
             registry: MetricRegistry::default(),
         };
         registry.register(
@@ -152,6 +159,15 @@ impl ProxyMetrics {
             MetricUnit::Seconds,
             metrics.upstream_latency.clone(),
         );
+        registry.register(
+            "ratescope_proxy_reloads",
+            "Reloads of routes and limits (SIGHUP, POST /reload), applied or refused",
+            metrics.reloads.clone(),
+        );
+        // Both results from the start, so a failure shows as a rise from zero.
+        for result in ["applied", "refused"] {
+            drop(metrics.reloads.get_or_create(&ReloadLabels { result }));
+        }
         registry.register_collector(Box::new(Live { limits, store }));
         Self { registry, ..metrics }
     }
@@ -199,6 +215,11 @@ impl ProxyMetrics {
         if status == 429 {
             self.throttled.get_or_create(&labels).inc();
         }
+    }
+
+    /// A reload was applied (`true`) or refused.
+    pub fn reloaded(&self, applied: bool) {
+        self.reloads.get_or_create(&ReloadLabels { result: if applied { "applied" } else { "refused" } }).inc();
     }
 
     /// An attempt will be sent again.

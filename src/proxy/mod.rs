@@ -27,6 +27,7 @@ pub use config::{
     DEFAULT_HEAD_TIMEOUT, DEFAULT_LISTEN, DEFAULT_REPLAY_LIMIT, ProxyConfig, Route, Shedding, Unroutable,
 };
 pub use error::ProxyError;
+pub use forward::{Reloaded, Reloader};
 pub use profile::profile_routes;
 pub use server::{Drained, ProxyServer};
 pub use shed::Shed;

@@ -24,7 +24,7 @@ use url::Url;
 
 use super::config::{ProxyConfig, Route};
 use super::error::ProxyError;
-use super::forward::{Proxy, handle};
+use super::forward::{Proxy, Reloaded, Reloader, handle};
 use crate::http::cache::CacheStats;
 
 /// How a shutdown ended.
@@ -114,9 +114,26 @@ impl ProxyServer {
         self.url.clone()
     }
 
-    /// The routes it serves.
-    pub fn routes(&self) -> &[Route] {
-        &self.proxy.config.routes
+    /// The routes it serves now.
+    pub fn routes(&self) -> Vec<Route> {
+        self.proxy.live.read().routes.clone()
+    }
+
+    /// Replaces the routes, limits and retry policies with `next`'s, in place: requests queued
+    /// or in flight go on under the new limits, none is dropped. A refused `next` changes nothing.
+    pub fn reload(&self, next: ProxyConfig) -> Result<Reloaded, ProxyError> {
+        self.proxy.reload(next)
+    }
+
+    /// Reloads from the installed reloader (what SIGHUP and `POST /reload` do).
+    pub fn reload_from_source(&self) -> Result<Reloaded, ProxyError> {
+        self.proxy.reload_from_source()
+    }
+
+    /// What a reload without a new configuration (SIGHUP, `POST /reload` on the admin listener)
+    /// rereads; without one, those reloads are refused.
+    pub fn set_reloader(&self, reloader: Reloader) {
+        *self.proxy.reloader.write() = Some(reloader);
     }
 
     /// Requests being handled right now (queued, upstream, or sending their body).
