@@ -1,37 +1,71 @@
 #!/usr/bin/env bash
 # Overhead of `ratescope proxy` with no limit (see BENCHMARKS.md): the same unlimited burst
-# against the demo API's /open route directly and through the proxy, in one run, and the
-# latency the proxy adds at p50 and p99.
-# Usage: benches/proxy.sh [REQUESTS] [CONCURRENCY]   (SKIP_BUILD=1: use the release binary as built)
+# against the demo API's /open route directly, through ratescope's proxy and through nginx
+# `proxy_pass` (a keep-alive upstream pool) in front of the same demo API, alternating for
+# ROUNDS rounds; the latency each proxy adds at p50 and p99 (medians of the rounds).
+# Usage: benches/proxy.sh [REQUESTS] [CONCURRENCY] [ROUNDS]   (SKIP_BUILD=1: use the release
+# binary as built; nginx from Debian's package, skipped when missing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 requests=${1:-20000}
 concurrency=${2:-32}
+rounds=${3:-5}
 [ -n "${SKIP_BUILD:-}" ] || cargo build --release --quiet --no-default-features
 target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 bin="$target_dir/release/ratescope"
 mock_port=18797
 proxy_port=18798
+nginx_port=18799
 work=$(mktemp -d)
 export RATESCOPE_CONFIG_DIR="$work"
 "$bin" mock --port "$mock_port" >"$work/mock.log" 2>&1 &
 mock=$!
 "$bin" proxy --listen "127.0.0.1:$proxy_port" --route "demo=http://127.0.0.1:$mock_port" >"$work/proxy.log" 2>&1 &
 proxy=$!
-trap 'kill $mock $proxy 2>/dev/null; rm -rf "$work"' EXIT
+nginx=""
+nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
+if [ -x "$nginx_bin" ]; then
+    mkdir -p "$work/nginx/logs"
+    sed -e "s/{{PORT}}/$nginx_port/" -e "s/{{UPSTREAM}}/127.0.0.1:$mock_port/" benches/nginx-proxy.conf.template \
+        >"$work/nginx/nginx.conf"
+    "$nginx_bin" -p "$work/nginx" -c "$work/nginx/nginx.conf" -e "$work/nginx/logs/error.log" &
+    nginx=$!
+fi
+trap 'kill $mock $proxy $nginx 2>/dev/null; rm -rf "$work"' EXIT
 for _ in $(seq 50); do curl -sf "http://127.0.0.1:$proxy_port/demo/open" >/dev/null 2>&1 && break; sleep 0.1; done
+[ -z "$nginx" ] || for _ in $(seq 50); do curl -sf "http://127.0.0.1:$nginx_port/demo/open" >/dev/null 2>&1 && break; sleep 0.1; done
 
 run() {
-    "$bin" burst "$1" -n "$requests" -c "$concurrency" --no-limit --retries 0 --json >"$work/$2.json"
+    "$bin" burst "$1" -n "$requests" -c "$concurrency" --no-limit --retries 0 --json >"$work/$2-$3.json"
 }
-echo "== $requests requests, $concurrency in flight, no limit"
-run "http://127.0.0.1:$mock_port/open" direct
-run "http://127.0.0.1:$proxy_port/demo/open" proxied
-python3 - "$work/direct.json" "$work/proxied.json" <<'PY'
-import json, sys
-direct, proxied = (json.load(open(path)) for path in sys.argv[1:3])
-for name, s in (("direct", direct), ("proxied", proxied)):
-    print(f"{name:8} {s['achieved_rps']:8.0f} req/s  p50 {s['service_ms']['p50']:.3f} ms  p99 {s['service_ms']['p99']:.3f} ms  ok {s['succeeded']}/{s['requests']}")
-added = {q: proxied['service_ms'][q] - direct['service_ms'][q] for q in ('p50', 'p99')}
-print(f"added by the proxy: p50 {added['p50']:+.3f} ms  p99 {added['p99']:+.3f} ms  throughput {proxied['achieved_rps'] / direct['achieved_rps'] * 100:.1f}% of direct")
+echo "== $requests requests, $concurrency in flight, no limit, $rounds rounds (direct, ratescope, nginx alternate)"
+for round in $(seq "$rounds"); do
+    run "http://127.0.0.1:$mock_port/open" direct "$round"
+    run "http://127.0.0.1:$proxy_port/demo/open" ratescope "$round"
+    [ -z "$nginx" ] || run "http://127.0.0.1:$nginx_port/demo/open" nginx "$round"
+done
+python3 - "$work" "$rounds" <<'PY'
+import json, os, statistics, sys
+work, rounds = sys.argv[1], int(sys.argv[2])
+def runs(name):
+    paths = [os.path.join(work, f"{name}-{r}.json") for r in range(1, rounds + 1)]
+    return [json.load(open(p)) for p in paths if os.path.exists(p)]
+def median(summaries, pick):
+    return statistics.median(pick(s) for s in summaries)
+direct = runs("direct")
+for name in ("direct", "ratescope", "nginx"):
+    summaries = runs(name)
+    if not summaries:
+        continue
+    assert all(s["succeeded"] == s["requests"] for s in summaries), name
+    rps = median(summaries, lambda s: s["achieved_rps"])
+    p50 = median(summaries, lambda s: s["service_ms"]["p50"])
+    p99 = median(summaries, lambda s: s["service_ms"]["p99"])
+    line = f"{name:9} {rps:8.0f} req/s  p50 {p50:.3f} ms  p99 {p99:.3f} ms"
+    if name != "direct":
+        added50 = statistics.median(s["service_ms"]["p50"] - d["service_ms"]["p50"] for s, d in zip(summaries, direct))
+        added99 = statistics.median(s["service_ms"]["p99"] - d["service_ms"]["p99"] for s, d in zip(summaries, direct))
+        share = rps / median(direct, lambda s: s["achieved_rps"]) * 100
+        line += f"  added p50 {added50:+.3f} ms  p99 {added99:+.3f} ms  {share:.1f}% of direct's req/s"
+    print(line)
 PY

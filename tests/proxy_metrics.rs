@@ -195,3 +195,50 @@ fn an_admin_address_off_loopback_needs_allow_remote() {
     let allowed = ProxyConfig { allow_remote: true, ..config };
     allowed.validate().unwrap();
 }
+
+/// A proxy sharing its budget through a store nobody answers for (port 1 of loopback):
+/// `fail-closed` makes it unready once the store has failed; `fail-open` keeps it ready.
+async fn proxy_with_a_dead_store(policy: ratescope::store::FailPolicy) -> (ProxyServer, MockServer) {
+    let upstream = upstream().await;
+    let registry = Registry::new();
+    let window = BudgetSpec::sliding_window("minute", 10, Duration::from_secs(60)).unwrap();
+    registry
+        .set(LimitKey::host(&upstream.addr().to_string()).unwrap(), LimiterConfig::new().with_budget(window))
+        .unwrap();
+    let shared =
+        ratescope::store::SharedSettings::new("redis://127.0.0.1:1", "readyz").unwrap().with_policy(policy).unwrap();
+    let config = ProxyConfig {
+        listen: loopback(),
+        admin: Some(loopback()),
+        policy: Policy { registry: Arc::new(registry), ..Policy::default() },
+        shedding: Shedding { max_queue_wait: Duration::from_millis(500), max_queue_len: 100 },
+        shared: Some(shared),
+        ..ProxyConfig::new(vec![Route::new("api", upstream.url().as_str()).unwrap()])
+    };
+    (ProxyServer::start(config).await.unwrap(), upstream)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_says_not_ready_while_the_store_is_away_under_fail_closed_only() {
+    use ratescope::store::FailPolicy;
+    ratescope::http::install_tls_provider();
+    for (policy, ready) in [(FailPolicy::Closed, false), (FailPolicy::Open, true)] {
+        let (proxy, _upstream) = proxy_with_a_dead_store(policy.clone()).await;
+        let admin = proxy.admin_addr().unwrap();
+        let readyz = || async move { reqwest::get(format!("http://{admin}/readyz")).await.unwrap() };
+        assert_eq!(readyz().await.status(), 200, "{policy:?}: the store has not been asked yet");
+        // One request makes the proxy ask the store, which cannot answer.
+        let status = reqwest::get(format!("{}api/items/1", proxy.url())).await.unwrap().status().as_u16();
+        let answer = readyz().await;
+        let (code, text) = (answer.status().as_u16(), answer.text().await.unwrap());
+        if ready {
+            assert_eq!((status, code), (200, 200), "{policy:?}: let through, and ready: {text}");
+            assert!(text.contains("going on by its fail policy"), "{text}");
+        } else {
+            assert_eq!((status, code), (429, 503), "{policy:?}: shed, and not ready: {text}");
+            assert!(text.contains("not ready: the shared store is away"), "{text}");
+        }
+        let metrics = reqwest::get(format!("http://{admin}/metrics")).await.unwrap().text().await.unwrap();
+        assert!(metrics.contains("ratescope_proxy_store_up 0"), "{metrics}");
+    }
+}

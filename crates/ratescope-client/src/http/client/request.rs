@@ -16,7 +16,7 @@ use super::{
     AttemptRecord, ClientError, LimitedClient, LimitedResponse, RequestSpec, ResponseHead, Settlement, cached_response,
     outcome_text,
 };
-use crate::engine::{Cost, Limiter, Unit};
+use crate::engine::{Cost, Limiter, Overload, Unit};
 use crate::http::admission::{Admission, AdmissionStep, Refusal};
 use crate::http::attempts::{self, Face, Steps};
 use crate::http::cache::CachedResponse;
@@ -196,7 +196,7 @@ impl<'c> Request<'c> {
             }
             Err(refusal) => {
                 let err = match refusal {
-                    Refusal::Limiter(err) => ClientError::Limiter(err),
+                    Refusal::Limiter(err) | Refusal::Shed(Overload::Invalid(err)) => ClientError::Limiter(err),
                     Refusal::Shared(err) => ClientError::Shared(err),
                     shed => ClientError::Shed { key: limiter.key().to_owned(), reason: shed.to_string() },
                 };
