@@ -223,7 +223,7 @@ async fn readyz_says_not_ready_while_the_store_is_away_under_fail_closed_only() 
     use ratescope::store::FailPolicy;
     ratescope::http::install_tls_provider();
     for (policy, ready) in [(FailPolicy::Closed, false), (FailPolicy::Open, true)] {
-        let (proxy, _upstream) = proxy_with_a_dead_store(policy.clone()).await;
+        let (proxy, _upstream) = proxy_with_a_dead_store(policy).await;
         let admin = proxy.admin_addr().unwrap();
         let readyz = || async move { reqwest::get(format!("http://{admin}/readyz")).await.unwrap() };
         assert_eq!(readyz().await.status(), 200, "{policy:?}: the store has not been asked yet");
