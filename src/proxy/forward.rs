@@ -34,7 +34,7 @@ use url::Url;
 use super::config::ProxyConfig;
 use super::error::ProxyError;
 use super::hop::{caller_response_headers, upstream_request_headers};
-use super::metrics::{Outcome, ProxyMetrics};
+use super::metrics::{Ended, ProxyMetrics};
 use super::shed::shed;
 use crate::engine::{Cost, Limiter, Overload, Permit, Priority, QueueCounts, format_wait};
 use crate::http::admission::{Admission, AdmissionStep, Refusal};
@@ -205,7 +205,7 @@ pub(crate) async fn handle(proxy: Arc<Proxy>, peer: SocketAddr, request: Request
     tokio::select! {
         response = proxy.forward(peer.ip(), request) => response,
         _ = cut_off.wait_for(|cut| *cut) => {
-            proxy.metrics.ended("", Outcome::CutOff);
+            proxy.metrics.ended("", Ended::CutOff);
             plain(StatusCode::SERVICE_UNAVAILABLE, "the proxy shut down before this request finished")
         }
     }
@@ -336,7 +336,7 @@ impl Proxy {
             Err(refusal) => {
                 let status = refusal.status().as_u16();
                 tracing::info!(method = %parts.method, status, reason = %refusal, "refused");
-                self.metrics.ended("", Outcome::Refused);
+                self.metrics.ended("", Ended::Refused);
                 return plain(refusal.status(), &refusal.to_string());
             }
         };
@@ -353,7 +353,7 @@ impl Proxy {
         let body = match RequestBody::read(body, self.config.replay_limit).await {
             Ok(body) => body,
             Err(reason) => {
-                self.metrics.ended(limiter.as_ref().map_or(&authority, Limiter::key), Outcome::Refused);
+                self.metrics.ended(limiter.as_ref().map_or(&authority, Limiter::key), Ended::Refused);
                 return bad_body(&parts.method, parts.uri.path(), &reason);
             }
         };
@@ -362,7 +362,7 @@ impl Proxy {
         if let Some((cache, uri)) = &cache
             && let Some(fresh) = cache.serve(&parts.method, uri, &mut headers, &report, started)
         {
-            self.metrics.ended(limiter.as_ref().map_or(&authority, Limiter::key), Outcome::Cached);
+            self.metrics.ended(limiter.as_ref().map_or(&authority, Limiter::key), Ended::Cached);
             return cached_response(fresh);
         }
         let estimate = Cost::requests(1);
@@ -551,7 +551,7 @@ impl Face for Forwarding<'_> {
         let status = response.status();
         let total = self.started.elapsed();
         self.report.emit(EventKind::Finished { status: status.as_u16(), attempts: attempt, total });
-        self.proxy.metrics.ended(self.key_label(), Outcome::Forwarded);
+        self.proxy.metrics.ended(self.key_label(), Ended::Forwarded);
         let (method, path, status) = (&self.parts.method, self.parts.uri.path(), status.as_u16());
         let (key, queue_wait_ms) = (self.limiter.as_ref().map_or("", Limiter::key), millis(admission.waited));
         // The caller's path without its query (whose values may be secrets), never a header.
@@ -587,7 +587,7 @@ impl Forwarding<'_> {
     /// The caller's answer when the last attempt got no response: 400 for a body that broke
     /// on the way, else 502 (could not reach) or 504 (no answer in time).
     fn failed(&self, failure: Option<String>, attempts: u32) -> Response {
-        self.proxy.metrics.ended(self.key_label(), Outcome::Failed);
+        self.proxy.metrics.ended(self.key_label(), Ended::Failed);
         let (parts, host) = (&self.parts, &self.host);
         if let Some(reason) = self.body.broken() {
             self.report.emit(EventKind::Failed { error: format!("request body: {reason}"), attempts });

@@ -22,7 +22,7 @@ use crate::store::{StoreHealth, StoreState};
 
 /// What a request to the proxy ended as: each request counts once, under one of these.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum Ended {
     /// The upstream's answer went back (whatever its status).
     Forwarded,
     /// Answered from the cache, nothing sent.
@@ -37,7 +37,7 @@ pub enum Outcome {
     CutOff,
 }
 
-impl Outcome {
+impl Ended {
     fn label(self) -> &'static str {
         match self {
             Self::Forwarded => "forwarded",
@@ -168,12 +168,12 @@ impl ProxyMetrics {
         for result in ["applied", "refused"] {
             drop(metrics.reloads.get_or_create(&ReloadLabels { result }));
         }
-        registry.register_collector(Box::new(Live { limits, store }));
+        registry.register_collector(Box::new(ScrapeGauges { limits, store }));
         Self { registry, ..metrics }
     }
 
     /// A request ended as `outcome`, under limiter key `key`.
-    pub fn ended(&self, key: &str, outcome: Outcome) {
+    pub fn ended(&self, key: &str, outcome: Ended) {
         self.requests.get_or_create(&OutcomeLabels { key: key.to_owned(), outcome: outcome.label() }).inc();
     }
 
@@ -188,7 +188,7 @@ impl ProxyMetrics {
             Refusal::SharedTooSlow => "shared_too_slow",
         };
         self.shed.get_or_create(&ShedLabels { key: key.to_owned(), reason }).inc();
-        self.ended(key, Outcome::Shed);
+        self.ended(key, Ended::Shed);
     }
 
     /// An attempt was admitted after waiting `waited`.
@@ -242,7 +242,7 @@ impl ProxyMetrics {
 /// The gauges read at each scrape: every active key's queue, requests in flight and budgets
 /// left; the shared store's state and round trips.
 #[derive(Debug)]
-struct Live {
+struct ScrapeGauges {
     limits: Arc<Registry>,
     store: Option<Arc<StoreHealth>>,
 }
@@ -254,7 +254,7 @@ struct BudgetLabels {
     unit: String,
 }
 
-impl Collector for Live {
+impl Collector for ScrapeGauges {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let snapshots: Vec<_> = self.limits.active().iter().map(|limiter| limiter.snapshot()).collect();
         let mut queued = encoder.encode_descriptor(
