@@ -33,3 +33,25 @@ fn a_closed_pipe_ends_pace_quietly() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(status.success(), "{status}: {stderr}");
 }
+
+/// Runs `ratescope ARGS` with its standard error closed before it writes; returns the exit code.
+fn with_stderr_closed(args: &[&str]) -> Option<i32> {
+    let config = tempfile::tempdir().expect("a temporary config dir");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ratescope"))
+        .args(args)
+        .env("RATESCOPE_CONFIG_DIR", config.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the ratescope binary runs");
+    drop(child.stderr.take());
+    child.wait().expect("it ends").code()
+}
+
+/// Its error goes nowhere, but the command still ends with its own status, not a panic's 101.
+#[test]
+fn a_closed_stderr_keeps_the_exit_status_of_an_error() {
+    assert_eq!(with_stderr_closed(&["profile", "show", "no-such-profile"]), Some(1));
+    assert_eq!(with_stderr_closed(&["burst", "not a url"]), Some(2));
+}

@@ -393,7 +393,7 @@ pub fn run(args: BurstArgs) -> anyhow::Result<ExitCode> {
         out!("{summary}")?;
     }
     if let Err(err) = csv {
-        eprintln!("error: --csv: {}", super::error_text(&err));
+        errln!("error: --csv: {}", super::error_text(&err));
         return Ok(ExitCode::from(super::OUTPUT_NOT_WRITTEN));
     }
     Ok(if summary.failed > 0 || summary.cancelled > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })

@@ -17,6 +17,15 @@ macro_rules! outln {
     }};
 }
 
+/// `eprintln!` that never panics: a closed stderr (the reader went away) loses the line, not
+/// the command.
+macro_rules! errln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
 /// `bail!` for a command line that asks for something impossible: the command exits with
 /// status 2, as for clap's own usage errors.
 macro_rules! usage {
@@ -132,7 +141,7 @@ pub fn main(cli: Cli) -> ExitCode {
         // The reader went away (`| head -1`): nothing more to say, and nobody to say it to.
         Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {}", clipped(&error_text(&err)));
+            errln!("error: {}", clipped(&error_text(&err)));
             if err.chain().any(|cause| cause.is::<UsageError>()) { ExitCode::from(2) } else { ExitCode::FAILURE }
         }
     }

@@ -110,7 +110,7 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     };
     options.validate().map_err(|err| super::as_usage(err.into()))?;
     if !args.json {
-        eprintln!("probing {} (at most {} requests)…", redact_url(&args.url), options.max_requests);
+        errln!("probing {} (at most {} requests)…", redact_url(&args.url), options.max_requests);
     }
     let report = super::runtime()?.block_on(probe(LimitedClient::builder(), &args.url, &options))?;
     // A save that fails after all loses the profile, never the report.
@@ -131,7 +131,7 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
         }
     }
     if let Err(err) = saved {
-        eprintln!("error: --save: {}", super::error_text(&err));
+        errln!("error: --save: {}", super::error_text(&err));
         return Ok(ExitCode::from(super::OUTPUT_NOT_WRITTEN));
     }
     Ok(ExitCode::SUCCESS)

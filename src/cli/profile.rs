@@ -160,7 +160,7 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
             let secrets = match SecretStore::open_default() {
                 Ok(secrets) => secrets,
                 Err(err) => {
-                    eprintln!("warning: secret store unavailable: {err}");
+                    errln!("warning: secret store unavailable: {err}");
                     SecretStore::in_memory()
                 }
             };
@@ -290,7 +290,7 @@ fn list(store: &ProfileStore) -> anyhow::Result<ExitCode> {
             Ok(summary) => {
                 outln!("{:width$}  {:8}  {}", summary.name, hosts(summary.hosts), summary.path.display())?;
             }
-            Err(err) => eprintln!("warning: skipped a broken profile: {err}"),
+            Err(err) => errln!("warning: skipped a broken profile: {err}"),
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -1,6 +1,5 @@
 //! `ratescope proxy`: hold the API key and pace everyone's requests to an upstream.
 
-use std::io::Write as _;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -171,8 +170,7 @@ impl ProxyArgs {
 /// log line like its others.
 fn say(text: String) {
     match super::log_format() {
-        // A closed stderr is no reason to fail (eprintln! would panic).
-        LogFormat::Text => drop(writeln!(std::io::stderr(), "{text}")),
+        LogFormat::Text => errln!("{text}"),
         LogFormat::Json => tracing::info!("{text}"),
     }
 }
@@ -180,7 +178,7 @@ fn say(text: String) {
 /// A warning on stderr, as [`say`] writes it.
 fn warn(text: String) {
     match super::log_format() {
-        LogFormat::Text => drop(writeln!(std::io::stderr(), "warning: {text}")),
+        LogFormat::Text => errln!("warning: {text}"),
         LogFormat::Json => tracing::warn!("{text}"),
     }
 }
