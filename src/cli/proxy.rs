@@ -203,6 +203,9 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
             }
         }
         let stop_signal = stop_signal()?;
+        // Listened for before the proxy says it is listening: a SIGHUP from then on reloads
+        // (its default action would end the process).
+        let hangup = hangup_signal();
         let server = ProxyServer::start(config).await?;
         let _ = outln!("ratescope proxy listening on {}", server.url());
         if let Some(admin) = server.admin_addr() {
@@ -239,7 +242,7 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         server.set_reloader(Reloader::new(move || args.config().map_err(|err| super::error_text(&err))));
         let server = Arc::new(server);
         let stats = stats_every.map(|every| tokio::spawn(print_stats(Arc::clone(&server), every)));
-        let hangups = tokio::spawn(reload_on_hangup(Arc::clone(&server)));
+        let hangups = tokio::spawn(reload_on_hangup(Arc::clone(&server), hangup));
         let signal = stop_signal.await;
         hangups.abort();
         let _ = hangups.await;
@@ -289,28 +292,41 @@ fn stop_signal() -> anyhow::Result<impl Future<Output = &'static str>> {
     }
 }
 
-/// SIGHUP rereads the routes and limits (the server's reloader); a refused configuration
-/// leaves the old one in place and says why. Nothing on systems without SIGHUP.
-async fn reload_on_hangup(server: Arc<ProxyServer>) {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        let Ok(mut hangup) = signal(SignalKind::hangup()) else {
-            warn("cannot listen for SIGHUP: reload through POST /reload on --admin".to_owned());
-            return;
-        };
-        while hangup.recv().await.is_some() {
-            let reloading = Arc::clone(&server);
-            match tokio::task::spawn_blocking(move || reloading.reload_from_source()).await {
-                Ok(Ok(reloaded)) => say(format!("SIGHUP: {}", reloaded.describe())),
-                Ok(Err(err)) => warn(format!("SIGHUP: reload refused, the old configuration stays: {err}")),
-                Err(err) => warn(format!("SIGHUP: the reload failed: {err}")),
-            }
+/// SIGHUP, listened for (`None` where there is none, or it cannot be).
+#[cfg(unix)]
+fn hangup_signal() -> Option<tokio::signal::unix::Signal> {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::hangup()) {
+        Ok(hangup) => Some(hangup),
+        Err(err) => {
+            warn(format!("cannot listen for SIGHUP ({err}): reload through POST /reload on --admin"));
+            None
         }
     }
-    #[cfg(not(unix))]
-    drop(server);
 }
+
+#[cfg(not(unix))]
+fn hangup_signal() -> Option<()> {
+    None
+}
+
+/// Each SIGHUP rereads the routes and limits (the server's reloader); a refused configuration
+/// leaves the old one in place and says why. Nothing on systems without SIGHUP.
+#[cfg(unix)]
+async fn reload_on_hangup(server: Arc<ProxyServer>, hangup: Option<tokio::signal::unix::Signal>) {
+    let Some(mut hangup) = hangup else { return };
+    while hangup.recv().await.is_some() {
+        let reloading = Arc::clone(&server);
+        match tokio::task::spawn_blocking(move || reloading.reload_from_source()).await {
+            Ok(Ok(reloaded)) => say(format!("SIGHUP: {}", reloaded.describe())),
+            Ok(Err(err)) => warn(format!("SIGHUP: reload refused, the old configuration stays: {err}")),
+            Err(err) => warn(format!("SIGHUP: the reload failed: {err}")),
+        }
+    }
+}
+
+#[cfg(not(unix))]
+async fn reload_on_hangup(_server: Arc<ProxyServer>, _hangup: Option<()>) {}
 
 /// `--stats-every`: one line per period on stderr, `stats: in_flight=N connections=N tasks=N`
 /// (tasks: every tokio task alive in the process, this one included). A closed stderr is ignored.
