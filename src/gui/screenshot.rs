@@ -2,6 +2,7 @@
 //! With `RATESCOPE_SCREENSHOT_COMPARE=1` it first fires the burst with the limiter off, then
 //! (once that run is done) with it on, draws the first under the second, and captures that.
 
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -110,7 +111,8 @@ impl ScreenshotMode {
                 ctx.send_viewport_cmd(egui::ViewportCommand::Close);
             }
             Some(Err(err)) => {
-                eprintln!("error: the screenshot was not saved: {err}");
+                // A closed stderr loses the line, not the exit status (eprintln! would panic).
+                let _ = writeln!(std::io::stderr(), "error: the screenshot was not saved: {err}");
                 std::process::exit(1);
             }
             None => {}
