@@ -255,13 +255,13 @@ impl Proxy {
     /// are removed), new requests take the new routes. Settings a reload cannot change (listen
     /// addresses, shedding, timeouts, the cache, shared budgets) are kept and named in the
     /// report. Nothing changes when `next` is refused.
-    pub(crate) fn reload(&self, mut next: ProxyConfig) -> Result<Reloaded, ProxyError> {
-        let outcome = self.apply(&mut next);
+    pub(crate) fn reload(&self, next: ProxyConfig) -> Result<Reloaded, ProxyError> {
+        let outcome = self.apply(next);
         self.metrics.reloaded(outcome.is_ok());
         outcome
     }
 
-    fn apply(&self, next: &mut ProxyConfig) -> Result<Reloaded, ProxyError> {
+    fn apply(&self, mut next: ProxyConfig) -> Result<Reloaded, ProxyError> {
         next.validate()?;
         let entries = next.policy.registry.entries();
         for (key, limits) in &entries {
@@ -299,21 +299,18 @@ impl Proxy {
         // The event sink stays: whoever listens to the proxy's requests keeps listening.
         next.policy.events = current.policy.events.clone();
         let routes = next.routes.len();
-        *self.live.write() = Arc::new(next.clone());
+        *self.live.write() = Arc::new(next);
         Ok(Reloaded { routes, keys: entries.len(), kept })
     }
 
     /// Reloads from the installed [`Reloader`]; fails when none is installed or it fails.
     pub(crate) fn reload_from_source(&self) -> Result<Reloaded, ProxyError> {
         let reloader = self.reloader.read().clone();
-        let Some(reloader) = reloader else {
-            self.metrics.reloaded(false);
-            return Err(ProxyError::BadSetting {
-                setting: "reload",
-                problem: "this proxy has nothing to reload from".into(),
-            });
+        let next = match reloader {
+            Some(reloader) => (reloader.0)(),
+            None => Err("this proxy has nothing to reload from".to_owned()),
         };
-        match (reloader.0)() {
+        match next {
             Ok(next) => self.reload(next),
             Err(problem) => {
                 self.metrics.reloaded(false);
@@ -519,7 +516,6 @@ impl Face for Forwarding<'_> {
         let answer = match upstream {
             Upstream::Response(response) => {
                 let status = response.status();
-                self.proxy.metrics.answered(self.key_label(), Some(status.as_u16()), service_time);
                 let head = ResponseHead { status, headers: response.headers(), body: None };
                 let mirror =
                     self.limiter.as_ref().filter(|_| self.adaptive).map(|limiter| (limiter, admission.permit.as_ref()));
@@ -529,9 +525,7 @@ impl Face for Forwarding<'_> {
             Upstream::Unreachable(message) => Answer::ConnectionError(message),
             Upstream::TimedOut => Answer::Timeout,
         };
-        if answer.status().is_none() {
-            self.proxy.metrics.answered(self.key_label(), None, service_time);
-        }
+        self.proxy.metrics.answered(self.key_label(), answer.status().map(|status| status.as_u16()), service_time);
         Sent { sent_at, service_time, answer }
     }
 

@@ -104,8 +104,7 @@ fn seconds_histogram() -> Histogram {
 impl ProxyMetrics {
     /// Metrics for a proxy pacing by `limits`, sharing budgets through `store` when it does.
     pub fn new(limits: Arc<Registry>, store: Option<Arc<StoreHealth>>) -> Self {
-        let mut registry = MetricRegistry::default();
-        let metrics = Self {
+        let mut metrics = Self {
             requests: Family::default(),
             shed: Family::default(),
             upstream_responses: Family::default(),
@@ -117,6 +116,7 @@ impl ProxyMetrics {
             reloads: Family::default(),
             registry: MetricRegistry::default(),
         };
+        let registry = &mut metrics.registry;
         registry.register(
             "ratescope_proxy_requests",
             "Requests to the proxy by how they ended, per limiter key (the upstream host:port for a route without limits)",
@@ -169,7 +169,7 @@ impl ProxyMetrics {
             drop(metrics.reloads.get_or_create(&ReloadLabels { result }));
         }
         registry.register_collector(Box::new(ScrapeGauges { limits, store }));
-        Self { registry, ..metrics }
+        metrics
     }
 
     /// A request ended as `outcome`, under limiter key `key`.

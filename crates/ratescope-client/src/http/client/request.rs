@@ -186,10 +186,7 @@ impl<'c> Request<'c> {
             shedding: inner.shedding.as_ref().map(|shedding| (&inner.queues, shedding)),
             shared: inner.gates.get(limiter.key()),
         };
-        if let Some(admission) = step.at_once(attempt, &self.report) {
-            return Ok(admission);
-        }
-        match step.wait(attempt, &self.report).await {
+        match step.admit(attempt, &self.report).await {
             Ok(admission) => {
                 self.queue_wait += admission.waited;
                 Ok(admission)
