@@ -45,6 +45,7 @@ mod profile;
 mod proxy;
 mod shared;
 mod sim;
+mod tune;
 
 use std::process::ExitCode;
 
@@ -111,6 +112,9 @@ pub enum Command {
     Sim(sim::SimArgs),
     /// Find an API's limits: ramp carefully, read its headers, suggest limiter settings.
     Probe(probe::ProbeArgs),
+    /// Find the best limiter setting for a burst before spending real quota: sweep settings
+    /// against a model of the server in virtual time and rank them.
+    Tune(Box<tune::TuneArgs>),
     /// Run a rate-limiting proxy that holds the API key and paces every caller through the limiter.
     Proxy(Box<proxy::ProxyArgs>),
     /// Print the shell completion script for bash, zsh, fish, powershell or elvish.
@@ -131,6 +135,7 @@ pub fn main(cli: Cli) -> ExitCode {
         Some(Command::Profile(args)) => profile::run(args),
         Some(Command::Sim(args)) => sim::run(args),
         Some(Command::Probe(args)) => probe::run(args),
+        Some(Command::Tune(args)) => tune::run(*args),
         Some(Command::Proxy(args)) => proxy::run(*args),
         Some(Command::Completions(args)) => install::completions(args),
         Some(Command::Man(args)) => install::man(args),

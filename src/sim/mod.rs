@@ -15,6 +15,7 @@
 //! The burst-spec file format is documented in [`mod@file`].
 
 pub mod file;
+pub mod model;
 
 use std::sync::Arc;
 use std::time::Duration;
