@@ -317,3 +317,72 @@ fn run_setting(
         rate_index: setting.rate_index,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::BurstSpec;
+
+    fn model() -> MockConfig {
+        MockConfig::from_toml(
+            "[[routes]]\nprefix = \"/items\"\nlatency = { fixed = \"3ms\", jitter = \"4ms\" }\n\
+             [[routes.policies]]\nkind = \"token_bucket\"\ncapacity = 6\nrate = \"10/1s\"\n",
+        )
+        .unwrap()
+    }
+
+    fn spec(requests: usize) -> BurstSpec {
+        BurstSpec::get("http://127.0.0.1:8787/items".parse().unwrap(), requests)
+    }
+
+    fn options(steps: usize, threads: usize) -> TuneOptions {
+        TuneOptions { grid: GridOptions { steps, ..GridOptions::default() }, threads, ..TuneOptions::default() }
+    }
+
+    #[test]
+    fn the_prediction_is_what_the_best_setting_does_against_the_untightened_model() {
+        let report = tune(&model(), &spec(50), &options(8, 0)).unwrap();
+        let best = report.best_outcome().expect("a clean setting");
+        let mut real = spec(50);
+        real.limits = Some(best.limits.limiter_config().unwrap());
+        let simulated = simulate(&model(), real, &SimOptions::default()).unwrap().summary;
+        assert_eq!(simulated.status_counts.get("429"), None, "no refusal from the model itself");
+        let predicted = report.predicted.as_ref().unwrap();
+        assert!((simulated.elapsed_s - predicted.elapsed_s).abs() < 1e-9, "{simulated:?} vs {predicted:?}");
+        // And nothing clean is faster: the best is first among the clean.
+        let fastest = report.candidates.iter().filter(|o| o.is_clean()).map(|o| o.elapsed_s).fold(f64::MAX, f64::min);
+        assert_eq!(best.elapsed_s, fastest);
+    }
+
+    #[test]
+    fn a_sweep_is_the_same_on_one_thread_or_many() {
+        let strip = |mut report: TuneReport| {
+            report.real_time_s = 0.0;
+            report
+        };
+        let one = strip(tune(&model(), &spec(30), &options(5, 1)).unwrap());
+        let many = strip(tune(&model(), &spec(30), &options(5, 3)).unwrap());
+        assert_eq!(one, many);
+        assert_eq!(one.candidates.len(), 25);
+    }
+
+    #[test]
+    fn every_cell_of_the_heatmap_has_its_setting() {
+        let report = tune(&model(), &spec(20), &options(4, 0)).unwrap();
+        for capacity in 0..report.capacities.len() {
+            for rate in 0..report.rates.len() {
+                let cell = report.cell(capacity, rate).expect("a setting per cell");
+                assert_eq!(cell.bucket().map(|(c, _)| c), Some(report.capacities[capacity]));
+            }
+        }
+    }
+
+    #[test]
+    fn endpoints_reaching_routes_with_different_limits_are_refused() {
+        let server = MockConfig::demo().unwrap();
+        let mut burst = spec(10);
+        burst.endpoints.push(crate::run::Endpoint::new("http://127.0.0.1:8787/search".parse().unwrap(), 1));
+        let err = tune(&server, &burst, &options(2, 1)).unwrap_err().to_string();
+        assert!(err.contains("different limits") && err.contains("/items") && err.contains("/search"), "{err}");
+    }
+}
