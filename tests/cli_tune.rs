@@ -1,6 +1,7 @@
 //! `ratescope tune` as a user runs it: the JSON schema, each kind of server model, and clear
 //! errors (exit 2 for a usage error, 1 otherwise) for every bad input.
 
+#[allow(dead_code, reason = "this file runs the binary synchronously only")]
 #[path = "support/cli.rs"]
 mod cli;
 

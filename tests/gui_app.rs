@@ -468,6 +468,51 @@ fn every_text_field_keeps_each_key_and_the_model_takes_the_value() {
     );
 }
 
+/// The Tune mode: a sweep drawn as a heatmap; clicking a cell puts that setting into the host
+/// being edited, and Undo brings the old limits back.
+#[test]
+fn tune_sweeps_and_a_clicked_cell_becomes_the_hosts_limits_with_undo() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut harness = harness_for(dir.path());
+    ready(&mut harness);
+    let before = harness.state().editor().selected_host().unwrap().limiter_config().unwrap();
+    harness.get_by_label("Simulator").click();
+    harness.run_steps(2);
+    type_key_by_key(&mut harness, "simulated request count", "30");
+    harness.get_by_label("Tune").click();
+    harness.run_steps(2);
+    type_key_by_key(&mut harness, "tune steps per axis", "4");
+    harness.get_by_label("Run sweep").click();
+    step_until(&mut harness, "the sweep", |app| app.simulator().tune.report.is_some());
+    let report = match harness.state().simulator().tune.report.as_ref().unwrap() {
+        Ok(report) => report.clone(),
+        Err(err) => panic!("the sweep failed: {err}"),
+    };
+    assert_eq!(report.candidates.len(), report.capacities.len() * report.rates.len());
+    assert!(report.best.is_some(), "the demo's /items has settings with no 429");
+    harness.get_by_label("Apply best");
+    harness.run_steps(2);
+
+    // Click the bottom-left cell: the smallest bucket at the slowest rate.
+    let memory =
+        egui_plot::PlotMemory::load(&harness.ctx, ratescope::gui::tune_view::heatmap_id()).expect("the heatmap");
+    let at = memory.transform().position_from_point(&egui_plot::PlotPoint::new(0.5, 0.5));
+    harness.hover_at(at);
+    harness.run_steps(1);
+    harness.drag_at(at);
+    harness.step();
+    harness.drop_at(at);
+    harness.run_steps(2);
+    let cell = report.cell(0, 0).unwrap();
+    let applied = harness.state().editor().selected_host().unwrap().limiter_config().unwrap();
+    assert_eq!(applied.budgets, cell.limits.limiter_config().unwrap().budgets, "the clicked cell's setting");
+    assert_ne!(applied.budgets, before.budgets);
+    harness.get_by_label("Undo").click();
+    harness.run_steps(2);
+    let undone = harness.state().editor().selected_host().unwrap().limiter_config().unwrap();
+    assert_eq!(undone.budgets, before.budgets, "Undo brings the old limits back");
+}
+
 /// Limits A of the simulator are the selected host's limits, as they are now.
 #[test]
 fn simulator_limits_a_follow_the_current_profile() {

@@ -21,7 +21,9 @@ const LAYERS: &[&[&str]] = &[
     &["mock", "telemetry"],
     &["profile"],
     &["run", "layer"],
-    &["probe", "sim", "proxy"],
+    &["probe"],
+    &["sim", "proxy"],
+    &["tune"],
     &["gui"],
     &["cli"],
 ];

@@ -21,7 +21,7 @@ use super::quit::{Quit, QuitAction, quit_prompt_ui};
 use super::save_as::{SaveAs, SaveAsAction};
 use super::screenshot::ScreenshotStep;
 use super::server::server_ui;
-use super::simulator::SimulatorTab;
+use super::simulator::{SimAction, SimulatorTab};
 use super::summary::{SummaryAction, summary_ui};
 use super::toasts::{Toasts, Topic};
 use crate::http::Event;
@@ -327,6 +327,10 @@ impl App {
                     self.toasts.info(format!("imported '{}'", profile.name));
                     self.editor.add_saved(*profile);
                 }
+                Update::Tuned(done) => {
+                    self.simulator.tune.running = false;
+                    self.simulator.tune.report = Some(done);
+                }
                 Update::Simulated(done) => {
                     self.simulator.running = false;
                     match done {
@@ -508,25 +512,27 @@ impl App {
                 if let Some(host) = self.editor.selected_host() {
                     self.simulator.follow_profile(host);
                 }
-                egui::CentralPanel::default().show(ui, |ui| {
-                    if let Some(request) = self.simulator.simulator_ui(ui) {
-                        self.backend.send(Command::Simulate(Box::new(request)));
+                let host = self.editor.selected_host().map(|host| host.name.clone());
+                let action =
+                    egui::CentralPanel::default().show(ui, |ui| self.simulator.simulator_ui(ui, host.as_deref())).inner;
+                match action {
+                    None => {}
+                    Some(SimAction::Simulate(request)) => self.backend.send(Command::Simulate(request)),
+                    Some(SimAction::Tune(request)) => self.backend.send(Command::Tune(request)),
+                    Some(SimAction::Apply(config)) => {
+                        self.apply_limits_to_host(&config);
                     }
-                });
+                }
             }
         }
         let host = self.editor.selected_host().map(|host| host.name.clone());
         match self.discover.window_ui(ui.ctx(), host.as_deref()) {
             DiscoverAction::None => {}
-            DiscoverAction::ApplyToHost(config) => match self.editor.apply_limits(&config) {
-                Ok(message) => {
-                    // The Undo offer is in the hosts panel: it shows.
-                    self.hosts_open = true;
+            DiscoverAction::ApplyToHost(config) => {
+                if self.apply_limits_to_host(&config) {
                     self.discover.open = false;
-                    self.toasts.info_about(Topic::Unsaved, message);
                 }
-                Err(err) => self.toasts.error(err),
-            },
+            }
             DiscoverAction::Probe { url, max_requests } => self.backend.send(Command::Probe { url, max_requests }),
             DiscoverAction::CreateProfile(profile) if self.editor.has_profile_like(&profile.name) => {
                 // Asked first: a profile of that name would be replaced.
@@ -652,6 +658,22 @@ impl App {
     }
 
     /// A profile made from a probe's suggestion: selected, and saved at once.
+    /// Puts `config` into the host being edited, opening the hosts panel where its Undo offer
+    /// is; says what happened in a toast. Returns whether it was applied.
+    fn apply_limits_to_host(&mut self, config: &crate::engine::LimiterConfig) -> bool {
+        match self.editor.apply_limits(config) {
+            Ok(message) => {
+                self.hosts_open = true;
+                self.toasts.info_about(Topic::Unsaved, message);
+                true
+            }
+            Err(err) => {
+                self.toasts.error(err);
+                false
+            }
+        }
+    }
+
     fn keep_discovered(&mut self, profile: Profile) {
         self.editor.add_unsaved(profile.clone());
         let secrets = self.editor.secrets.clone();

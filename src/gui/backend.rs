@@ -12,6 +12,7 @@ use url::Url;
 
 use super::body_file::read_body_file;
 use super::simulator::{SideResult, SimRequest, run_both};
+use super::tune_view::TuneRequest;
 use crate::engine::{LimitKey, LimiterConfig, Registry, Snapshot};
 use crate::http::{ClientBuilder, Event, EventSink, LimitedClient};
 use crate::mock::{MockConfig, MockServer};
@@ -20,6 +21,7 @@ use crate::profile::{Profile, ProfileStore, SecretStore};
 use crate::proxy::{ProxyConfig, ProxyServer};
 use crate::run::{Burst, BurstProgress, BurstSpec, RequestResult, Summary};
 use crate::store::SharedReport;
+use crate::tune::{TuneReport, tune};
 
 /// How many client events may wait for the UI before newer ones are dropped (and counted).
 pub const EVENT_BUFFER: usize = 16_384;
@@ -92,6 +94,8 @@ pub enum Command {
     },
     /// Run the Simulator tab's two simulations (in virtual time, off the runtime's threads).
     Simulate(Box<SimRequest>),
+    /// Run the Simulator tab's sweep (in virtual time, off the runtime's threads).
+    Tune(Box<TuneRequest>),
     /// Probe `url` for its limits with at most `max_requests` requests.
     Probe {
         /// The URL.
@@ -189,6 +193,8 @@ pub enum Update {
     },
     /// The Simulator tab's two results.
     Simulated(Result<Box<[SideResult; 2]>, String>),
+    /// The Simulator tab's sweep.
+    Tuned(Result<Box<TuneReport>, String>),
     /// What a probe found.
     Probed(Box<Result<ProbeReport, String>>),
     /// The proxy listens at `url`; `routes` are (caller URL, upstream) pairs; its traffic
@@ -367,6 +373,13 @@ impl Service {
             Command::Simulate(request) => self.spawn_update(async move {
                 let done = tokio::task::spawn_blocking(move || run_both(*request)).await;
                 Some(Update::Simulated(done.unwrap_or_else(|err| Err(err.to_string()))))
+            }),
+            Command::Tune(request) => self.spawn_update(async move {
+                let done = tokio::task::spawn_blocking(move || {
+                    tune(&request.server, &request.spec, &request.options).map(Box::new).map_err(|err| err.to_string())
+                })
+                .await;
+                Some(Update::Tuned(done.unwrap_or_else(|err| Err(err.to_string()))))
             }),
             Command::Probe { url, max_requests } => self.spawn_update(async move {
                 let options = ProbeOptions { max_requests, ..ProbeOptions::default() };

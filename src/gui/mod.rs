@@ -31,6 +31,7 @@ mod shared;
 pub mod simulator;
 pub mod summary;
 mod toasts;
+pub mod tune_view;
 mod value_axis;
 
 pub use app::{App, AppOptions, DemoStatus, LOWER_PANEL, RunStatus, Tab};

@@ -6,6 +6,7 @@ use std::time::Duration;
 use egui::{RichText, Ui};
 
 use super::charts::{ChartRanges, ChartView, EMPTY_TEXT, StackOptions, chart_ranges, stack_ui, widest_ranges};
+use super::tune_view::{TuneAction, TuneRequest, TuneView};
 use crate::engine::{LimiterConfig, Rate};
 use crate::http::RetryPolicy;
 use crate::mock::MockConfig;
@@ -67,9 +68,34 @@ fn side_result(simulation: Simulation) -> SideResult {
     SideResult { summary: simulation.summary, telemetry, real_time: simulation.real_time, ranges }
 }
 
+/// What the Simulator tab asks the app for.
+#[derive(Debug)]
+pub enum SimAction {
+    /// Run both sides.
+    Simulate(Box<SimRequest>),
+    /// Run a sweep.
+    Tune(Box<TuneRequest>),
+    /// Put a swept setting into the host being edited.
+    Apply(Box<LimiterConfig>),
+}
+
+/// The tab's modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SimMode {
+    /// Two limits side by side.
+    #[default]
+    Compare,
+    /// A sweep of settings, as a heatmap.
+    Tune,
+}
+
 /// The tab's state: the workload, the two settings, the last results.
 #[derive(Debug)]
 pub struct SimulatorTab {
+    /// Compare two limits, or tune.
+    pub mode: SimMode,
+    /// The Tune mode's state.
+    pub tune: TuneView,
     /// The path requests go to.
     pub path: String,
     /// Requests per side.
@@ -94,6 +120,8 @@ pub struct SimulatorTab {
 impl Default for SimulatorTab {
     fn default() -> Self {
         Self {
+            mode: SimMode::default(),
+            tune: TuneView::default(),
             path: "/items".into(),
             count: 150,
             arrival_rate: String::new(),
@@ -122,8 +150,21 @@ impl SimulatorTab {
         }
     }
 
+    /// The workload without limits (what Tune sweeps limits for), or what is wrong with the form.
+    pub fn workload(&self) -> Result<BurstSpec, String> {
+        let mut spec = self.side_spec(None)?;
+        spec.limits = None;
+        Ok(spec)
+    }
+
     /// The two bursts to simulate, or what is wrong with the form.
     pub fn request(&self) -> Result<SimRequest, String> {
+        let server = MockConfig::demo().map_err(|err| err.to_string())?;
+        Ok(SimRequest { server, specs: [self.side_spec(Some(0))?, self.side_spec(Some(1))?] })
+    }
+
+    /// The workload through side `index`'s limits (none: no limits).
+    fn side_spec(&self, index: Option<usize>) -> Result<BurstSpec, String> {
         let url = url::Url::parse(DEFAULT_BASE_URL)
             .and_then(|base| base.join(self.path.trim()))
             .map_err(|err| format!("path '{}': {err}", self.path))?;
@@ -134,23 +175,20 @@ impl SimulatorTab {
             }
         };
         let retry = RetryPolicy { max_attempts: self.retries.saturating_add(1), ..RetryPolicy::default() };
-        let spec = |index: usize| -> Result<BurstSpec, String> {
-            let text = self.limits[index].trim();
-            let limits = if text.eq_ignore_ascii_case("none") {
-                None
-            } else {
-                Some(LimiterConfig::parse_described(text).map_err(|err| format!("{}: {err}", SIDES[index]))?)
-            };
-            let spec = BurstSpec { arrival, limits, retry: retry.clone(), ..BurstSpec::get(url.clone(), self.count) };
-            spec.validate().map_err(|err| format!("{}: {err}", SIDES[index]))?;
-            Ok(spec)
+        let side = index.map_or("workload", |index| SIDES[index]);
+        let limits = match index.map(|index| self.limits[index].trim()) {
+            None => None,
+            Some(text) if text.eq_ignore_ascii_case("none") => None,
+            Some(text) => Some(LimiterConfig::parse_described(text).map_err(|err| format!("{side}: {err}"))?),
         };
-        let server = MockConfig::demo().map_err(|err| err.to_string())?;
-        Ok(SimRequest { server, specs: [spec(0)?, spec(1)?] })
+        let spec = BurstSpec { arrival, limits, retry, ..BurstSpec::get(url, self.count) };
+        spec.validate().map_err(|err| format!("{side}: {err}"))?;
+        Ok(spec)
     }
 
-    /// The tab. Returns the request to simulate when "Run both" was pressed and the form is valid.
-    pub fn simulator_ui(&mut self, ui: &mut Ui) -> Option<SimRequest> {
+    /// The tab. Returns what was asked for: two simulations ("Run both"), a sweep ("Tune"), or
+    /// a swept setting to put into `host`, the host being edited.
+    pub fn simulator_ui(&mut self, ui: &mut Ui, host: Option<&str>) -> Option<SimAction> {
         let mut wanted = None;
         ui.horizontal_wrapped(|ui| {
             ui.strong("Workload");
@@ -166,6 +204,26 @@ impl SimulatorTab {
             ui.label("retries");
             ui.add(egui::DragValue::new(&mut self.retries).range(0..=50)).accessible_name("simulated retries");
         });
+        ui.horizontal(|ui| {
+            ui.selectable_value(&mut self.mode, SimMode::Compare, "Compare two limits")
+                .on_hover_text("The workload through limits A and B, side by side");
+            ui.selectable_value(&mut self.mode, SimMode::Tune, "Tune")
+                .on_hover_text("Sweep the bucket's capacity × rate and find the best setting for the workload");
+        });
+        if self.mode == SimMode::Tune {
+            // The view is taken out while it draws, so the workload closure can read the form.
+            let mut view = std::mem::take(&mut self.tune);
+            let workload = || {
+                let server = MockConfig::demo().map_err(|err| err.to_string())?;
+                Ok((server, self.workload()?))
+            };
+            let action = view.tune_ui(ui, workload, host);
+            self.tune = view;
+            return match action? {
+                TuneAction::Run(request) => Some(SimAction::Tune(request)),
+                TuneAction::Apply(config) => Some(SimAction::Apply(config)),
+            };
+        }
         ui.horizontal_wrapped(|ui| {
             for (index, label) in SIDES.iter().enumerate() {
                 ui.strong(format!("Limits {label}"));
@@ -188,7 +246,7 @@ impl SimulatorTab {
                     Ok(request) => {
                         self.error = None;
                         self.running = true;
-                        wanted = Some(request);
+                        wanted = Some(SimAction::Simulate(Box::new(request)));
                     }
                     Err(err) => self.error = Some(err),
                 }
@@ -262,7 +320,7 @@ mod tests {
         assert!((peaks[0] - peaks[1]).abs() >= 2.0, "the sides' outcomes peak apart: {peaks:?}");
         let mut tab = SimulatorTab { results: Some(results), ..tab };
         let mut harness = Harness::builder().with_size(egui::vec2(1600.0, 1200.0)).build_ui(|ui| {
-            let _ = tab.simulator_ui(ui);
+            let _ = tab.simulator_ui(ui, None);
         });
         harness.run();
         for title in ["Queue", "Outcomes / s", "Retries / s", "Latency (ms)"] {
