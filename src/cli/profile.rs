@@ -9,6 +9,8 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 
 use crate::engine::format_period;
+use crate::files::{self, Destination, WriteOptions};
+use crate::profile::export::{self, ExportError, ExportFormat, Selection};
 use crate::profile::{
     BudgetEntry, CatalogError, Filed, HostProfile, Profile, ProfileStore, SecretStatus, SecretStore, catalog,
     parse_curl,
@@ -75,13 +77,26 @@ pub enum ProfileCommand {
         #[arg(long)]
         force: bool,
     },
-    /// Write a saved profile to FILE ("-" for standard output), comments included; secret
-    /// values are never written.
+    /// Write a saved profile to FILE ("-" for standard output): as TOML, comments included, or
+    /// with --as as code for a rate-limiting library (one host's limits). Secret values and
+    /// headers are never written. An existing FILE is replaced whole (the message says so).
     Export {
         /// The profile's name.
         name: String,
-        /// Where to write it.
+        /// Where to write it ("-" for standard output).
         file: PathBuf,
+        /// What to write: the profile's TOML, or its limits as a Bottleneck module (Node), an
+        /// aiolimiter module (Python asyncio), a governor function (Rust) or a
+        /// golang.org/x/time/rate function (Go).
+        #[arg(long = "as", value_name = "FORMAT", default_value_t = ExportFormat::Toml)]
+        format: ExportFormat,
+        /// The host whose limits a code export holds (needed when the profile has several).
+        #[arg(long, value_name = "HOST")]
+        host: Option<String>,
+        /// Export the limits of this path override of the host (such as /search) instead of
+        /// the host's own.
+        #[arg(long, value_name = "PREFIX")]
+        path: Option<String>,
     },
 }
 
@@ -178,16 +193,45 @@ pub fn run(args: ProfileArgs) -> anyhow::Result<ExitCode> {
         }
         ProfileCommand::Catalog { json } => list_catalog(json),
         ProfileCommand::New { name, from, base_url, force } => new_from_catalog(&store, &name, &from, base_url, force),
-        ProfileCommand::Export { name, file } => {
-            if file == Path::new("-") {
-                out!("{}", store.text(&name)?)?;
-            } else {
-                store.export(&name, &file).with_context(|| format!("cannot export profile '{name}'"))?;
-                outln!("exported profile '{name}' to {}", file.display())?;
-            }
-            Ok(ExitCode::SUCCESS)
+        ProfileCommand::Export { name, file, format, host, path } => {
+            let selection = Selection { host: host.as_deref(), path: path.as_deref() };
+            export(&store, &name, &file, format, selection)
         }
     }
+}
+
+/// `profile export NAME FILE [--as FORMAT] [--host H] [--path P]`: the text is made before
+/// anything is written, then written whole (`files::write_bytes`); a file it replaces is
+/// replaced as today's TOML export always did, and the message says so.
+fn export(
+    store: &ProfileStore,
+    name: &str,
+    file: &Path,
+    format: ExportFormat,
+    selection: Selection<'_>,
+) -> anyhow::Result<ExitCode> {
+    let text = match format {
+        // The saved file itself: comments and layout kept.
+        ExportFormat::Toml if selection == Selection::default() => store.text(name)?,
+        _ => {
+            let profile = store.load(name)?;
+            export::render(&profile, selection, format).map_err(|err| match err {
+                ExportError::Invalid(err) => anyhow::Error::new(err),
+                usage => super::as_usage(anyhow::Error::new(usage)),
+            })?
+        }
+    };
+    let context = || format!("cannot export profile '{name}'");
+    let replaces =
+        matches!(files::destination(file).with_context(context)?, Destination::Replace(target) if target.is_file());
+    files::write_bytes(file, text.as_bytes(), WriteOptions::default()).with_context(context)?;
+    if file != Path::new("-") {
+        let what =
+            if format == ExportFormat::Toml { "profile".to_owned() } else { format!("{} limits of", format.label()) };
+        let replaced = if replaces { " (it replaced the file that was there)" } else { "" };
+        outln!("exported {what} '{name}' to {}{replaced}", file.display())?;
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// One entry as `profile catalog --json` prints it.

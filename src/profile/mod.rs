@@ -79,6 +79,7 @@ mod curl;
 mod demo;
 mod endpoint;
 mod error;
+pub mod export;
 mod keep;
 mod model;
 mod secrets;
