@@ -141,7 +141,12 @@ impl SimulatorTab {
             } else {
                 Some(LimiterConfig::parse_described(text).map_err(|err| format!("{}: {err}", SIDES[index]))?)
             };
-            let spec = BurstSpec { arrival, limits, retry: retry.clone(), ..BurstSpec::get(url.clone(), self.count) };
+            let spec = BurstSpec {
+                arrival: arrival.clone(),
+                limits,
+                retry: retry.clone(),
+                ..BurstSpec::get(url.clone(), self.count)
+            };
             spec.validate().map_err(|err| format!("{}: {err}", SIDES[index]))?;
             Ok(spec)
         };
