@@ -43,6 +43,7 @@ mod pace;
 mod probe;
 mod profile;
 mod proxy;
+mod replay;
 mod shared;
 mod sim;
 
@@ -109,6 +110,9 @@ pub enum Command {
     Profile(profile::ProfileArgs),
     /// Run a burst spec in virtual time against a model of a server (milliseconds for minutes).
     Sim(sim::SimArgs),
+    /// Replay recorded traffic (a HAR file, JSON lines, an access log) in virtual time through the
+    /// limiter against a model of the server: what each request would have met.
+    Replay(Box<replay::ReplayArgs>),
     /// Find an API's limits: ramp carefully, read its headers, suggest limiter settings.
     Probe(probe::ProbeArgs),
     /// Run a rate-limiting proxy that holds the API key and paces every caller through the limiter.
@@ -130,6 +134,7 @@ pub fn main(cli: Cli) -> ExitCode {
         Some(Command::Mock(args)) => mock::run(args),
         Some(Command::Profile(args)) => profile::run(args),
         Some(Command::Sim(args)) => sim::run(args),
+        Some(Command::Replay(args)) => replay::run(*args),
         Some(Command::Probe(args)) => probe::run(args),
         Some(Command::Proxy(args)) => proxy::run(*args),
         Some(Command::Completions(args)) => install::completions(args),

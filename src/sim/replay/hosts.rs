@@ -63,7 +63,7 @@ impl Parsed {
             }
         }
         // Stable: among hosts with as many requests, the one seen first stays first.
-        counts.sort_by(|a, b| b.requests.cmp(&a.requests));
+        counts.sort_by_key(|count| std::cmp::Reverse(count.requests));
         counts
     }
 
