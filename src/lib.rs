@@ -248,6 +248,7 @@ pub mod sim;
 #[doc(inline)]
 pub use ratescope_redis as store;
 pub mod telemetry;
+pub mod tune;
 
 pub use engine::{Limiter, LimiterConfig, Priority, Registry};
 pub use http::{LimitedClient, RequestSpec};

@@ -261,10 +261,16 @@ pub(super) fn load_profile(reference: &str) -> anyhow::Result<Profile> {
 fn profile_client(profile: &Profile, args: &BurstArgs, spec: &mut BurstSpec) -> anyhow::Result<LimitedClient> {
     let entries = profile.entries()?;
     for endpoint in &spec.endpoints {
-        // The limits its requests meet: an estimate one of their budgets can never hold is
-        // refused before anything is sent.
-        let limits = profile_entry_for(&entries, &endpoint.url);
-        let covered = limits.is_some();
+        let host = endpoint.url.host_str().unwrap_or_default();
+        let with_port = endpoint.url.port_or_known_default().map(|port| format!("{host}:{port}"));
+        let on_host = |key: &crate::engine::LimitKey| key.host == host || Some(&key.host) == with_port.as_ref();
+        let covered = entries.iter().any(|(entry, _)| on_host(entry));
+        // The limits its requests meet (the longest path prefix covering them): an estimate
+        // one of their budgets can never hold is refused before anything is sent.
+        let limits = entries
+            .iter()
+            .filter(|(key, _)| on_host(key) && key.covers_path(endpoint.url.path()))
+            .max_by_key(|(key, _)| key.path_prefix.as_ref().map_or(0, String::len));
         let estimate = crate::http::cost::estimate(1, &endpoint.cost_rules, endpoint.body.as_deref());
         if let Some((budget, spent)) = limits.and_then(|(_, limits)| limits.never_fits(&estimate)) {
             usage!(
@@ -294,23 +300,6 @@ fn profile_client(profile: &Profile, args: &BurstArgs, spec: &mut BurstSpec) -> 
     Ok(builder.build()?)
 }
 
-/// The entry of a profile's limiter table (`Profile::entries`) that requests to `url` meet:
-/// one of the URL's host (the key names the host alone, or with the URL's port) whose path
-/// prefix covers the URL's path, the longest such prefix; `None` when the profile has no host
-/// for the URL. Every host has an entry without a prefix, so a host it has is always covered.
-pub(super) fn profile_entry_for<'e>(
-    entries: &'e [(crate::engine::LimitKey, crate::engine::LimiterConfig)],
-    url: &Url,
-) -> Option<&'e (crate::engine::LimitKey, crate::engine::LimiterConfig)> {
-    let host = url.host_str().unwrap_or_default();
-    let with_port = url.port_or_known_default().map(|port| format!("{host}:{port}"));
-    let on_host = |key: &crate::engine::LimitKey| key.host == host || Some(&key.host) == with_port.as_ref();
-    entries
-        .iter()
-        .filter(|(key, _)| on_host(key) && key.covers_path(url.path()))
-        .max_by_key(|(key, _)| key.path_prefix.as_ref().map_or(0, String::len))
-}
-
 /// With the fail-closed policy, a shared store that cannot be reached when the burst starts is
 /// an error before anything is sent: waiting for it would hang a mistyped URL forever. (Once
 /// the burst runs, a store that goes away is waited for, as the policy says.)
@@ -328,7 +317,7 @@ fn check_store(shared: &SharedSettings) -> anyhow::Result<()> {
     })
 }
 
-pub(super) fn describe_hosts(profile: &Profile) -> String {
+fn describe_hosts(profile: &Profile) -> String {
     profile.hosts.iter().map(|host| host.base_url.as_str()).collect::<Vec<_>>().join(", ")
 }
 

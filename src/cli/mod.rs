@@ -46,6 +46,7 @@ mod proxy;
 mod replay;
 mod shared;
 mod sim;
+mod tune;
 
 use std::process::ExitCode;
 
@@ -115,6 +116,9 @@ pub enum Command {
     Replay(Box<replay::ReplayArgs>),
     /// Find an API's limits: ramp carefully, read its headers, suggest limiter settings.
     Probe(probe::ProbeArgs),
+    /// Find the best limiter setting for a burst before spending real quota: sweep settings
+    /// against a model of the server in virtual time and rank them.
+    Tune(Box<tune::TuneArgs>),
     /// Run a rate-limiting proxy that holds the API key and paces every caller through the limiter.
     Proxy(Box<proxy::ProxyArgs>),
     /// Print the shell completion script for bash, zsh, fish, powershell or elvish.
@@ -136,6 +140,7 @@ pub fn main(cli: Cli) -> ExitCode {
         Some(Command::Sim(args)) => sim::run(args),
         Some(Command::Replay(args)) => replay::run(*args),
         Some(Command::Probe(args)) => probe::run(args),
+        Some(Command::Tune(args)) => tune::run(*args),
         Some(Command::Proxy(args)) => proxy::run(*args),
         Some(Command::Completions(args)) => install::completions(args),
         Some(Command::Man(args)) => install::man(args),

@@ -67,23 +67,30 @@ struct Against {
 /// The host of `profile` that `url` goes to, and the limits that apply to it there.
 fn against(name: &str, url: &Url) -> anyhow::Result<Against> {
     let profile = ProfileStore::default_location()?.load(name)?;
+    let (host, key, config) = limits_for(&profile, url)?;
+    Ok(Against { profile, host, key, config })
+}
+
+/// The host of `profile` that `url` goes to, its limiter key there and the limits that apply
+/// (a path override's under its prefix); a usage error listing the hosts when none does.
+pub(super) fn limits_for(profile: &Profile, url: &Url) -> anyhow::Result<(HostProfile, LimitKey, LimiterConfig)> {
     let host_name = url.host_str().unwrap_or_default().to_ascii_lowercase();
     let with_port = url.port_or_known_default().map(|port| format!("{host_name}:{port}"));
     let key_of = |host: &HostProfile| host.key().map(|key| key.host).unwrap_or_default();
     let found = (profile.hosts.iter().find(|host| Some(key_of(host)) == with_port))
         .or_else(|| profile.hosts.iter().find(|host| key_of(host) == host_name));
     let Some(host) = found.cloned() else {
-        usage!("profile '{name}' has no host for {}; its hosts: {}", redact_url(url), host_list(&profile))
+        usage!("profile '{}' has no host for {}; its hosts: {}", profile.name, redact_url(url), host_list(profile))
     };
     let registry = Registry::from_table(profile.entries()?)?;
     let (key, config) = match registry.limiter_for(&host_name, url.port_or_known_default(), url.path()) {
         Some(limiter) => (limiter.key().parse()?, limiter.config()),
         None => (LimitKey::host(&key_of(&host))?, LimiterConfig::new()),
     };
-    Ok(Against { profile, host, key, config })
+    Ok((host, key, config))
 }
 
-fn host_list(profile: &Profile) -> String {
+pub(super) fn host_list(profile: &Profile) -> String {
     let hosts: Vec<String> = profile.hosts.iter().map(|host| format!("{} ({})", host.name, host.base_url)).collect();
     if hosts.is_empty() { "none".to_owned() } else { hosts.join(", ") }
 }

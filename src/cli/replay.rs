@@ -9,10 +9,11 @@ use clap::{ArgGroup, Args};
 use url::Url;
 
 use super::LimitArgs;
-use super::burst::{describe_hosts, load_profile, profile_entry_for};
+use super::burst::load_profile;
 use crate::files::{FileError, read_capped};
-use crate::http::{RetryPolicy, redact_url};
-use crate::mock::MockConfig;
+use crate::http::redact_url;
+use crate::mock::{Latency, MockConfig};
+use crate::sim::model::{from_probe_file, with_latency};
 use crate::sim::replay::{
     Format, MAX_RECORDING_BYTES, ReadOptions, Recording, RecordingError, Replay, ReplaySettings, read, replay,
 };
@@ -62,9 +63,14 @@ pub struct ReplayArgs {
     /// The server: a demo API config (TOML, as for `ratescope mock --config` and `sim --server`).
     #[arg(long, value_name = "CONFIG")]
     pub server: Option<PathBuf>,
-    /// The server modelled on what `ratescope probe --json` found (saved to a file).
+    /// The server modelled on what `ratescope probe --json` found (saved to a file): one route
+    /// for every path, enforcing the limits found.
     #[arg(long, value_name = "PROBE.json")]
     pub from_probe: Option<PathBuf>,
+    /// How long the --from-probe model takes to answer, e.g. 80ms (a probe does not say; a
+    /// --server config sets each route's own).
+    #[arg(long, value_parser = super::burst::duration_arg, value_name = "DURATION", requires = "from_probe")]
+    pub latency: Option<std::time::Duration>,
     /// Seed of the client's jitter (and the server's, when its config has none).
     #[arg(long, default_value_t = SimOptions::default().seed)]
     pub seed: u64,
@@ -98,7 +104,11 @@ fn server_model(args: &ReplayArgs) -> anyhow::Result<MockConfig> {
     match (&args.server, &args.from_probe) {
         (Some(path), _) => Ok(MockConfig::from_file(path)?),
         (None, Some(path)) => {
-            anyhow::bail!("--from-probe {}: not available yet; give the server as --server CONFIG", path.display())
+            let model = from_probe_file(path)?;
+            Ok(match args.latency {
+                Some(fixed) => with_latency(model, Latency { fixed, jitter: std::time::Duration::ZERO }),
+                None => model,
+            })
         }
         (None, None) => usage!("give the server model: --server CONFIG or --from-probe PROBE.json"),
     }
@@ -189,40 +199,33 @@ fn settings(args: &ReplayArgs, recording: &Recording) -> anyhow::Result<ReplaySe
 /// a path override of the host is not applied, and that is said).
 fn profile_settings(reference: &str, recording: &Recording) -> anyhow::Result<ReplaySettings> {
     let profile = load_profile(reference)?;
-    let entries = profile.entries()?;
     let Some(mut url) = recording.requests.first().map(|request| request.url.clone()) else {
         anyhow::bail!("no request to replay");
     };
     url.set_path("/");
     url.set_query(None);
-    let Some((key, limits)) = profile_entry_for(&entries, &url) else {
-        usage!(
-            "profile '{}' has no host for {}; its hosts: {} (for an access log or JSON lines, give --base-url with one of them)",
-            profile.name,
-            recording.host,
-            describe_hosts(&profile)
-        );
-    };
-    let prefixes: Vec<&str> = entries
-        .iter()
-        .filter(|(other, _)| other.host == key.host)
-        .filter_map(|(other, _)| other.path_prefix.as_deref())
-        .collect();
-    if !prefixes.is_empty() {
+    let (host, _, limits) = super::probe::limits_for(&profile, &url).map_err(|err| {
+        if err.is::<super::UsageError>() {
+            let hint = "(recordings without hosts: give --base-url with the address of one of them)";
+            super::as_usage(anyhow::anyhow!("{} {hint}", super::error_text(&err)))
+        } else {
+            err
+        }
+    })?;
+    if !host.paths.is_empty() {
+        let prefixes: Vec<&str> = host.paths.iter().map(|path| path.prefix.as_str()).collect();
         errln!(
-            "profile '{}' has limits of its own under {} of {}: a replay applies the host's limits to every request",
+            "profile '{}' has limits of its own under {} of host '{}': a replay applies the host's limits to every request",
             profile.name,
             prefixes.join(", "),
-            key.host
+            host.name
         );
     }
-    let policy = profile.policy()?;
-    let retry: RetryPolicy = policy.key_retry.get(&key.to_string()).cloned().unwrap_or_else(|| policy.retry.clone());
     Ok(ReplaySettings {
-        limits: Some(limits.clone()),
+        limits: Some(limits),
         raw_concurrency: None,
-        retry,
-        adaptive: policy.adaptive.covers(&key.to_string()),
+        retry: host.retry_policy()?,
+        adaptive: host.adaptive,
     })
 }
 

@@ -4,19 +4,20 @@
 use std::fmt;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::engine::{BudgetSpec, ConfigError, LimiterConfig, Rate};
 use crate::profile::Profile;
 
-/// One suggested budget, as the JSON shows it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// One suggested budget, as the JSON shows it (and reads it back: the name is not in the JSON,
+/// so a budget read back is unnamed until [`Suggestion::name_budgets`] names it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum SuggestedBudget {
     /// `capacity` at once, refilled at `per_s` requests per second.
     TokenBucket {
         /// The name the budget gets in a limiter or a saved profile.
-        #[serde(skip)]
+        #[serde(skip, default)]
         name: String,
         /// Tokens held at most.
         capacity: u64,
@@ -26,7 +27,7 @@ pub enum SuggestedBudget {
     /// At most `limit` requests in any `window_s` seconds.
     SlidingWindow {
         /// The name the budget gets in a limiter or a saved profile.
-        #[serde(skip)]
+        #[serde(skip, default)]
         name: String,
         /// The most requests in any window.
         limit: u64,
@@ -105,7 +106,7 @@ impl SuggestedBudget {
 }
 
 /// The settings the probe suggests (or found, before the margin).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Suggestion {
     /// The budgets to pace by (none when nothing limited the probe).
     pub budgets: Vec<SuggestedBudget>,
@@ -114,6 +115,27 @@ pub struct Suggestion {
 }
 
 impl Suggestion {
+    /// Names unnamed budgets (as read back from JSON) by kind and place: `rate`, `rate-2`,
+    /// `window`, `window-2`, ...
+    pub fn name_budgets(&mut self) {
+        let (mut buckets, mut windows) = (0, 0);
+        for budget in &mut self.budgets {
+            let (count, base, name) = match budget {
+                SuggestedBudget::TokenBucket { name, .. } => (&mut buckets, "rate", name),
+                SuggestedBudget::SlidingWindow { name, .. } => (&mut windows, "window", name),
+            };
+            *count += 1;
+            if name.is_empty() {
+                *name = if *count == 1 { base.to_owned() } else { format!("{base}-{count}") };
+            }
+        }
+    }
+
+    /// The limiter these settings describe (checked: a zero rate or window is an error).
+    pub fn limiter_config(&self) -> Result<LimiterConfig, ConfigError> {
+        ProbeReport::config_of(self)
+    }
+
     /// Every budget `margin` below; the concurrency as it is.
     pub fn with_margin(&self, margin: f64) -> Self {
         Self { budgets: self.budgets.iter().map(|b| b.with_margin(margin)).collect(), concurrency: self.concurrency }

@@ -16,6 +16,7 @@
 //! through the same machinery by [`mod@replay`].
 
 pub mod file;
+pub mod model;
 pub mod replay;
 
 use std::sync::Arc;
