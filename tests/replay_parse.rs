@@ -125,7 +125,7 @@ fn a_file_of_no_known_format_is_refused_naming_its_first_line() {
     let err = read(log, &options(None)).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "no request to replay in this access log: 1 could not be read (line 1: request \"-\" is not METHOD TARGET PROTOCOL)"
+        "nothing to replay in this access log file: 1 could not be read (line 1: request \"-\" is not METHOD TARGET PROTOCOL)"
     );
 }
 

@@ -256,6 +256,6 @@ mod tests {
             assert!(matches!(&err, RecordingError::Har(message) if message.contains(expected)), "{text}: {err}");
         }
         let err = parse(har(&[]).as_bytes()).unwrap().finish(Format::Har).unwrap_err();
-        assert_eq!(err.to_string(), "no request to replay in this HAR");
+        assert_eq!(err.to_string(), "nothing to replay in this HAR file");
     }
 }

@@ -13,6 +13,7 @@ use super::{Gathered, Place, RecordingError, clip, url_of};
 const MAX_T: f64 = 1e11;
 
 #[derive(Deserialize)]
+#[serde(expecting = "an object {\"t\": SECONDS, \"method\": \"GET\", \"url\": \"https://…\"}")]
 struct Line {
     t: f64,
     method: Option<String>,

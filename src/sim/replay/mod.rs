@@ -200,14 +200,14 @@ pub enum RecordingError {
         "this is not a recording ratescope reads: not a HAR file (a JSON document with log.entries), JSON lines ({{\"t\": SECONDS, \"method\": \"GET\", \"url\": \"https://…\"}} a line) or an access log in the common or combined format; its first line: {first_line}"
     )]
     NotRecognised {
-        /// The first line, cut to 120 characters.
+        /// The first line, cut to 120 characters (or that the file is empty).
         first_line: String,
     },
     /// A HAR file whose document cannot be read at all.
     #[error("not a HAR 1.2 file: {0}")]
     Har(String),
     /// Nothing could be replayed.
-    #[error("no request to replay in this {format}{}", nothing_left(problems, skipped))]
+    #[error("nothing to replay in this {format} file{}", nothing_left(problems, skipped))]
     NothingLeft {
         /// The format read.
         format: Format,
@@ -320,12 +320,11 @@ pub fn read(bytes: &[u8], options: &ReadOptions) -> Result<Parsed, RecordingErro
 
 /// The first non-blank line of `bytes`, cut to 120 characters, for an error.
 fn first_line(bytes: &[u8]) -> String {
-    let line = bytes
-        .split(|&byte| byte == b'\n')
-        .map(String::from_utf8_lossy)
-        .find(|line| !line.trim().is_empty())
-        .unwrap_or_default();
-    clip(line.trim(), 120)
+    let line = bytes.split(|&byte| byte == b'\n').map(String::from_utf8_lossy).find(|line| !line.trim().is_empty());
+    match line {
+        Some(line) => clip(line.trim(), 120),
+        None => "none, the file is empty".to_owned(),
+    }
 }
 
 /// `text` cut to `max` characters, with an ellipsis when cut; control characters shown escaped.
