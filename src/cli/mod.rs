@@ -43,6 +43,7 @@ mod pace;
 mod probe;
 mod profile;
 mod proxy;
+mod replay;
 mod shared;
 mod sim;
 mod tune;
@@ -110,6 +111,9 @@ pub enum Command {
     Profile(profile::ProfileArgs),
     /// Run a burst spec in virtual time against a model of a server (milliseconds for minutes).
     Sim(sim::SimArgs),
+    /// Replay recorded traffic (a HAR file, JSON lines, an access log) in virtual time through the
+    /// limiter against a model of the server: what each request would have met.
+    Replay(Box<replay::ReplayArgs>),
     /// Find an API's limits: ramp carefully, read its headers, suggest limiter settings.
     Probe(probe::ProbeArgs),
     /// Find the best limiter setting for a burst before spending real quota: sweep settings
@@ -134,6 +138,7 @@ pub fn main(cli: Cli) -> ExitCode {
         Some(Command::Mock(args)) => mock::run(args),
         Some(Command::Profile(args)) => profile::run(args),
         Some(Command::Sim(args)) => sim::run(args),
+        Some(Command::Replay(args)) => replay::run(*args),
         Some(Command::Probe(args)) => probe::run(args),
         Some(Command::Tune(args)) => tune::run(*args),
         Some(Command::Proxy(args)) => proxy::run(*args),

@@ -15,5 +15,5 @@ pub use batched::{BatchRole, MISSING_ITEM};
 pub use export::{CSV_HEADER, write_csv};
 pub use runner::{Burst, BurstProgress, Failure, RequestOutcome, RequestResult};
 pub use schedule::arrival_offsets;
-pub use spec::{ArrivalPattern, BurstSpec, Endpoint, PriorityMix, SpecError, content_type_of};
+pub use spec::{ArrivalPattern, BurstSpec, Endpoint, PriorityMix, Scheduled, SpecError, content_type_of};
 pub use summary::{Percentiles, Summary, UnitTotals};

@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::batched::{self, BatchRole, Item};
 use super::schedule::arrival_offsets;
-use super::spec::{BurstSpec, SpecError};
+use super::spec::{ArrivalPattern, BurstSpec, SpecError};
 use super::summary::Summary;
 use crate::engine::{Priority, Registry};
 use crate::http::{AttemptRecord, BatchError, Batcher, ClientError, LimitedClient, RequestSpec};
@@ -225,14 +225,23 @@ pub(super) struct Plan {
     batchers: Vec<Option<Batcher<Item, batched::ItemPart>>>,
 }
 
+/// The endpoint of each of `count` requests, drawn by weight (seeded, so a spec always sends
+/// the same requests).
+fn drawn_endpoints(spec: &BurstSpec, count: usize) -> Vec<usize> {
+    let weights: Vec<u32> = spec.endpoints.iter().map(|endpoint| endpoint.weight).collect();
+    let mut rng = StdRng::seed_from_u64(0x5eed);
+    match WeightedIndex::new(&weights) {
+        Ok(chooser) => (0..count).map(|_| chooser.sample(&mut rng)).collect(),
+        Err(_) => vec![0; count],
+    }
+}
+
 impl Plan {
     fn new(spec: BurstSpec, start: Instant, client: &LimitedClient, cancel: &CancellationToken) -> Self {
-        let offsets = arrival_offsets(spec.arrival, spec.planned_requests());
-        let weights: Vec<u32> = spec.endpoints.iter().map(|endpoint| endpoint.weight).collect();
-        let mut rng = StdRng::seed_from_u64(0x5eed);
-        let endpoints = match WeightedIndex::new(&weights) {
-            Ok(chooser) => offsets.iter().map(|_| chooser.sample(&mut rng)).collect(),
-            Err(_) => vec![0; offsets.len()],
+        let offsets = arrival_offsets(&spec.arrival, spec.planned_requests());
+        let endpoints = match &spec.arrival {
+            ArrivalPattern::Scripted(script) => script.iter().map(|step| step.endpoint).collect(),
+            _ => drawn_endpoints(&spec, offsets.len()),
         };
         let paths = spec.endpoints.iter().map(|endpoint| Arc::from(endpoint.url.path())).collect();
         let batchers = batched::batchers(&spec, client, cancel);
@@ -358,10 +367,12 @@ impl Plan {
     /// The record of request `index` that ended with `outcome` and no attempt on record
     /// (cancelled, or its task panicked).
     pub(super) fn unfinished(&self, index: usize, arrived: Instant, outcome: RequestOutcome) -> RequestResult {
-        let path = self.endpoints.get(index).and_then(|endpoint| self.paths.get(*endpoint));
+        let endpoint = self.endpoints.get(index).copied();
+        let path = endpoint.and_then(|endpoint| self.paths.get(endpoint));
+        let method = endpoint.and_then(|endpoint| self.spec.endpoints.get(endpoint)?.method.clone());
         RequestResult {
             index,
-            method: self.spec.method.clone(),
+            method: method.unwrap_or_else(|| self.spec.method.clone()),
             path: path.map_or_else(|| Arc::from(""), Arc::clone),
             priority: self.spec.priorities.lane(index),
             burst_start: self.start,

@@ -4,9 +4,10 @@ use std::time::Duration;
 
 use super::spec::ArrivalPattern;
 
-/// Offsets for `count` requests under `pattern`, non-decreasing.
-pub fn arrival_offsets(pattern: ArrivalPattern, count: usize) -> Vec<Duration> {
-    match pattern {
+/// Offsets for `count` requests under `pattern`, non-decreasing (a script's own, whatever `count`).
+pub fn arrival_offsets(pattern: &ArrivalPattern, count: usize) -> Vec<Duration> {
+    match *pattern {
+        ArrivalPattern::Scripted(ref script) => script.iter().map(|step| step.at).collect(),
         ArrivalPattern::AllAtOnce => vec![Duration::ZERO; count],
         ArrivalPattern::FixedRate(rate) | ArrivalPattern::ForDuration { rate, .. } => {
             // Exact integer spacing: request i arrives at i * per / amount.
@@ -37,14 +38,14 @@ mod tests {
 
     #[test]
     fn fixed_rate_is_exact() {
-        let offsets = arrival_offsets(ArrivalPattern::FixedRate("3/1s".parse().unwrap()), 4);
+        let offsets = arrival_offsets(&ArrivalPattern::FixedRate("3/1s".parse().unwrap()), 4);
         assert_eq!(offsets[3], Duration::from_secs(1));
         assert_eq!(offsets[1], Duration::from_nanos(333_333_333));
     }
 
     #[test]
     fn ramp_speeds_up() {
-        let offsets = arrival_offsets(ArrivalPattern::Ramp { from: 1.0, to: 10.0, over: Duration::from_secs(10) }, 50);
+        let offsets = arrival_offsets(&ArrivalPattern::Ramp { from: 1.0, to: 10.0, over: Duration::from_secs(10) }, 50);
         let first_gap = offsets[1] - offsets[0];
         let last_gap = offsets[49] - offsets[48];
         assert_eq!(first_gap, Duration::from_secs(1));

@@ -68,7 +68,7 @@ pub fn content_type_of(body: &[u8]) -> HeaderValue {
 }
 
 /// When requests arrive.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum ArrivalPattern {
     /// Every request at once: the limiter does all the pacing.
     AllAtOnce,
@@ -90,6 +90,18 @@ pub enum ArrivalPattern {
         /// How long requests arrive.
         duration: Duration,
     },
+    /// Each request at its own offset, to its own endpoint (a recording replayed): request `i`
+    /// is `script[i]`. The offsets never decrease; the weights of the endpoints are not used.
+    Scripted(Arc<[Scheduled]>),
+}
+
+/// One request of an [`ArrivalPattern::Scripted`] burst.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scheduled {
+    /// When it arrives, from the burst's start.
+    pub at: Duration,
+    /// Its endpoint: an index into [`BurstSpec::endpoints`].
+    pub endpoint: usize,
 }
 
 impl ArrivalPattern {
@@ -296,10 +308,11 @@ impl BurstSpec {
 
     /// The number of requests this spec sends.
     pub fn planned_requests(&self) -> usize {
-        match self.arrival {
+        match &self.arrival {
             ArrivalPattern::ForDuration { rate, duration } => {
                 (rate.per_second() * duration.as_secs_f64()).floor().max(0.0).min(MAX_REQUESTS as f64 + 1.0) as usize
             }
+            ArrivalPattern::Scripted(script) => script.len(),
             _ => self.requests,
         }
     }
@@ -342,6 +355,9 @@ impl BurstSpec {
             return Err(SpecError::Arrival(format!(
                 "a ramp needs finite rates (from {from} >= 0 to {to} > 0 per second) over a positive duration"
             )));
+        }
+        if let ArrivalPattern::Scripted(script) = &self.arrival {
+            check_script(script, self.endpoints.len())?;
         }
         if self.timeout.is_some_and(|timeout| timeout.is_zero()) {
             return Err(SpecError::ZeroTimeout);
@@ -444,6 +460,23 @@ impl BurstSpec {
         let builder = builder.coalesce(self.coalesce);
         if self.cache { builder.cache(CacheConfig::default()) } else { builder }
     }
+}
+
+/// A script's offsets never decrease (requests launch in order) and each names an endpoint.
+fn check_script(script: &[Scheduled], endpoints: usize) -> Result<(), SpecError> {
+    if let Some((index, step)) = script.iter().enumerate().find(|(_, step)| step.endpoint >= endpoints) {
+        return Err(SpecError::Arrival(format!(
+            "scripted request {index} names endpoint {} of {endpoints}",
+            step.endpoint
+        )));
+    }
+    if let Some(index) = script.windows(2).position(|pair| pair[1].at < pair[0].at) {
+        return Err(SpecError::Arrival(format!(
+            "scripted request {} arrives before the one ahead of it: sort the script by offset",
+            index + 1
+        )));
+    }
+    Ok(())
 }
 
 /// The limiter key (`host:port`) of requests to `url`.

@@ -12,10 +12,12 @@
 //! [`SimOptions::seed`] when it has none), the client's jitter uses [`SimOptions::seed`].
 //! A simulation is a pure function of the config, the spec and the options.
 //!
-//! The burst-spec file format is documented in [`mod@file`].
+//! The burst-spec file format is documented in [`mod@file`]; recorded traffic is replayed
+//! through the same machinery by [`mod@replay`].
 
 pub mod file;
 pub mod model;
+pub mod replay;
 
 use std::sync::Arc;
 use std::time::Duration;
