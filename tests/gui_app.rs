@@ -730,6 +730,28 @@ fn export_writes_the_profile_to_a_typed_path_and_says_where() {
     assert!(harness.state().save_as().is_none(), "the window closed");
 }
 
+/// Export for… on the profile menu: the host being edited as a Bottleneck module, offered in
+/// the Save as window and written where typed.
+#[test]
+fn export_for_writes_the_hosts_limits_as_code_for_another_stack() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut harness = harness(app(dir.path()));
+    ready(&mut harness);
+    harness.get_by_label("Export for…").click();
+    harness.run_steps(2);
+    harness.get_by_label("Bottleneck (Node)").click();
+    harness.run_steps(2);
+    assert!(harness.state().save_as().is_some(), "{:?}", harness.state().toasts().texts());
+    harness.get_by_label_contains("as Bottleneck (Node) to:");
+    let target = dir.path().join("limits.js");
+    type_key_by_key(&mut harness, "save to path", &target.display().to_string());
+    step_until(&mut harness, "the message", |app| app.toasts().texts().iter().any(|text| text.contains("limits.js")));
+    let exported = std::fs::read_to_string(&target).unwrap();
+    assert!(exported.contains("require('bottleneck')") || exported.contains("require(\"bottleneck\")"), "{exported}");
+    assert!(exported.contains("module.exports"), "{exported}");
+    assert!(exported.contains("demo API"), "names the host: {exported}");
+}
+
 /// A button of the quit prompt (the composer has a Cancel too, disabled while nothing runs).
 fn quit_prompt_button<'h>(harness: &'h Harness<'_, App>, label: &'h str) -> egui_kittest::Node<'h> {
     let by = egui_kittest::kittest::By::new().label(label).predicate(|node| !node.is_disabled());

@@ -674,6 +674,21 @@ impl App {
         }
     }
 
+    /// Offers `profile`'s limits for `host` as code in `format` in the Save as window, or says
+    /// why they cannot be exported.
+    fn offer_export(&mut self, profile: &Profile, host: Option<&str>, format: crate::profile::export::ExportFormat) {
+        use crate::profile::export::{Selection, render};
+        let selection = Selection { host, path: None };
+        match render(profile, selection, format) {
+            Ok(text) => {
+                let what = format!("'{}' as {}", host.unwrap_or(&profile.name), format.label());
+                let file = export_file_name(&profile.name, format.extension());
+                self.save_as = Some(SaveAs::offer(what, &file, text.into_bytes()));
+            }
+            Err(err) => self.toasts.error(format!("not exported: {err}")),
+        }
+    }
+
     fn keep_discovered(&mut self, profile: Profile) {
         self.editor.add_unsaved(profile.clone());
         let secrets = self.editor.secrets.clone();
@@ -725,7 +740,11 @@ impl App {
             EditorAction::Save => self.save(),
             EditorAction::Import => self.backend.send(Command::Import),
             // The text comes from the backend: it reads the saved file to keep its comments.
-            EditorAction::Export(profile) => self.backend.send(Command::ExportText { profile }),
+            EditorAction::Export(profile)
+            | EditorAction::ExportFor { profile, format: crate::profile::export::ExportFormat::Toml, .. } => {
+                self.backend.send(Command::ExportText { profile })
+            }
+            EditorAction::ExportFor { profile, host, format } => self.offer_export(&profile, host.as_deref(), format),
             EditorAction::Delete(name) => self.backend.send(Command::Delete { name }),
             EditorAction::Message(text) => self.toasts.info(text),
             EditorAction::Unsaved(text) => self.toasts.info_about(Topic::Unsaved, text),
@@ -970,3 +989,13 @@ impl eframe::App for App {
 
 /// Secrets and profiles as the editor hands them to be saved.
 pub type SaveRequest = (Profile, SecretStore);
+
+/// A file name for an export: `PROFILE_limits.EXT`, with what a module name cannot hold (a
+/// Python import, a Go or Rust file) turned into `_`.
+fn export_file_name(profile: &str, extension: &str) -> String {
+    let stem: String =
+        profile.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' }).collect();
+    let stem =
+        if stem.starts_with(|c: char| c.is_ascii_digit()) || stem.is_empty() { format!("p{stem}") } else { stem };
+    format!("{stem}_limits.{extension}")
+}

@@ -10,6 +10,7 @@ use super::app::SaveRequest;
 use super::catalog::Picked;
 use super::host_edit::{self, HostDrafts, HostEdit};
 use crate::engine::{LimitKey, LimiterConfig};
+use crate::profile::export::ExportFormat;
 use crate::profile::{CurlImport, EndpointEntry, HostProfile, Profile, SecretStore};
 
 /// What the editor asks the app to do.
@@ -25,6 +26,15 @@ pub enum EditorAction {
     Import,
     /// Export this profile to a file.
     Export(Box<Profile>),
+    /// Export the selected host's limits of this profile as code for another stack.
+    ExportFor {
+        /// The profile.
+        profile: Box<Profile>,
+        /// The host being edited (by name), when one is.
+        host: Option<String>,
+        /// What to write.
+        format: ExportFormat,
+    },
     /// Delete the profile of this name (kept as `.bak`).
     Delete(String),
     /// Tell the user this.
@@ -326,6 +336,12 @@ impl Editor {
                 && let Some(doc) = self.profiles.get(self.current)
             {
                 action = EditorAction::Export(Box::new(doc.profile.clone()));
+            }
+            if let Some(format) = export_for_ui(ui)
+                && let Some(doc) = self.profiles.get(self.current)
+            {
+                let host = doc.profile.hosts.get(self.host).map(|host| host.name.clone());
+                action = EditorAction::ExportFor { profile: Box::new(doc.profile.clone()), host, format };
             }
         }
         if ui.button("Import…").clicked() {
@@ -918,4 +934,21 @@ pub(super) mod tests {
         assert_eq!(harness.state().profiles[1].profile.name, "demo2");
         assert!(harness.state().rename.is_none());
     }
+}
+
+/// The "Export for…" menu: the format picked, when one is.
+fn export_for_ui(ui: &mut egui::Ui) -> Option<ExportFormat> {
+    let mut picked = None;
+    ui.menu_button("Export for…", |ui| {
+        ui.label(egui::RichText::new("the host being edited, as code for your stack").weak());
+        for format in ExportFormat::ALL {
+            if ui.button(format.label()).clicked() {
+                picked = Some(format);
+                ui.close();
+            }
+        }
+    })
+    .response
+    .on_hover_text("Its limits as a Bottleneck, aiolimiter, governor or Go limiter (never more permissive)");
+    picked
 }
