@@ -686,6 +686,23 @@ fn live_limits(host: &HostProfile) -> EditorAction {
     if changes.is_empty() { EditorAction::None } else { EditorAction::LiveLimits(changes) }
 }
 
+/// The "Export for…" menu: the format picked, when one is.
+fn export_for_ui(ui: &mut egui::Ui) -> Option<ExportFormat> {
+    let mut picked = None;
+    ui.menu_button("Export for…", |ui| {
+        ui.label(egui::RichText::new("the host being edited, as code for your stack").weak());
+        for format in ExportFormat::ALL {
+            if ui.button(format.label()).clicked() {
+                picked = Some(format);
+                ui.close();
+            }
+        }
+    })
+    .response
+    .on_hover_text("Its limits as a Bottleneck, aiolimiter, governor or Go limiter (never more permissive)");
+    picked
+}
+
 #[cfg(test)]
 pub(super) mod tests {
     use egui_kittest::Harness;
@@ -934,21 +951,4 @@ pub(super) mod tests {
         assert_eq!(harness.state().profiles[1].profile.name, "demo2");
         assert!(harness.state().rename.is_none());
     }
-}
-
-/// The "Export for…" menu: the format picked, when one is.
-fn export_for_ui(ui: &mut egui::Ui) -> Option<ExportFormat> {
-    let mut picked = None;
-    ui.menu_button("Export for…", |ui| {
-        ui.label(egui::RichText::new("the host being edited, as code for your stack").weak());
-        for format in ExportFormat::ALL {
-            if ui.button(format.label()).clicked() {
-                picked = Some(format);
-                ui.close();
-            }
-        }
-    })
-    .response
-    .on_hover_text("Its limits as a Bottleneck, aiolimiter, governor or Go limiter (never more permissive)");
-    picked
 }
