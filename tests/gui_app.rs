@@ -513,6 +513,43 @@ fn tune_sweeps_and_a_clicked_cell_becomes_the_hosts_limits_with_undo() {
     assert_eq!(undone.budgets, before.budgets, "Undo brings the old limits back");
 }
 
+/// The Replay mode: a real browser's HAR replayed at its recorded times, through the host's
+/// limits and without them, against a server enforcing those limits; both sides charted.
+#[test]
+fn replay_draws_a_recording_with_the_limiter_on_and_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut harness = harness_for(dir.path());
+    ready(&mut harness);
+    harness.get_by_label("Simulator").click();
+    harness.run_steps(2);
+    harness.get_by_label("Replay").click();
+    harness.run_steps(2);
+    harness.get_by_label("Run replay").click();
+    harness.run_steps(2);
+    assert!(matches!(&harness.state().simulator().replay.result, Some(Err(err)) if err.contains("type a recording")));
+    let har = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/replay/firefox-esr-153.har");
+    type_key_by_key(&mut harness, "recording file", &har.display().to_string());
+    harness.get_by_label("Run replay").click();
+    step_until(&mut harness, "the replay", |app| {
+        let replay = &app.simulator().replay;
+        !replay.running && replay.result.as_ref().is_some_and(|result| result.is_ok())
+    });
+    let result = harness.state().simulator().replay.result.as_ref().unwrap().as_ref().unwrap();
+    let [on, off] = &*result.sides;
+    assert_eq!(on.summary.requests, off.summary.requests, "the same recording on both sides");
+    assert_eq!(on.summary.status_counts.get("429"), None, "the host's limits keep the host's server happy");
+    assert!(off.summary.status_counts.get("429").is_some_and(|n| *n > 0), "without them the page meets 429s");
+    assert!(result.description.contains("requests to 127.0.0.1"), "{}", result.description);
+    harness.get_by_label_contains("limiter on: bucket 5 @ 5/1s");
+    harness.get_by_label_contains("limiter off: none");
+
+    type_key_by_key(&mut harness, "recording file", "/nonexistent/recording.har");
+    harness.get_by_label("Run replay").click();
+    step_until(&mut harness, "the error", |app| matches!(app.simulator().replay.result, Some(Err(_))));
+    let err = harness.state().simulator().replay.result.as_ref().unwrap().as_ref().unwrap_err();
+    assert!(err.contains("/nonexistent/recording.har"), "{err}");
+}
+
 /// Limits A of the simulator are the selected host's limits, as they are now.
 #[test]
 fn simulator_limits_a_follow_the_current_profile() {

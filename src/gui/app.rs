@@ -327,6 +327,16 @@ impl App {
                     self.toasts.info(format!("imported '{}'", profile.name));
                     self.editor.add_saved(*profile);
                 }
+                Update::Replayed(done) => {
+                    self.simulator.replay.running = false;
+                    self.simulator.replay.result = Some(done.map(|result| *result));
+                }
+                Update::RecordingPicked(path) => {
+                    self.simulator.replay.file = path.display().to_string();
+                    if let Some(request) = self.simulator.replay_request() {
+                        self.backend.send(Command::Replay(Box::new(request)));
+                    }
+                }
                 Update::Tuned(done) => {
                     self.simulator.tune.running = false;
                     self.simulator.tune.report = Some(done);
@@ -519,6 +529,8 @@ impl App {
                     None => {}
                     Some(SimAction::Simulate(request)) => self.backend.send(Command::Simulate(request)),
                     Some(SimAction::Tune(request)) => self.backend.send(Command::Tune(request)),
+                    Some(SimAction::Replay(request)) => self.backend.send(Command::Replay(request)),
+                    Some(SimAction::PickRecording) => self.backend.send(Command::PickRecording),
                     Some(SimAction::Apply(config)) => {
                         self.apply_limits_to_host(&config);
                     }

@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 use url::Url;
 
 use super::body_file::read_body_file;
-use super::simulator::{SideResult, SimRequest, run_both};
+use super::simulator::{ReplayRequest, ReplayResult, SideResult, SimRequest, run_both, run_replay};
 use super::tune_view::TuneRequest;
 use crate::engine::{LimitKey, LimiterConfig, Registry, Snapshot};
 use crate::http::{ClientBuilder, Event, EventSink, LimitedClient};
@@ -96,6 +96,10 @@ pub enum Command {
     Simulate(Box<SimRequest>),
     /// Run the Simulator tab's sweep (in virtual time, off the runtime's threads).
     Tune(Box<TuneRequest>),
+    /// Replay a recording with the limiter on and off (in virtual time, off the runtime's threads).
+    Replay(Box<ReplayRequest>),
+    /// Ask for a recording's file.
+    PickRecording,
     /// Probe `url` for its limits with at most `max_requests` requests.
     Probe {
         /// The URL.
@@ -195,6 +199,10 @@ pub enum Update {
     Simulated(Result<Box<[SideResult; 2]>, String>),
     /// The Simulator tab's sweep.
     Tuned(Result<Box<TuneReport>, String>),
+    /// The Simulator tab's replay.
+    Replayed(Result<Box<ReplayResult>, String>),
+    /// The recording file chosen (to replay).
+    RecordingPicked(std::path::PathBuf),
     /// What a probe found.
     Probed(Box<Result<ProbeReport, String>>),
     /// The proxy listens at `url`; `routes` are (caller URL, upstream) pairs; its traffic
@@ -369,7 +377,13 @@ impl Service {
                     Err(err) => Update::Error(format!("not exported: {err}")),
                 });
             }
-            Command::Import | Command::Export { .. } | Command::SaveFile { .. } => self.ask_for_file(command),
+            Command::Import | Command::Export { .. } | Command::SaveFile { .. } | Command::PickRecording => {
+                self.ask_for_file(command)
+            }
+            Command::Replay(request) => self.spawn_update(async move {
+                let done = tokio::task::spawn_blocking(move || run_replay(*request).map(Box::new)).await;
+                Some(Update::Replayed(done.unwrap_or_else(|err| Err(err.to_string()))))
+            }),
             Command::Simulate(request) => self.spawn_update(async move {
                 let done = tokio::task::spawn_blocking(move || run_both(*request)).await;
                 Some(Update::Simulated(done.unwrap_or_else(|err| Err(err.to_string()))))
@@ -442,6 +456,20 @@ impl Service {
                         .set_title("Export the profile (without secrets)")
                         .set_file_name(format!("{}.toml", profile.name));
                     dialog.save_file().await.map(|file| export(&locations, &profile, file.path()))
+                }
+                Command::PickRecording => {
+                    let dialog = rfd::AsyncFileDialog::new()
+                        .set_title("Replay a recording")
+                        .add_filter("HAR, JSON lines or access log", &["har", "json", "jsonl", "ndjson", "log", "txt"])
+                        .add_filter("any file", &["*"]);
+                    Some(dialog.pick_file().await.map_or_else(
+                        || {
+                            Update::Info(
+                                "no file chosen (or no file dialog here): type the recording's path instead".into(),
+                            )
+                        },
+                        |file| Update::RecordingPicked(file.path().to_owned()),
+                    ))
                 }
                 Command::SaveFile { title, default_name, contents } => {
                     let dialog = rfd::AsyncFileDialog::new().set_title(title).set_file_name(default_name);

@@ -51,6 +51,59 @@ pub fn run_both(request: SimRequest) -> Result<Box<[SideResult; 2]>, String> {
     Ok(Box::new([side(a)?, side(b)?]))
 }
 
+/// A recording to replay with the limiter on and off.
+#[derive(Debug)]
+pub struct ReplayRequest {
+    /// The recording's file (HAR, JSON lines or an access log).
+    pub file: std::path::PathBuf,
+    /// The host to replay; `None` for the busiest.
+    pub host: Option<String>,
+    /// The limiter of the "on" side.
+    pub limits: LimiterConfig,
+    /// Both sides' retry policy.
+    pub retry: RetryPolicy,
+    /// The server model.
+    pub server: MockConfig,
+    /// What the model is, in a few words.
+    pub model_name: String,
+}
+
+/// A replay's two sides (on, off) and a line saying what was replayed.
+#[derive(Debug)]
+pub struct ReplayResult {
+    /// Limiter on, limiter off.
+    pub sides: Box<[SideResult; 2]>,
+    /// `42 requests to api.example.com over 3.2 s (HAR); on: 0 refused, p99 added delay 510 ms; off: 7 refused`.
+    pub description: String,
+}
+
+/// Reads and replays a recording on both sides (blocking: the backend calls it off its runtime).
+pub fn run_replay(request: ReplayRequest) -> Result<ReplayResult, String> {
+    use crate::sim::replay::{MAX_RECORDING_BYTES, ReadOptions, ReplaySettings, read, replay};
+    let bytes = crate::files::read_capped(&request.file, MAX_RECORDING_BYTES).map_err(|err| err.to_string())?;
+    let base = url::Url::parse(DEFAULT_BASE_URL).map_err(|err| err.to_string())?;
+    let parsed = read(&bytes, &ReadOptions { format: None, base }).map_err(|err| err.to_string())?;
+    let recording = parsed.select(request.host.as_deref()).map_err(|err| err.to_string())?;
+    let options = SimOptions { record: true, ..SimOptions::default() };
+    let side = |limits: Option<LimiterConfig>| {
+        let settings = ReplaySettings { limits, raw_concurrency: None, retry: request.retry.clone(), adaptive: false };
+        replay(&recording, &settings, &request.server, &options).map_err(|err| err.to_string())
+    };
+    let (on, off) = (side(Some(request.limits.clone()))?, side(None)?);
+    let description = format!(
+        "{} requests to {} over {:.1} s ({}) against {} · limiter on: {} refused, added delay p99 {:.0} ms · off: {} refused",
+        recording.requests.len(),
+        recording.host,
+        on.summary.recorded_span_s,
+        on.summary.format.name(),
+        request.model_name,
+        on.summary.refused,
+        on.summary.added_delay_ms.p99,
+        off.summary.refused,
+    );
+    Ok(ReplayResult { sides: Box::new([side_result(on.simulation), side_result(off.simulation)]), description })
+}
+
 fn side_result(simulation: Simulation) -> SideResult {
     let mut telemetry = Telemetry::new(simulation.origin, SERIES_CAPACITY, LOG_CAPACITY);
     let mut snapshots = simulation.snapshots.iter().peekable();
@@ -77,6 +130,10 @@ pub enum SimAction {
     Tune(Box<TuneRequest>),
     /// Put a swept setting into the host being edited.
     Apply(Box<LimiterConfig>),
+    /// Replay a recording with the limiter on and off.
+    Replay(Box<ReplayRequest>),
+    /// Ask for a recording's file (then replay it).
+    PickRecording,
 }
 
 /// The tab's modes.
@@ -87,6 +144,23 @@ pub enum SimMode {
     Compare,
     /// A sweep of settings, as a heatmap.
     Tune,
+    /// A recording replayed with the limiter on and off.
+    Replay,
+}
+
+/// The Replay mode's state.
+#[derive(Debug, Default)]
+pub struct ReplayForm {
+    /// The recording's path as typed (or picked).
+    pub file: String,
+    /// The host to replay; empty for the busiest.
+    pub host: String,
+    /// Replay against the demo API's model instead of the host's limits.
+    pub against_demo: bool,
+    /// A replay is running.
+    pub running: bool,
+    /// The last replay, or why it failed.
+    pub result: Option<Result<ReplayResult, String>>,
 }
 
 /// The tab's state: the workload, the two settings, the last results.
@@ -96,6 +170,8 @@ pub struct SimulatorTab {
     pub mode: SimMode,
     /// The Tune mode's state.
     pub tune: TuneView,
+    /// The Replay mode's state.
+    pub replay: ReplayForm,
     /// The path requests go to.
     pub path: String,
     /// Requests per side.
@@ -108,6 +184,8 @@ pub struct SimulatorTab {
     pub limits: [String; 2],
     /// Limits A were typed by hand: they no longer follow the selected host's.
     pub limits_a_typed: bool,
+    /// The selected host's limits (the Replay mode's server model), as last followed.
+    pub host_limits: Option<LimiterConfig>,
     /// A simulation is running.
     pub running: bool,
     /// Both sides' results, once run.
@@ -122,12 +200,14 @@ impl Default for SimulatorTab {
         Self {
             mode: SimMode::default(),
             tune: TuneView::default(),
+            replay: ReplayForm::default(),
             path: "/items".into(),
             count: 150,
             arrival_rate: String::new(),
             retries: 9,
             limits: ["bucket 5 @ 5/1s, window 100/1m".into(), "bucket 8 @ 8/1s".into()],
             limits_a_typed: false,
+            host_limits: None,
             running: false,
             results: None,
             error: None,
@@ -142,12 +222,11 @@ const SIDES: [&str; 2] = ["A", "B"];
 impl SimulatorTab {
     /// Limits A are the selected host's current limits until they are typed over.
     pub fn follow_profile(&mut self, host: &crate::profile::HostProfile) {
-        if self.limits_a_typed {
-            return;
-        }
-        if let Ok(config) = host.limiter_config() {
+        let Ok(config) = host.limiter_config() else { return };
+        if !self.limits_a_typed {
             self.limits[0] = config.describe();
         }
+        self.host_limits = Some(config);
     }
 
     /// The workload without limits (what Tune sweeps limits for), or what is wrong with the form.
@@ -190,6 +269,17 @@ impl SimulatorTab {
     /// a swept setting to put into `host`, the host being edited.
     pub fn simulator_ui(&mut self, ui: &mut Ui, host: Option<&str>) -> Option<SimAction> {
         let mut wanted = None;
+        ui.horizontal(|ui| {
+            ui.selectable_value(&mut self.mode, SimMode::Compare, "Compare two limits")
+                .on_hover_text("The workload through limits A and B, side by side");
+            ui.selectable_value(&mut self.mode, SimMode::Tune, "Tune")
+                .on_hover_text("Sweep the bucket's capacity × rate and find the best setting for the workload");
+            ui.selectable_value(&mut self.mode, SimMode::Replay, "Replay")
+                .on_hover_text("Replay recorded traffic (HAR, JSON lines, access log) with the limiter on and off");
+        });
+        if self.mode == SimMode::Replay {
+            return self.replay_ui(ui);
+        }
         ui.horizontal_wrapped(|ui| {
             ui.strong("Workload");
             ui.label("demo API path");
@@ -203,12 +293,6 @@ impl SimulatorTab {
                 .on_hover_text("e.g. 10/1s; empty: every request at once");
             ui.label("retries");
             ui.add(egui::DragValue::new(&mut self.retries).range(0..=50)).accessible_name("simulated retries");
-        });
-        ui.horizontal(|ui| {
-            ui.selectable_value(&mut self.mode, SimMode::Compare, "Compare two limits")
-                .on_hover_text("The workload through limits A and B, side by side");
-            ui.selectable_value(&mut self.mode, SimMode::Tune, "Tune")
-                .on_hover_text("Sweep the bucket's capacity × rate and find the best setting for the workload");
         });
         if self.mode == SimMode::Tune {
             // The view is taken out while it draws, so the workload closure can read the form.
@@ -263,17 +347,117 @@ impl SimulatorTab {
             ui.label(RichText::new("Run both to compare the two limits on the same workload.").weak());
             return wanted;
         };
-        // Both sides on the same y scales, or side by side misleads.
-        let ranges = widest_ranges(&results[0].ranges, &results[1].ranges);
-        ui.columns(2, |columns| {
-            for (index, (ui, result)) in columns.iter_mut().zip(results.iter()).enumerate() {
-                ui.push_id(("simulated side", index), |ui| {
-                    side_ui(ui, SIDES[index], result, &mut self.views[index], ranges);
-                });
-            }
-        });
+        sides_ui(ui, results, SIDES, &mut self.views);
         wanted
     }
+
+    /// The Replay mode: a recording's path (typed, or picked with Replay…), the host, the
+    /// limiter of the "on" side; then both sides' charts.
+    fn replay_ui(&mut self, ui: &mut Ui) -> Option<SimAction> {
+        let mut wanted = None;
+        ui.horizontal_wrapped(|ui| {
+            ui.strong("Recording");
+            ui.add(
+                egui::TextEdit::singleline(&mut self.replay.file)
+                    .desired_width(300.0)
+                    .hint_text("a .har, JSON lines or access log"),
+            )
+            .accessible_name("recording file");
+            let pick = ui.add_enabled(!self.replay.running, egui::Button::new("Replay…"));
+            if pick.on_hover_text("Choose a recording and replay it").clicked() {
+                wanted = Some(SimAction::PickRecording);
+            }
+            ui.label("host");
+            ui.add(egui::TextEdit::singleline(&mut self.replay.host).desired_width(140.0).hint_text("the busiest"))
+                .accessible_name("replayed host");
+            ui.strong("limiter on");
+            let field = ui
+                .add(egui::TextEdit::singleline(&mut self.limits[0]).desired_width(220.0))
+                .accessible_name("replay limits")
+                .on_hover_text("limits A: the selected host's until you type here");
+            if field.changed() {
+                self.limits_a_typed = true;
+            }
+            ui.label("retries");
+            ui.add(egui::DragValue::new(&mut self.retries).range(0..=50)).accessible_name("replay retries");
+            ui.checkbox(&mut self.replay.against_demo, "against the demo API").on_hover_text(
+                "The server model: the demo API's routes; unticked, the selected host's limits on every path",
+            );
+            let run = ui.add_enabled(!self.replay.running, egui::Button::new("Run replay"));
+            if run.on_hover_text("Replay the recording at its recorded times, limiter on and off").clicked() {
+                wanted = self.replay_request().map(|request| SimAction::Replay(Box::new(request)));
+            }
+            if self.replay.running {
+                ui.spinner();
+            }
+        });
+        ui.separator();
+        match &self.replay.result {
+            None => {
+                ui.label(
+                    RichText::new(
+                        "Replay what your app sent (a HAR file saved by a browser's developer tools, JSON lines, \
+                         or an access log), each request at its recorded time, through the limiter and without \
+                         it, against a server enforcing the selected host's limits (or the demo API's routes).",
+                    )
+                    .weak(),
+                );
+            }
+            Some(Err(err)) => {
+                ui.colored_label(super::palette::status_colors(ui.visuals()).error, err);
+            }
+            Some(Ok(result)) => {
+                ui.label(&result.description);
+                sides_ui(ui, &result.sides, ["limiter on", "limiter off"], &mut self.views);
+            }
+        }
+        wanted
+    }
+
+    /// The replay the form describes; on a bad form, says why (in the result) and returns `None`.
+    pub fn replay_request(&mut self) -> Option<ReplayRequest> {
+        let request = (|| {
+            let file = self.replay.file.trim();
+            if file.is_empty() {
+                return Err("type a recording's path, or choose one with Replay…".to_owned());
+            }
+            let limits =
+                LimiterConfig::parse_described(self.limits[0].trim()).map_err(|err| format!("limiter: {err}"))?;
+            let host = Some(self.replay.host.trim().to_owned()).filter(|host| !host.is_empty());
+            let retry = RetryPolicy { max_attempts: self.retries.saturating_add(1), ..RetryPolicy::default() };
+            let (server, model_name) = match (&self.host_limits, self.replay.against_demo) {
+                (Some(limits), false) => (
+                    crate::sim::model::from_limits(limits).map_err(|err| err.to_string())?,
+                    format!("a server enforcing the host's limits ({})", limits.describe()),
+                ),
+                _ => (MockConfig::demo().map_err(|err| err.to_string())?, "the demo API".to_owned()),
+            };
+            Ok(ReplayRequest { file: file.into(), host, limits, retry, server, model_name })
+        })();
+        match request {
+            Ok(request) => {
+                self.replay.running = true;
+                Some(request)
+            }
+            Err(err) => {
+                self.replay.result = Some(Err(err));
+                None
+            }
+        }
+    }
+}
+
+/// Two sides' summaries and charts in two columns, on the same y scales.
+fn sides_ui(ui: &mut Ui, results: &[SideResult; 2], labels: [&str; 2], views: &mut [ChartView; 2]) {
+    // Both sides on the same y scales, or side by side misleads.
+    let ranges = widest_ranges(&results[0].ranges, &results[1].ranges);
+    ui.columns(2, |columns| {
+        for (index, (ui, result)) in columns.iter_mut().zip(results.iter()).enumerate() {
+            ui.push_id(("simulated side", index), |ui| {
+                side_ui(ui, labels[index], result, &mut views[index], ranges);
+            });
+        }
+    });
 }
 
 /// The id of a side's stack of charts.
