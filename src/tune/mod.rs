@@ -3,7 +3,7 @@
 //!
 //! Each setting is a real simulation ([`crate::sim::simulate`]: the real client, limiter and
 //! retry policy against the demo API's handler on a paused clock), run on every core. The
-//! model is first [tightened](crate::sim::model::tightened) by the margin, so the setting that
+//! model is first tightened by the margin ([`crate::sim::model::tightened`]), so the setting that
 //! meets no refusal there keeps that margin against the real server (its network jitter, and a
 //! probe's measurement a little off). A run that met no refusal never depended on the model's
 //! limits, so its makespan is the one predicted for the real server.

@@ -4,7 +4,7 @@
 //! Three steps, each its own module:
 //!
 //! 1. **Read** a recording ([`read`]): the format is told by the content ([`Format::detect`]),
-//!    one parser per format ([`mod@har`], [`mod@lines`], [`mod@access_log`]) turns it into
+//!    one parser per format (`har`, `lines`, `access_log`) turns it into
 //!    [`Recorded`] requests. A bad entry or line is counted and named ([`Problems`]), never
 //!    fatal unless nothing is left; URLs that are not `http`/`https` (`data:`, `blob:`, `ws:`,
 //!    browser extensions) are skipped and counted by scheme.
