@@ -61,13 +61,7 @@ pub(super) fn render(export: &Export) -> Result<String, ExportError> {
 }
 
 fn push_comment(out: &mut String, line: &str) {
-    if line.is_empty() {
-        out.push_str("//\n");
-    } else {
-        out.push_str("// ");
-        out.push_str(line);
-        out.push('\n');
-    }
+    super::comment_line(out, "//", line);
 }
 
 /// One budget's limiter: `minTime` for a bucket of one, a reservoir for a burst.

@@ -60,13 +60,7 @@ pub(super) fn render(export: &Export) -> String {
 }
 
 fn push_comment(out: &mut String, line: &str) {
-    if line.is_empty() {
-        out.push_str("//\n");
-    } else {
-        out.push_str("// ");
-        out.push_str(line);
-        out.push('\n');
-    }
+    super::comment_line(out, "//", line);
 }
 
 fn limiter(stage: &Stage) -> String {

@@ -331,5 +331,16 @@ pub(crate) fn period(nanos: u64) -> String {
     format_period(Duration::from_nanos(nanos))
 }
 
+/// One comment line in a target's syntax (`marker` is `//` or `#`): `// text`, or `//` alone
+/// for an empty line.
+fn comment_line(out: &mut String, marker: &str, line: &str) {
+    out.push_str(marker);
+    if !line.is_empty() {
+        out.push(' ');
+        out.push_str(line);
+    }
+    out.push('\n');
+}
+
 #[cfg(test)]
 mod tests;
