@@ -511,6 +511,17 @@ fn tune_sweeps_and_a_clicked_cell_becomes_the_hosts_limits_with_undo() {
     harness.run_steps(2);
     let undone = harness.state().editor().selected_host().unwrap().limiter_config().unwrap();
     assert_eq!(undone.budgets, before.budgets, "Undo brings the old limits back");
+
+    // Against a server enforcing the host's own limits instead of the demo API's routes.
+    harness.get_by_label("against the demo API").click();
+    harness.run_steps(2);
+    harness.get_by_label("Run sweep").click();
+    step_until(&mut harness, "the sweep against the host's limits", |app| {
+        let tune = &app.simulator().tune;
+        !tune.running && tune.report.as_ref().is_some_and(|r| r.as_ref().is_ok_and(|r| r.model != report.model))
+    });
+    let model = harness.state().simulator().tune.report.as_ref().unwrap().as_ref().unwrap().model.clone();
+    assert!(model.starts_with("bucket 5 @ 5/1s + sliding 100/1m"), "the demo host's own limits: {model}");
 }
 
 /// The Replay mode: a real browser's HAR replayed at its recorded times, through the host's

@@ -297,8 +297,11 @@ impl SimulatorTab {
         if self.mode == SimMode::Tune {
             // The view is taken out while it draws, so the workload closure can read the form.
             let mut view = std::mem::take(&mut self.tune);
-            let workload = || {
-                let server = MockConfig::demo().map_err(|err| err.to_string())?;
+            let workload = |against_demo: bool| {
+                let server = match (&self.host_limits, against_demo) {
+                    (Some(limits), false) => crate::sim::model::from_limits(limits).map_err(|err| err.to_string())?,
+                    _ => MockConfig::demo().map_err(|err| err.to_string())?,
+                };
                 Ok((server, self.workload()?))
             };
             let action = view.tune_ui(ui, workload, host);

@@ -1,5 +1,5 @@
-//! The Simulator tab's Tune mode: bucket capacity × rate swept for the tab's workload against the
-//! demo API's model, drawn as a heatmap of makespan with refused settings marked; hover for the
+//! The Simulator tab's Tune mode: bucket capacity × rate swept for the tab's workload against a
+//! model of the server (the demo API's, or one enforcing the host's limits), drawn as a heatmap of makespan with refused settings marked; hover for the
 //! numbers, click a cell (or "Apply best") to put that setting into the host being edited.
 
 use egui::{Color32, RichText, Ui};
@@ -38,6 +38,8 @@ pub struct TuneView {
     pub steps: usize,
     /// The share the model is tightened by, in percent.
     pub margin_percent: f64,
+    /// Sweep against the demo API's model instead of a server enforcing the host's limits.
+    pub against_demo: bool,
     /// A sweep is running.
     pub running: bool,
     /// The last sweep's report, or why it failed.
@@ -47,7 +49,13 @@ pub struct TuneView {
 impl Default for TuneView {
     fn default() -> Self {
         let grid = GridOptions::default();
-        Self { steps: grid.steps, margin_percent: grid.margin * 100.0, running: false, report: None }
+        Self {
+            steps: grid.steps,
+            margin_percent: grid.margin * 100.0,
+            against_demo: true,
+            running: false,
+            report: None,
+        }
     }
 }
 
@@ -76,12 +84,13 @@ fn outcome_text(outcome: &Outcome) -> String {
 }
 
 impl TuneView {
-    /// The mode. `workload` is the tab's workload (or what is wrong with it), `host` the host
-    /// being edited (a click applies to it).
+    /// The mode. `workload` gives the server model (the demo API's when asked, else one
+    /// enforcing the host's limits) and the tab's workload, or what is wrong with them; `host`
+    /// is the host being edited (a click applies to it).
     pub fn tune_ui(
         &mut self,
         ui: &mut Ui,
-        workload: impl FnOnce() -> Result<(MockConfig, BurstSpec), String>,
+        workload: impl FnOnce(bool) -> Result<(MockConfig, BurstSpec), String>,
         host: Option<&str>,
     ) -> Option<TuneAction> {
         let mut action = None;
@@ -94,9 +103,12 @@ impl TuneView {
                 .on_hover_text(
                     "The model is judged this much stricter, so the best setting keeps that margin for real",
                 );
+            ui.checkbox(&mut self.against_demo, "against the demo API").on_hover_text(
+                "The server model: the demo API's routes; unticked, a server enforcing the selected host's limits",
+            );
             let run = ui.add_enabled(!self.running, egui::Button::new("Run sweep"));
             if run.on_hover_text("Sweep bucket capacity × rate for this workload, in virtual time").clicked() {
-                match workload() {
+                match workload(self.against_demo) {
                     Ok((server, spec)) => {
                         let grid = GridOptions {
                             steps: self.steps,
@@ -121,8 +133,9 @@ impl TuneView {
             None => {
                 ui.label(
                     RichText::new(
-                        "Tune sweeps the bucket's capacity × rate for this workload against the demo API's model, \
-                         in virtual time: settings with no 429 first, then the shortest makespan, then the lowest p99.",
+                        "Tune sweeps the bucket's capacity × rate for this workload against a model of the server (the \
+                         demo API, or one enforcing the host's limits), in virtual time: settings with no 429 first, \
+                         then the shortest makespan, then the lowest p99.",
                     )
                     .weak(),
                 );
