@@ -3,8 +3,11 @@
 # against the demo API's /open route directly, through ratescope's proxy and through nginx
 # `proxy_pass` (a keep-alive upstream pool) in front of the same demo API, alternating for
 # ROUNDS rounds; the latency each proxy adds at p50 and p99 (medians of the rounds).
+# Then, with oha installed, the same three paced well below saturation (PACED_RATE requests/s,
+# 4 in flight, oha's latency): what each proxy adds to a request when nothing queues.
 # Usage: benches/proxy.sh [REQUESTS] [CONCURRENCY] [ROUNDS]   (SKIP_BUILD=1: use the release
-# binary as built; nginx from Debian's package, skipped when missing)
+# binary as built; PACED_RATE=0 skips the paced part; nginx from Debian's package, skipped
+# when missing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 requests=${1:-20000}
@@ -67,5 +70,42 @@ for name in ("direct", "ratescope", "nginx"):
         added99 = statistics.median(s["service_ms"]["p99"] - d["service_ms"]["p99"] for s, d in zip(summaries, direct))
         share = rps / median(direct, lambda s: s["achieved_rps"]) * 100
         line += f"  added p50 {added50:+.3f} ms  p99 {added99:+.3f} ms  {share:.1f}% of direct's req/s"
+    print(line)
+PY
+
+paced_rate=${PACED_RATE:-2000}
+if [ "$paced_rate" = 0 ] || ! command -v oha >/dev/null; then
+    exit 0
+fi
+paced_requests=$((paced_rate * 5))
+echo "== paced: $paced_requests requests at $paced_rate/s, 4 in flight (oha), $rounds rounds (direct, ratescope, nginx alternate)"
+paced() {
+    oha -n "$paced_requests" -c 4 -q "$paced_rate" --no-tui --output-format json "$1" >"$work/paced-$2-$3.json"
+}
+for round in $(seq "$rounds"); do
+    paced "http://127.0.0.1:$mock_port/open" direct "$round"
+    paced "http://127.0.0.1:$proxy_port/demo/open" ratescope "$round"
+    [ -z "$nginx" ] || paced "http://127.0.0.1:$nginx_port/demo/open" nginx "$round"
+done
+python3 - "$work" "$rounds" <<'PY'
+import json, os, statistics, sys
+work, rounds = sys.argv[1], int(sys.argv[2])
+def runs(name):
+    paths = [os.path.join(work, f"paced-{name}-{r}.json") for r in range(1, rounds + 1)]
+    return [json.load(open(p)) for p in paths if os.path.exists(p)]
+def ms(run, q):
+    return run["latencyPercentiles"][q] * 1000
+direct = runs("direct")
+for name in ("direct", "ratescope", "nginx"):
+    summaries = runs(name)
+    if not summaries:
+        continue
+    p50 = statistics.median(ms(s, "p50") for s in summaries)
+    p99 = statistics.median(ms(s, "p99") for s in summaries)
+    line = f"{name:9} p50 {p50:.3f} ms  p99 {p99:.3f} ms"
+    if name != "direct":
+        added50 = statistics.median(ms(s, "p50") - ms(d, "p50") for s, d in zip(summaries, direct))
+        added99 = statistics.median(ms(s, "p99") - ms(d, "p99") for s, d in zip(summaries, direct))
+        line += f"  added p50 {added50:+.3f} ms  p99 {added99:+.3f} ms"
     print(line)
 PY
