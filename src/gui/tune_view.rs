@@ -178,6 +178,14 @@ impl TuneView {
                 );
             }
         }
+        ui.horizontal_wrapped(|ui| {
+            ui.label(RichText::new("makespan:").weak());
+            swatch_ui(ui, FASTEST, true, "fastest");
+            swatch_ui(ui, SLOWEST, true, "slowest");
+            swatch_ui(ui, REFUSED, true, "met 429s");
+            swatch_ui(ui, BEST, false, "the best");
+            ui.label(RichText::new("· hover a cell for its numbers, click it to apply").weak());
+        });
         if let Some(clicked) = heatmap_ui(ui, report) {
             if host.is_some() {
                 action = setting_config(clicked).map(|config| TuneAction::Apply(Box::new(config)));
@@ -202,6 +210,21 @@ pub fn heatmap_id() -> egui::Id {
 
 /// A refused cell's fill.
 const REFUSED: Color32 = Color32::from_rgb(150, 40, 40);
+/// The fastest clean cell's fill; the slowest's; the best cell's outline.
+const FASTEST: Color32 = Color32::from_rgb(120, 220, 190);
+const SLOWEST: Color32 = Color32::from_rgb(25, 50, 120);
+const BEST: Color32 = Color32::from_rgb(255, 210, 40);
+
+/// A legend entry: a small square (filled, or outlined) and its label.
+fn swatch_ui(ui: &mut Ui, color: Color32, filled: bool, label: &str) {
+    let (rect, _) = ui.allocate_exact_size(egui::vec2(12.0, 12.0), egui::Sense::hover());
+    if filled {
+        ui.painter().rect_filled(rect, 2.0, color);
+    } else {
+        ui.painter().rect_stroke(rect, 2.0, egui::Stroke::new(2.0, color), egui::StrokeKind::Inside);
+    }
+    ui.label(label);
+}
 
 /// The heatmap: rate across, capacity up; colour from fast (light) to slow (dark), refused cells
 /// red; the best cell outlined. Returns the cell clicked.
@@ -256,7 +279,11 @@ fn heatmap_ui<'a>(ui: &mut Ui, report: &'a TuneReport) -> Option<&'a Outcome> {
                         // Light teal (fast) to deep blue (slow).
                         let t = value.clamp(0.0, 1.0) as f32;
                         let mix = |from: u8, to: u8| (from as f32 + (to as f32 - from as f32) * t).round() as u8;
-                        Color32::from_rgb(mix(120, 25), mix(220, 50), mix(190, 120))
+                        Color32::from_rgb(
+                            mix(FASTEST.r(), SLOWEST.r()),
+                            mix(FASTEST.g(), SLOWEST.g()),
+                            mix(FASTEST.b(), SLOWEST.b()),
+                        )
                     }
                 }))
                 .name("makespan");
@@ -267,7 +294,7 @@ fn heatmap_ui<'a>(ui: &mut Ui, report: &'a TuneReport) -> Option<&'a Outcome> {
                 plot_ui.polygon(
                     Polygon::new("best", PlotPoints::from(outline))
                         .fill_color(Color32::TRANSPARENT)
-                        .stroke(egui::Stroke::new(3.0, Color32::from_rgb(255, 210, 40))),
+                        .stroke(egui::Stroke::new(3.0, BEST)),
                 );
             }
             let hovered = plot_ui.pointer_coordinate().and_then(|point| cell_at(point, cols, rows));
