@@ -7,7 +7,7 @@ use clap::Args;
 use http::{HeaderMap, Method};
 use url::Url;
 
-use crate::engine::{LimitKey, LimiterConfig, Registry, parse_duration};
+use crate::engine::{LimitKey, LimiterConfig, Registry};
 use crate::http::{LimitedClient, redact_url};
 use crate::probe::{ProbeOptions, ProfileCheck, probe};
 use crate::profile::{HostProfile, Profile, ProfileStore, SecretStore};
@@ -23,7 +23,7 @@ pub struct ProbeArgs {
     #[arg(long, default_value_t = ProbeOptions::default().margin)]
     pub margin: f64,
     /// The longest single wait (for a reset or Retry-After), e.g. 2m.
-    #[arg(long, value_parser = duration_arg, default_value = "15m")]
+    #[arg(long, value_parser = super::burst::duration_arg, default_value = "15m")]
     pub max_wait: Duration,
     /// HTTP method.
     #[arg(short = 'm', long, default_value = "GET")]
@@ -41,10 +41,6 @@ pub struct ProbeArgs {
     /// Print the report as one JSON object.
     #[arg(long)]
     pub json: bool,
-}
-
-fn duration_arg(text: &str) -> Result<Duration, String> {
-    parse_duration(text).map_err(|err| err.to_string())
 }
 
 /// The report's JSON, with `profile_check` after its fields when a profile was given.

@@ -7,9 +7,8 @@ use std::time::Duration;
 use clap::Args;
 use url::Url;
 
-use crate::engine::{format_number, parse_duration};
+use crate::engine::format_number;
 use crate::mock::{Latency, MockConfig};
-use crate::probe::{SuggestedBudget, Suggestion};
 use crate::run::BurstSpec;
 use crate::sim::burst_from_file;
 use crate::sim::model::{from_limits, from_probe_file, with_latency};
@@ -35,7 +34,7 @@ pub struct TuneArgs {
     #[arg(long, value_name = "H", requires = "profile")]
     pub host: Option<String>,
     /// How long the model takes to answer (--from-probe and --profile models; a --server config says its own).
-    #[arg(long, value_parser = duration_arg, value_name = "DURATION")]
+    #[arg(long, value_parser = super::burst::duration_arg, value_name = "DURATION")]
     pub latency: Option<Duration>,
     /// Share the model is tightened by, so the best setting keeps it against the real server.
     #[arg(long, default_value_t = GridOptions::default().margin)]
@@ -67,10 +66,6 @@ pub struct TuneArgs {
     /// Print one JSON object: best (probe's `suggested` shape), predicted, candidates.
     #[arg(long)]
     pub json: bool,
-}
-
-fn duration_arg(text: &str) -> Result<Duration, String> {
-    parse_duration(text).map_err(|err| err.to_string())
 }
 
 pub fn run(args: TuneArgs) -> anyhow::Result<ExitCode> {
@@ -154,14 +149,6 @@ fn profile_url(profile: &crate::profile::Profile, host: Option<&str>, spec: &Bur
     Ok(url)
 }
 
-fn describe(limits: &Suggestion) -> String {
-    let mut parts: Vec<String> = limits.budgets.iter().map(SuggestedBudget::describe).collect();
-    if let Some(concurrency) = limits.concurrency {
-        parts.push(format!("concurrency {concurrency}"));
-    }
-    parts.join(", ")
-}
-
 fn print_report(report: &TuneReport, spec: &BurstSpec, top: usize) -> anyhow::Result<()> {
     outln!("model:      {}", report.model)?;
     outln!(
@@ -176,7 +163,7 @@ fn print_report(report: &TuneReport, spec: &BurstSpec, top: usize) -> anyhow::Re
     )?;
     match (report.best_outcome(), &report.predicted) {
         (Some(best), Some(predicted)) => {
-            outln!("best:       {}", describe(&best.limits))?;
+            outln!("best:       {}", best.limits.describe())?;
             outln!(
                 "predicted:  {:.3}s, no refusal, p50 {:.1} ms, p99 {:.1} ms",
                 predicted.elapsed_s,
@@ -198,7 +185,7 @@ fn print_report(report: &TuneReport, spec: &BurstSpec, top: usize) -> anyhow::Re
         outln!(
             "{:>4}  {:<44} {:>10.3} {:>6} {:>10.1}",
             rank + 1,
-            describe(&outcome.limits),
+            outcome.limits.describe(),
             outcome.elapsed_s,
             outcome.throttled,
             outcome.p99_ms

@@ -7,7 +7,6 @@ use egui_plot::{Heatmap, Plot, PlotPoint, PlotPoints, Polygon};
 
 use crate::engine::{LimiterConfig, format_number};
 use crate::mock::MockConfig;
-use crate::probe::{SuggestedBudget, Suggestion};
 use crate::run::BurstSpec;
 use crate::tune::{GridOptions, Outcome, TuneOptions, TuneReport};
 
@@ -59,15 +58,6 @@ impl Default for TuneView {
     }
 }
 
-/// A setting in one line: `bucket 5 @ 4.75/s, window 100/63s, concurrency 4`.
-pub fn describe(limits: &Suggestion) -> String {
-    let mut parts: Vec<String> = limits.budgets.iter().map(SuggestedBudget::describe).collect();
-    if let Some(concurrency) = limits.concurrency {
-        parts.push(format!("concurrency {concurrency}"));
-    }
-    parts.join(", ")
-}
-
 /// The numbers of one setting, as the hover and the best line show them.
 fn outcome_text(outcome: &Outcome) -> String {
     let refused = match outcome.throttled {
@@ -76,7 +66,7 @@ fn outcome_text(outcome: &Outcome) -> String {
     };
     format!(
         "{}: {:.2} s, {refused}, p50 {:.0} ms, p99 {:.0} ms",
-        describe(&outcome.limits),
+        outcome.limits.describe(),
         outcome.elapsed_s,
         outcome.p50_ms,
         outcome.p99_ms

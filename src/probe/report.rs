@@ -131,6 +131,16 @@ impl Suggestion {
         }
     }
 
+    /// The settings in one line: `bucket 5 @ 4.75/s, window 95/60s, concurrency 4` (empty when
+    /// there are none).
+    pub fn describe(&self) -> String {
+        let mut parts: Vec<String> = self.budgets.iter().map(SuggestedBudget::describe).collect();
+        if let Some(limit) = self.concurrency {
+            parts.push(format!("concurrency {limit}"));
+        }
+        parts.join(", ")
+    }
+
     /// The limiter these settings describe (checked: a zero rate or window is an error).
     pub fn limiter_config(&self) -> Result<LimiterConfig, ConfigError> {
         ProbeReport::config_of(self)
@@ -277,12 +287,10 @@ fn host_name(base_url: &str) -> String {
 
 impl fmt::Display for ProbeReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let budgets: Vec<String> = self.suggested.budgets.iter().map(SuggestedBudget::describe).collect();
-        let mut parts = budgets;
-        if let Some(limit) = self.suggested.concurrency {
-            parts.push(format!("concurrency {limit}"));
-        }
-        let suggested = if parts.is_empty() { "no limits found".to_owned() } else { parts.join(", ") };
+        let suggested = match self.suggested.describe() {
+            text if text.is_empty() => "no limits found".to_owned(),
+            text => text,
+        };
         writeln!(f, "suggested:  {suggested}")?;
         writeln!(f, "confidence: {}", self.confidence)?;
         for reason in &self.reasons {

@@ -8,7 +8,6 @@
 //! margin against the real server.
 
 use std::path::Path;
-use std::time::Duration;
 
 use thiserror::Error;
 
@@ -99,10 +98,8 @@ pub fn from_limits(limits: &LimiterConfig) -> Result<MockConfig, ModelError> {
 
 /// A policy name the demo API accepts (it is sent in headers): the budget's, or `limit-N`.
 fn policy_name(name: &str, index: usize) -> String {
-    let ok = !name.is_empty()
-        && name.len() <= 40
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
-    if ok { name.to_owned() } else { format!("limit-{}", index + 1) }
+    let named = PolicySpec::new(name, PolicyKind::Concurrency { limit: 1 });
+    if named.validate().is_ok() { name.to_owned() } else { format!("limit-{}", index + 1) }
 }
 
 /// Every route of `config` with `latency` (a probe does not say how slow the server answers).
@@ -146,25 +143,10 @@ fn slower(rate: Rate, factor: f64) -> Rate {
     Rate::new(rate.amount(), rate.per().div_f64(factor.max(0.5))).unwrap_or(rate)
 }
 
-/// The longest window (or a bucket's time to refill from empty) of `config`'s policies: how long
-/// a model takes to forget what was sent.
-pub fn memory(config: &MockConfig) -> Duration {
-    let longest = |kind: &PolicyKind| match *kind {
-        PolicyKind::TokenBucket { capacity, rate } => rate.per().mul_f64(capacity as f64 / rate.amount().max(1) as f64),
-        PolicyKind::FixedWindow { window, .. } | PolicyKind::SlidingWindow { window, .. } => window,
-        PolicyKind::Concurrency { .. } => Duration::ZERO,
-    };
-    config
-        .routes
-        .iter()
-        .flat_map(|route| route.policies.iter())
-        .map(|policy| longest(&policy.kind))
-        .max()
-        .unwrap_or_default()
-}
-
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     const NGINX_PROBE: &str = r#"{
@@ -231,11 +213,5 @@ mod tests {
         assert_eq!(kinds[1], PolicyKind::SlidingWindow { limit: 100, window: Duration::from_secs(63) });
         assert_eq!(kinds[2], PolicyKind::Concurrency { limit: 4 });
         assert_eq!(tightened(&config, f64::NAN), config, "NaN is no margin");
-    }
-
-    #[test]
-    fn memory_is_the_longest_window_or_refill() {
-        let config = from_probe_json(NGINX_PROBE, "p").unwrap();
-        assert_eq!(memory(&config), Duration::from_secs(60));
     }
 }

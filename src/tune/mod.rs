@@ -19,6 +19,7 @@ use thiserror::Error;
 
 pub use grid::{Grid, GridError, GridOptions, MAX_CANDIDATES, Setting, Span};
 
+use crate::engine::format_period;
 use crate::mock::MockConfig;
 use crate::probe::{SuggestedBudget, Suggestion};
 use crate::run::BurstSpec;
@@ -133,8 +134,9 @@ impl Outcome {
                     flags.extend(["--burst".to_owned(), capacity.to_string()]);
                 }
                 SuggestedBudget::SlidingWindow { limit, window_s, .. } => {
-                    let window = Duration::from_secs_f64(*window_s);
-                    flags.extend(["--window".to_owned(), format!("{limit}/{}", window_text(window))]);
+                    // Whole milliseconds rounded up, as the window's limiter has it (`to_spec`).
+                    let window = Duration::from_millis((window_s * 1000.0).ceil() as u64);
+                    flags.extend(["--window".to_owned(), format!("{limit}/{}", format_period(window))]);
                 }
             }
         }
@@ -143,11 +145,6 @@ impl Outcome {
         }
         flags
     }
-}
-
-/// A window's length as a flag says it: whole seconds as `63s`, else milliseconds.
-fn window_text(window: Duration) -> String {
-    if window.subsec_millis() == 0 { format!("{}s", window.as_secs()) } else { format!("{}ms", window.as_millis()) }
 }
 
 /// What a tune found.
