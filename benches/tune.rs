@@ -18,7 +18,7 @@ fn sweep(c: &mut Criterion) {
     let options = TuneOptions::default();
     let report = tune(&server, &spec, &options).expect("the sweep runs");
     assert_eq!(report.candidates.len(), 400, "the issue's 400 settings");
-    assert!(report.best.is_some(), "a setting meets no refusal");
+    assert!(report.best().is_some(), "a setting meets no refusal");
     let mut group = c.benchmark_group("tune");
     group.sample_size(10).measurement_time(Duration::from_secs(40));
     group.bench_function("400 settings x 1000 requests", |b| b.iter(|| tune(&server, &spec, &options)));

@@ -489,7 +489,7 @@ fn tune_sweeps_and_a_clicked_cell_becomes_the_hosts_limits_with_undo() {
         Err(err) => panic!("the sweep failed: {err}"),
     };
     assert_eq!(report.candidates.len(), report.capacities.len() * report.rates.len());
-    assert!(report.best.is_some(), "the demo's /items has settings with no 429");
+    assert!(report.best().is_some(), "the demo's /items has settings with no 429");
     harness.get_by_label("Apply best");
     harness.run_steps(2);
 

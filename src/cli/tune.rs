@@ -92,7 +92,7 @@ pub fn run(args: TuneArgs) -> anyhow::Result<ExitCode> {
     } else {
         print_report(&report, &spec, args.top)?;
     }
-    Ok(if report.best.is_some() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    Ok(if report.best().is_some() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 /// The server model the flags name.
@@ -161,7 +161,7 @@ fn print_report(report: &TuneReport, spec: &BurstSpec, top: usize) -> anyhow::Re
         report.requests,
         report.real_time_s
     )?;
-    match (report.best_outcome(), &report.predicted) {
+    match (report.best(), report.predicted()) {
         (Some(best), Some(predicted)) => {
             outln!("best:       {}", best.limits.describe())?;
             outln!(

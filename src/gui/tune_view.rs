@@ -146,7 +146,7 @@ impl TuneView {
             report.real_time_s
         ));
         let apply_to = host.map_or_else(|| "the host being edited".to_owned(), |name| format!("'{name}'"));
-        match report.best_outcome() {
+        match report.best() {
             Some(best) => {
                 ui.horizontal_wrapped(|ui| {
                     ui.strong("best");
@@ -223,17 +223,16 @@ fn heatmap_ui<'a>(ui: &mut Ui, report: &'a TuneReport) -> Option<&'a Outcome> {
     let clean = report.candidates.iter().filter(|o| o.is_clean()).map(|o| o.elapsed_s);
     let (fastest, slowest) = clean.fold((f64::MAX, f64::MIN), |(low, high), e| (low.min(e), high.max(e)));
     let span = (slowest - fastest).max(1e-9);
-    let mut values = Vec::with_capacity(cols * rows);
-    for capacity in 0..rows {
-        for rate in 0..cols {
-            values.push(match report.cell(capacity, rate) {
-                Some(outcome) if outcome.is_clean() => (outcome.elapsed_s - fastest) / span,
-                _ => -1.0,
-            });
+    // One pass over the ranked candidates: the first to reach a cell is that cell's best
+    // (several share a cell when window limits or concurrency are swept). Refused: -1.
+    let mut values: Vec<Option<f64>> = vec![None; cols * rows];
+    for outcome in &report.candidates {
+        let place = outcome.capacity_index * cols + outcome.rate_index;
+        if let Some(slot @ None) = values.get_mut(place) {
+            *slot = Some(if outcome.is_clean() { (outcome.elapsed_s - fastest) / span } else { -1.0 });
         }
     }
-    let rates = report.rates.clone();
-    let capacities = report.capacities.clone();
+    let values: Vec<f64> = values.into_iter().map(|value| value.unwrap_or(-1.0)).collect();
     let label = |values: &[f64], mark: f64| -> String {
         let index = mark.floor();
         if mark - index > 0.45 && mark - index < 0.55 && index >= 0.0 {
@@ -242,9 +241,9 @@ fn heatmap_ui<'a>(ui: &mut Ui, report: &'a TuneReport) -> Option<&'a Outcome> {
             String::new()
         }
     };
-    let rate_labels: Vec<f64> = rates.clone();
-    let capacity_labels: Vec<f64> = capacities.iter().map(|&c| c as f64).collect();
-    let best = report.best_outcome().map(|best| (best.capacity_index, best.rate_index));
+    let rate_labels: Vec<f64> = report.rates.clone();
+    let capacity_labels: Vec<f64> = report.capacities.iter().map(|&c| c as f64).collect();
+    let best = report.best().map(|best| (best.capacity_index, best.rate_index));
     let response = Plot::new("tune heatmap")
         .id(heatmap_id())
         .height(ui.available_height().max(160.0))

@@ -150,10 +150,6 @@ impl Outcome {
 /// What a tune found.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TuneReport {
-    /// The best setting (the first of `candidates`), when one met no refusal.
-    pub best: Option<Suggestion>,
-    /// What the best setting is predicted to do.
-    pub predicted: Option<Prediction>,
     /// Every setting swept, best first.
     pub candidates: Vec<Outcome>,
     /// The margin the model was tightened by.
@@ -191,15 +187,32 @@ impl TuneReport {
     /// "model", "requests", "real_time_s", "burst_flags": [...]}`.
     pub fn to_json(&self) -> serde_json::Value {
         let mut value = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);
-        if let (Some(best), Some(object)) = (self.best_outcome(), value.as_object_mut()) {
-            object.insert("burst_flags".into(), best.burst_flags().into());
+        if let Some(object) = value.as_object_mut() {
+            let best = self.best();
+            let limits = best.and_then(|best| serde_json::to_value(&best.limits).ok());
+            object.insert("best".into(), limits.unwrap_or_default());
+            let predicted = self.predicted().and_then(|predicted| serde_json::to_value(predicted).ok());
+            object.insert("predicted".into(), predicted.unwrap_or_default());
+            if let Some(best) = best {
+                object.insert("burst_flags".into(), best.burst_flags().into());
+            }
         }
         value
     }
 
-    /// The best setting's outcome, when one met no refusal.
-    pub fn best_outcome(&self) -> Option<&Outcome> {
-        self.best.as_ref().and(self.candidates.first())
+    /// The best setting (the first of `candidates`), when one met no refusal.
+    pub fn best(&self) -> Option<&Outcome> {
+        self.candidates.first().filter(|outcome| outcome.is_clean())
+    }
+
+    /// What the best setting is predicted to do against the real server.
+    pub fn predicted(&self) -> Option<Prediction> {
+        self.best().map(|outcome| Prediction {
+            elapsed_s: outcome.elapsed_s,
+            status_counts: outcome.status_counts.clone(),
+            p50_ms: outcome.p50_ms,
+            p99_ms: outcome.p99_ms,
+        })
     }
 
     /// The outcome at a place of the capacity × rate heatmap: the best of the settings there
@@ -251,16 +264,7 @@ pub fn tune(server: &MockConfig, spec: &BurstSpec, options: &TuneOptions) -> Res
         candidates.extend(outcome?.into_iter().map(|(_, outcome)| outcome));
     }
     candidates.sort_by_cached_key(Outcome::rank_key);
-    let best = candidates.first().filter(|outcome| outcome.is_clean());
-    let predicted = best.map(|outcome| Prediction {
-        elapsed_s: outcome.elapsed_s,
-        status_counts: outcome.status_counts.clone(),
-        p50_ms: outcome.p50_ms,
-        p99_ms: outcome.p99_ms,
-    });
     Ok(TuneReport {
-        best: best.map(|outcome| outcome.limits.clone()),
-        predicted,
         candidates,
         margin: options.grid.margin,
         model: server.routes[route].describe(),
@@ -339,12 +343,12 @@ mod tests {
     #[test]
     fn the_prediction_is_what_the_best_setting_does_against_the_untightened_model() {
         let report = tune(&model(), &spec(50), &options(8, 0)).unwrap();
-        let best = report.best_outcome().expect("a clean setting");
+        let best = report.best().expect("a clean setting");
         let mut real = spec(50);
         real.limits = Some(best.limits.limiter_config().unwrap());
         let simulated = simulate(&model(), real, &SimOptions::default()).unwrap().summary;
         assert_eq!(simulated.status_counts.get("429"), None, "no refusal from the model itself");
-        let predicted = report.predicted.as_ref().unwrap();
+        let predicted = report.predicted().unwrap();
         assert!((simulated.elapsed_s - predicted.elapsed_s).abs() < 1e-9, "{simulated:?} vs {predicted:?}");
         // And nothing clean is faster: the best is first among the clean.
         let fastest = report.candidates.iter().filter(|o| o.is_clean()).map(|o| o.elapsed_s).fold(f64::MAX, f64::min);
