@@ -38,74 +38,65 @@ trap 'kill $mock $proxy $nginx 2>/dev/null; rm -rf "$work"' EXIT
 for _ in $(seq 50); do curl -sf "http://127.0.0.1:$proxy_port/demo/open" >/dev/null 2>&1 && break; sleep 0.1; done
 [ -z "$nginx" ] || for _ in $(seq 50); do curl -sf "http://127.0.0.1:$nginx_port/demo/open" >/dev/null 2>&1 && break; sleep 0.1; done
 
-run() {
-    "$bin" burst "$1" -n "$requests" -c "$concurrency" --no-limit --retries 0 --json >"$work/$2-$3.json"
+# Runs `$1 URL TARGET ROUND` for direct, ratescope and nginx, alternating for $rounds rounds.
+alternate() {
+    for round in $(seq "$rounds"); do
+        "$1" "http://127.0.0.1:$mock_port/open" direct "$round"
+        "$1" "http://127.0.0.1:$proxy_port/demo/open" ratescope "$round"
+        [ -z "$nginx" ] || "$1" "http://127.0.0.1:$nginx_port/demo/open" nginx "$round"
+    done
 }
-echo "== $requests requests, $concurrency in flight, no limit, $rounds rounds (direct, ratescope, nginx alternate)"
-for round in $(seq "$rounds"); do
-    run "http://127.0.0.1:$mock_port/open" direct "$round"
-    run "http://127.0.0.1:$proxy_port/demo/open" ratescope "$round"
-    [ -z "$nginx" ] || run "http://127.0.0.1:$nginx_port/demo/open" nginx "$round"
-done
-python3 - "$work" "$rounds" <<'PY'
+
+# Medians over the rounds of each target, and what each proxy adds to direct's latency.
+# $1: saturated (`burst --json` summaries, with req/s) or paced (oha's JSON).
+summarise() {
+    python3 - "$work" "$rounds" "$1" <<'PY'
 import json, os, statistics, sys
-work, rounds = sys.argv[1], int(sys.argv[2])
+work, rounds, phase = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 def runs(name):
-    paths = [os.path.join(work, f"{name}-{r}.json") for r in range(1, rounds + 1)]
+    paths = [os.path.join(work, f"{phase}-{name}-{r}.json") for r in range(1, rounds + 1)]
     return [json.load(open(p)) for p in paths if os.path.exists(p)]
-def median(summaries, pick):
-    return statistics.median(pick(s) for s in summaries)
+def ms(run, q):
+    return run["service_ms"][q] if phase == "saturated" else run["latencyPercentiles"][q] * 1000
 direct = runs("direct")
 for name in ("direct", "ratescope", "nginx"):
     summaries = runs(name)
     if not summaries:
         continue
-    assert all(s["succeeded"] == s["requests"] for s in summaries), name
-    rps = median(summaries, lambda s: s["achieved_rps"])
-    p50 = median(summaries, lambda s: s["service_ms"]["p50"])
-    p99 = median(summaries, lambda s: s["service_ms"]["p99"])
-    line = f"{name:9} {rps:8.0f} req/s  p50 {p50:.3f} ms  p99 {p99:.3f} ms"
+    line = f"{name:9}"
+    if phase == "saturated":
+        assert all(s["succeeded"] == s["requests"] for s in summaries), name
+        rps = statistics.median(s["achieved_rps"] for s in summaries)
+        line += f" {rps:8.0f} req/s "
+    p50 = statistics.median(ms(s, "p50") for s in summaries)
+    p99 = statistics.median(ms(s, "p99") for s in summaries)
+    line += f" p50 {p50:.3f} ms  p99 {p99:.3f} ms"
     if name != "direct":
-        added50 = statistics.median(s["service_ms"]["p50"] - d["service_ms"]["p50"] for s, d in zip(summaries, direct))
-        added99 = statistics.median(s["service_ms"]["p99"] - d["service_ms"]["p99"] for s, d in zip(summaries, direct))
-        share = rps / median(direct, lambda s: s["achieved_rps"]) * 100
-        line += f"  added p50 {added50:+.3f} ms  p99 {added99:+.3f} ms  {share:.1f}% of direct's req/s"
+        added50 = statistics.median(ms(s, "p50") - ms(d, "p50") for s, d in zip(summaries, direct))
+        added99 = statistics.median(ms(s, "p99") - ms(d, "p99") for s, d in zip(summaries, direct))
+        line += f"  added p50 {added50:+.3f} ms  p99 {added99:+.3f} ms"
+        if phase == "saturated":
+            share = rps / statistics.median(s["achieved_rps"] for s in direct) * 100
+            line += f"  {share:.1f}% of direct's req/s"
     print(line)
 PY
+}
+
+saturated() {
+    "$bin" burst "$1" -n "$requests" -c "$concurrency" --no-limit --retries 0 --json >"$work/saturated-$2-$3.json"
+}
+echo "== $requests requests, $concurrency in flight, no limit, $rounds rounds (direct, ratescope, nginx alternate)"
+alternate saturated
+summarise saturated
 
 paced_rate=${PACED_RATE:-2000}
 if [ "$paced_rate" = 0 ] || ! command -v oha >/dev/null; then
     exit 0
 fi
 paced_requests=$((paced_rate * 5))
-echo "== paced: $paced_requests requests at $paced_rate/s, 4 in flight (oha), $rounds rounds (direct, ratescope, nginx alternate)"
 paced() {
     oha -n "$paced_requests" -c 4 -q "$paced_rate" --no-tui --output-format json "$1" >"$work/paced-$2-$3.json"
 }
-for round in $(seq "$rounds"); do
-    paced "http://127.0.0.1:$mock_port/open" direct "$round"
-    paced "http://127.0.0.1:$proxy_port/demo/open" ratescope "$round"
-    [ -z "$nginx" ] || paced "http://127.0.0.1:$nginx_port/demo/open" nginx "$round"
-done
-python3 - "$work" "$rounds" <<'PY'
-import json, os, statistics, sys
-work, rounds = sys.argv[1], int(sys.argv[2])
-def runs(name):
-    paths = [os.path.join(work, f"paced-{name}-{r}.json") for r in range(1, rounds + 1)]
-    return [json.load(open(p)) for p in paths if os.path.exists(p)]
-def ms(run, q):
-    return run["latencyPercentiles"][q] * 1000
-direct = runs("direct")
-for name in ("direct", "ratescope", "nginx"):
-    summaries = runs(name)
-    if not summaries:
-        continue
-    p50 = statistics.median(ms(s, "p50") for s in summaries)
-    p99 = statistics.median(ms(s, "p99") for s in summaries)
-    line = f"{name:9} p50 {p50:.3f} ms  p99 {p99:.3f} ms"
-    if name != "direct":
-        added50 = statistics.median(ms(s, "p50") - ms(d, "p50") for s, d in zip(summaries, direct))
-        added99 = statistics.median(ms(s, "p99") - ms(d, "p99") for s, d in zip(summaries, direct))
-        line += f"  added p50 {added50:+.3f} ms  p99 {added99:+.3f} ms"
-    print(line)
-PY
+echo "== paced: $paced_requests requests at $paced_rate/s, 4 in flight (oha), $rounds rounds (direct, ratescope, nginx alternate)"
+alternate paced
+summarise paced
