@@ -625,6 +625,11 @@ fn small_windows_keep_everything_apart() {
         assert!(fire.left() >= panel_right - 1.0 && fire.right() <= width, "{width}: Fire {fire:?}");
         let import = harness.get_by_label("Import…").rect();
         assert!(import.right() <= width, "{width}: Import… ends at {}", import.right());
+        let help = harness.get_by_label("help").rect();
+        assert!(
+            !help.intersects(import) && help.right() <= width,
+            "{width}: help {help:?} lies over Import… {import:?}"
+        );
         if let Some(status) = harness.query_by_label_contains("demo API running at") {
             assert!(status.rect().top() >= fire.bottom(), "{width}: the status is not at the window's foot");
         }

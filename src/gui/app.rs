@@ -764,6 +764,8 @@ impl App {
     }
 
     fn top_bar_ui(&mut self, ui: &mut egui::Ui) {
+        /// Room the theme switch and the help button take at the top bar's right end.
+        const RIGHT_END_WIDTH: f32 = 110.0;
         ui.horizontal_wrapped(|ui| {
             let arrow = if self.hosts_open { "«" } else { "»" };
             let toggle = ui.button(arrow).on_hover_text("Show or hide the hosts and limits");
@@ -778,13 +780,25 @@ impl App {
             ui.separator();
             let action = self.editor.profile_bar_ui(ui);
             self.handle_editor(action);
-            ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
-                if ui.button("?").on_hover_text("Keyboard shortcuts (F1)").accessible_name("help").clicked() {
-                    self.help_open = !self.help_open;
-                }
+            // The theme switch and help sit at the right end; on a narrow window they follow
+            // on the next row rather than lie over the profile's buttons.
+            if ui.available_size_before_wrap().x < RIGHT_END_WIDTH {
+                ui.end_row();
                 super::help::theme_ui(ui);
-            });
+                self.help_button_ui(ui);
+            } else {
+                ui.with_layout(egui::Layout::right_to_left(egui::Align::Center), |ui| {
+                    self.help_button_ui(ui);
+                    super::help::theme_ui(ui);
+                });
+            }
         });
+    }
+
+    fn help_button_ui(&mut self, ui: &mut egui::Ui) {
+        if ui.button("?").on_hover_text("Keyboard shortcuts (F1)").accessible_name("help").clicked() {
+            self.help_open = !self.help_open;
+        }
     }
 
     fn demo_status_ui(&self, ui: &mut egui::Ui) {
