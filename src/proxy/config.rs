@@ -106,15 +106,18 @@ impl Route {
     }
 
     /// The upstream URL for the rest of a path and an optional query.
+    /// Only the path and query are parsed: the scheme and host are the upstream's own.
     pub(crate) fn target(&self, rest: &str, query: Option<&str>) -> Result<Url, url::ParseError> {
-        let base = self.upstream.as_str().trim_end_matches('/');
-        let path = if rest.is_empty() && self.upstream.path() == "/" { "/" } else { rest };
-        let mut text = format!("{base}{path}");
-        if let Some(query) = query {
-            text.push('?');
-            text.push_str(query);
+        if self.upstream.cannot_be_a_base() {
+            return Err(url::ParseError::RelativeUrlWithCannotBeABaseBase);
         }
-        Url::parse(&text)
+        let base = self.upstream.path().trim_end_matches('/');
+        let path = if rest.is_empty() && base.is_empty() { "/" } else { rest };
+        let mut url = self.upstream.clone();
+        url.set_path(&format!("{base}{path}"));
+        url.set_query(query);
+        url.set_fragment(None);
+        Ok(url)
     }
 }
 

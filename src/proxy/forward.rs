@@ -36,6 +36,7 @@ use super::error::ProxyError;
 use super::hop::{caller_response_headers, upstream_request_headers};
 use super::metrics::{Ended, ProxyMetrics};
 use super::shed::shed;
+use super::upstream::{Outgoing, Upstream, Upstreams};
 use crate::engine::{Cost, Limiter, Overload, Permit, Priority, QueueCounts, format_wait};
 use crate::http::admission::{Admission, AdmissionStep, Refusal};
 use crate::http::answer::Answer;
@@ -58,7 +59,7 @@ pub(crate) struct Proxy {
     pub(crate) live: RwLock<Arc<ProxyConfig>>,
     /// Makes the settings a reload applies (the command line rereads its profile and flags).
     pub(crate) reloader: RwLock<Option<Reloader>>,
-    http: reqwest::Client,
+    upstreams: Upstreams,
     pub(crate) cache: Option<ResponseCache>,
     /// Shared budgets (Redis) by limiter key, awaited after the local permit.
     gates: HashMap<String, SharedGate>,
@@ -167,25 +168,17 @@ async fn cache_and_answer(
     uri: &http::Uri,
     (method, headers): (&Method, &HeaderMap),
     host: &str,
-    response: reqwest::Response,
+    response: Response,
     report: &Reporter<'_>,
 ) -> Response {
-    let status = response.status();
-    let response_headers = response.headers().clone();
-    match response.bytes().await {
-        Ok(bytes) => {
-            let fresh = CachedResponse { status, headers: response_headers, body: bytes };
+    let (parts, body) = response.into_parts();
+    match body.collect().await {
+        Ok(collected) => {
+            let fresh = CachedResponse { status: parts.status, headers: parts.headers, body: collected.to_bytes() };
             cached_response(cache.keep(method, uri, headers, fresh, report).0)
         }
         Err(err) => plain(StatusCode::BAD_GATEWAY, &format!("{host}: {}", error_chain(&err))),
     }
-}
-
-/// What one attempt on the wire produced.
-enum Upstream {
-    Response(reqwest::Response),
-    Unreachable(String),
-    TimedOut,
 }
 
 /// Counts a request in flight for as long as it lives.
@@ -214,14 +207,6 @@ pub(crate) async fn handle(proxy: Arc<Proxy>, peer: SocketAddr, request: Request
 impl Proxy {
     /// Needs a tokio runtime when budgets are shared (the store connects lazily).
     pub(crate) fn new(config: ProxyConfig) -> Result<Self, ProxyError> {
-        crate::http::install_tls_provider();
-        let mut http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none());
-        if let Some(timeout) = config.connect_timeout {
-            http = http.connect_timeout(timeout);
-        } else {
-            // Paused-time tests: no idle-connection sweeps either.
-            http = http.pool_idle_timeout(None);
-        }
         let (gates, shared) = match &config.shared {
             Some(settings) => {
                 let (gates, handle) = settings
@@ -238,7 +223,7 @@ impl Proxy {
             reloader: RwLock::new(None),
             metrics,
             cache: config.cache.map(ResponseCache::new),
-            http: http.build().map_err(|err| ProxyError::Client(err.to_string()))?,
+            upstreams: Upstreams::new(config.connect_timeout, config.upstream_timeout)?,
             gates,
             shared,
             config,
@@ -385,35 +370,23 @@ impl Proxy {
     /// One attempt upstream: the caller's body sent again (replayable) or streamed through
     /// (once), bounded by the upstream timeout.
     async fn send_once(&self, method: &Method, url: &Url, headers: &HeaderMap, body: &mut RequestBody) -> Upstream {
-        let mut request = self.http.request(method.clone(), url.clone()).headers(headers.clone());
-        match body {
-            RequestBody::Replayable(bytes) if !bytes.is_empty() => request = request.body(bytes.clone()),
-            RequestBody::Replayable(_) => {}
-            RequestBody::Streaming { body, broken } => {
-                if let Some(body) = body.take() {
+        let outgoing = match body {
+            RequestBody::Replayable(bytes) if bytes.is_empty() => Outgoing::Empty,
+            RequestBody::Replayable(bytes) => Outgoing::Bytes(bytes.clone()),
+            RequestBody::Streaming { body, broken } => match body.take() {
+                Some(body) => {
                     let broken = Arc::clone(broken);
                     let stream = body.into_data_stream().inspect(move |item| {
                         if let Err(err) = item {
                             *broken.lock() = Some(error_chain(err));
                         }
                     });
-                    request = request.body(reqwest::Body::wrap_stream(stream));
+                    Outgoing::Stream(Body::from_stream(stream))
                 }
-            }
-        }
-        let send = request.send();
-        let result = match self.config.upstream_timeout {
-            Some(timeout) => match tokio::time::timeout(timeout, send).await {
-                Ok(result) => result,
-                Err(_) => return Upstream::TimedOut,
+                None => Outgoing::Empty,
             },
-            None => send.await,
         };
-        match result {
-            Ok(response) => Upstream::Response(response),
-            Err(err) if err.is_timeout() => Upstream::TimedOut,
-            Err(err) => Upstream::Unreachable(error_chain(&err)),
-        }
+        self.upstreams.send(method, url, headers, outgoing).await
     }
 }
 
@@ -444,7 +417,7 @@ struct Forwarding<'p> {
 }
 
 impl Face for Forwarding<'_> {
-    type Held = reqwest::Response;
+    type Held = Response;
     type Output = Response;
 
     fn steps(&self) -> Steps<'_> {
@@ -504,7 +477,7 @@ impl Face for Forwarding<'_> {
         Err(shed.into_response())
     }
 
-    async fn send(&mut self, attempt: u32, admission: &Admission) -> Sent<reqwest::Response> {
+    async fn send(&mut self, attempt: u32, admission: &Admission) -> Sent<Response> {
         self.report.emit(EventKind::Sent {
             attempt,
             method: self.parts.method.to_string(),
@@ -535,7 +508,7 @@ impl Face for Forwarding<'_> {
 
     /// The upstream's answer goes back (from the cache when it keeps a copy), reported as
     /// `Finished`; no answer is a 400, 502 or 504 ([`failed`](Self::failed)).
-    async fn finish(self, attempt: u32, sent: Sent<reqwest::Response>, admission: Admission) -> Response {
+    async fn finish(self, attempt: u32, sent: Sent<Response>, admission: Admission) -> Response {
         let upstream_ms = millis(sent.service_time);
         let response = match sent.answer {
             Answer::Response { held, .. } => held,
@@ -564,7 +537,7 @@ impl Face for Forwarding<'_> {
     async fn give_up(
         self,
         attempt: u32,
-        sent: Sent<reqwest::Response>,
+        sent: Sent<Response>,
         admission: Admission,
         _reason: GiveUpReason,
     ) -> Response {
@@ -599,17 +572,14 @@ impl Forwarding<'_> {
 }
 
 /// The upstream response streamed to the caller; `permit` is held until the body is done.
-fn streamed(mut response: reqwest::Response, permit: Option<Permit>) -> Response {
-    let status = response.status();
-    let headers = caller_response_headers(std::mem::take(response.headers_mut()));
-    let body = response.bytes_stream().map(move |chunk| {
+fn streamed(response: Response, permit: Option<Permit>) -> Response {
+    let (mut parts, body) = response.into_parts();
+    parts.headers = caller_response_headers(std::mem::take(&mut parts.headers));
+    let body = body.map_frame(move |frame| {
         let _held = &permit;
-        chunk
+        frame
     });
-    let mut reply = Response::new(Body::from_stream(body));
-    *reply.status_mut() = status;
-    *reply.headers_mut() = headers;
-    reply
+    Response::from_parts(parts, Body::new(body))
 }
 
 fn cached_response(cached: CachedResponse) -> Response {

@@ -43,8 +43,12 @@ fn is_hop_by_hop(name: &HeaderName) -> bool {
     HOP_BY_HOP.contains(&name.as_str())
 }
 
-/// Removes the hop-by-hop fields: those named in `Connection`, then the fixed set.
+/// Removes the hop-by-hop fields: those named in `Connection`, then the fixed set. A map
+/// without any (most requests and answers) is read once and left alone.
 pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    if !headers.keys().any(is_hop_by_hop) {
+        return;
+    }
     let named: Vec<HeaderName> = headers
         .get_all(CONNECTION)
         .iter()
@@ -55,7 +59,8 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
     for name in named {
         headers.remove(name);
     }
-    for name in HOP_BY_HOP {
+    let present: Vec<HeaderName> = headers.keys().filter(|name| is_hop_by_hop(name)).cloned().collect();
+    for name in present {
         headers.remove(name);
     }
 }
@@ -89,6 +94,12 @@ pub(crate) fn caller_response_headers(mut headers: HeaderMap) -> HeaderMap {
 
 /// Appends `item` to a comma-separated list field, joining existing values into one line.
 fn append_list(headers: &mut HeaderMap, name: HeaderName, item: &str) {
+    if !headers.contains_key(&name) {
+        if let Ok(value) = HeaderValue::from_str(item) {
+            headers.insert(name, value);
+        }
+        return;
+    }
     let mut items: Vec<String> =
         headers.get_all(&name).iter().filter_map(|value| value.to_str().ok()).map(str::to_owned).collect();
     items.push(item.to_owned());

@@ -22,6 +22,7 @@ pub mod path;
 mod profile;
 pub mod server;
 mod shed;
+mod upstream;
 
 pub use config::{
     DEFAULT_HEAD_TIMEOUT, DEFAULT_LISTEN, DEFAULT_REPLAY_LIMIT, ProxyConfig, Route, Shedding, Unroutable,

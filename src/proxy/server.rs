@@ -84,7 +84,8 @@ impl ProxyServer {
         };
         let connections = Arc::new(AtomicUsize::new(0));
         let (stop, stopped) = oneshot::channel::<()>();
-        let server = Server { proxy: Arc::clone(&proxy), builder, connections: Arc::clone(&connections) };
+        let threads = ServingThreads::start();
+        let server = Server { proxy: Arc::clone(&proxy), builder, connections: Arc::clone(&connections), threads };
         let task = tokio::spawn(server.run(listener, stopped));
         Ok(Self { addr, admin, url, proxy, connections, stop: Some(stop), task: Some(task) })
     }
@@ -190,6 +191,77 @@ struct Server {
     proxy: Arc<Proxy>,
     builder: http1::Builder,
     connections: Arc<AtomicUsize>,
+    threads: ServingThreads,
+}
+
+/// The threads connections are served on: one single-threaded runtime per core when the
+/// proxy starts on a multi-threaded runtime, as nginx has a worker per core. A connection,
+/// its requests and their upstream connections then stay on one thread, and no request waits
+/// for a wake-up from another core. On a single-threaded runtime (a test's paused clock)
+/// connections are served where the proxy runs.
+struct ServingThreads {
+    threads: Vec<ServingThread>,
+    next: usize,
+    /// Tells every thread to end once its connections have (dropped with the accept loop).
+    _stop: tokio_util::sync::DropGuard,
+}
+
+struct ServingThread {
+    runtime: tokio::runtime::Handle,
+    /// Held by each connection task of the thread: the thread ends when all are gone.
+    alive: watch::Receiver<()>,
+}
+
+impl ServingThreads {
+    fn start() -> Self {
+        let stop = tokio_util::sync::CancellationToken::new();
+        let flavor = tokio::runtime::Handle::try_current().map(|runtime| runtime.runtime_flavor());
+        let cores = match flavor {
+            Ok(tokio::runtime::RuntimeFlavor::MultiThread) => {
+                std::thread::available_parallelism().map_or(1, usize::from)
+            }
+            _ => 0,
+        };
+        let threads = (0..cores).filter_map(|index| Self::spawn(index, stop.clone())).collect();
+        Self { threads, next: 0, _stop: stop.drop_guard() }
+    }
+
+    /// One serving thread, or `None` (connections are then served on the proxy's runtime).
+    fn spawn(index: usize, stop: tokio_util::sync::CancellationToken) -> Option<ServingThread> {
+        let built = tokio::runtime::Builder::new_current_thread().enable_all().build();
+        let runtime = match built {
+            Ok(runtime) => runtime,
+            Err(err) => {
+                tracing::warn!("serving thread {index} could not start its runtime: {err}");
+                return None;
+            }
+        };
+        let handle = runtime.handle().clone();
+        let (alive_tx, alive) = watch::channel(());
+        let spawned = std::thread::Builder::new().name(format!("ratescope-proxy-{index}")).spawn(move || {
+            runtime.block_on(async {
+                stop.cancelled().await;
+                alive_tx.closed().await;
+            });
+        });
+        match spawned {
+            Ok(_) => Some(ServingThread { runtime: handle, alive }),
+            Err(err) => {
+                tracing::warn!("serving thread {index} could not start: {err}");
+                None
+            }
+        }
+    }
+
+    /// The next thread in turn, if there are any.
+    fn next(&mut self) -> Option<&ServingThread> {
+        let count = self.threads.len();
+        if count == 0 {
+            return None;
+        }
+        self.next = (self.next + 1) % count;
+        self.threads.get(self.next)
+    }
 }
 
 /// Counts a connection open for as long as its task lives.
@@ -204,7 +276,7 @@ impl Drop for Open {
 impl Server {
     /// Accepts until `stopped` (a send, or the sender dropped), then tells every connection to
     /// finish its current request and close, and returns once all have.
-    async fn run(self, listener: TcpListener, stopped: oneshot::Receiver<()>) -> std::io::Result<()> {
+    async fn run(mut self, listener: TcpListener, stopped: oneshot::Receiver<()>) -> std::io::Result<()> {
         let (draining, drain) = watch::channel(false);
         // Every connection task holds a receiver; the sender sees `closed` when the last ends.
         let (open, open_watch) = watch::channel(());
@@ -235,42 +307,78 @@ impl Server {
     }
 
     fn spawn_connection(
-        &self,
+        &mut self,
         stream: TcpStream,
         peer: SocketAddr,
-        mut drain: watch::Receiver<bool>,
+        drain: watch::Receiver<bool>,
         open_watch: watch::Receiver<()>,
     ) {
+        // A response's head and body may go out in separate writes: Nagle's algorithm would
+        // hold the second until the caller acknowledged the first (nginx's `tcp_nodelay on`).
+        if let Err(err) = stream.set_nodelay(true) {
+            tracing::debug!("TCP_NODELAY for {peer}: {err}");
+        }
         self.connections.fetch_add(1, Ordering::AcqRel);
         let open = Open(Arc::clone(&self.connections));
         let proxy = Arc::clone(&self.proxy);
-        let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
-            let proxy = Arc::clone(&proxy);
-            async move { Ok::<_, std::convert::Infallible>(handle(proxy, peer, request.map(Body::new)).await) }
-        });
-        let connection = self.builder.serve_connection(TokioIo::new(stream), service);
-        tokio::spawn(async move {
-            let mut connection = std::pin::pin!(connection);
-            let finished = tokio::select! {
-                result = connection.as_mut() => Some(result),
-                _ = drain.wait_for(|draining| *draining) => None,
-            };
-            let result = match finished {
-                Some(result) => result,
-                // Shutdown (or the accept loop gone): finish the request in progress, then close.
-                None => {
-                    connection.as_mut().graceful_shutdown();
-                    connection.await
-                }
-            };
-            if let Err(err) = result {
-                // Timeouts, malformed heads (hyper answered 400 itself), callers hanging up.
-                tracing::debug!("connection from {peer} ended: {err}");
+        let builder = self.builder.clone();
+        let Some(thread) = self.threads.next() else {
+            tokio::spawn(serve(builder, proxy, stream, peer, drain, (open, open_watch)));
+            return;
+        };
+        // The socket moves to the serving thread's runtime: it leaves this one's poller here
+        // and joins that one's there.
+        let stream = match stream.into_std() {
+            Ok(stream) => stream,
+            Err(err) => {
+                tracing::debug!("connection from {peer} could not be handed over: {err}");
+                return;
             }
-            drop(open);
-            drop(open_watch);
+        };
+        let alive = thread.alive.clone();
+        thread.runtime.spawn(async move {
+            let _alive = alive;
+            match TcpStream::from_std(stream) {
+                Ok(stream) => serve(builder, proxy, stream, peer, drain, (open, open_watch)).await,
+                Err(err) => tracing::debug!("connection from {peer} could not be handed over: {err}"),
+            }
         });
     }
+}
+
+/// Serves one caller connection until it closes, or until a shutdown lets its request in
+/// progress finish. `counted` is dropped at the end: the connection counts as open until then.
+async fn serve(
+    builder: http1::Builder,
+    proxy: Arc<Proxy>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    mut drain: watch::Receiver<bool>,
+    counted: (Open, watch::Receiver<()>),
+) {
+    let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+        let proxy = Arc::clone(&proxy);
+        async move { Ok::<_, std::convert::Infallible>(handle(proxy, peer, request.map(Body::new)).await) }
+    });
+    let connection = builder.serve_connection(TokioIo::new(stream), service);
+    let mut connection = std::pin::pin!(connection);
+    let finished = tokio::select! {
+        result = connection.as_mut() => Some(result),
+        _ = drain.wait_for(|draining| *draining) => None,
+    };
+    let result = match finished {
+        Some(result) => result,
+        // Shutdown (or the accept loop gone): finish the request in progress, then close.
+        None => {
+            connection.as_mut().graceful_shutdown();
+            connection.await
+        }
+    };
+    if let Err(err) = result {
+        // Timeouts, malformed heads (hyper answered 400 itself), callers hanging up.
+        tracing::debug!("connection from {peer} ended: {err}");
+    }
+    drop(counted);
 }
 
 /// Errors of one pending connection, not of the listener.

@@ -1,6 +1,7 @@
-//! A lean HTTP/1.1 transport for plain `http://` hosts: hyper's connection API with a pool of
+//! A lean HTTP/1.1 wire for plain `http://` hosts: hyper's connection API with a pool of
 //! keep-alive connections per host, nothing else (no proxy, no redirects, no TLS). Raw bursts
-//! use it, so ratescope measures an unthrottled server at load-generator speed.
+//! use it, so ratescope measures an unthrottled server at load-generator speed, and the proxy
+//! forwards to plain-HTTP upstreams over the same pool with bodies streamed both ways.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,28 +19,55 @@ use tokio::net::TcpStream;
 use super::client::error_chain;
 use super::transport::{Exchanged, Transport, TransportError};
 
-type Sender = SendRequest<Full<Bytes>>;
-
 /// Keep-alive HTTP/1.1 connections to plain-HTTP hosts. Cheap to clone; clones share the pool.
 #[derive(Debug, Clone, Default)]
 pub struct Http1Transport {
-    pool: Arc<Pool>,
-    connect_timeout: Option<Duration>,
+    pool: Http1Pool<Full<Bytes>>,
     request_timeout: Option<Duration>,
 }
 
-/// Idle connections by owner and `host:port`, most recently used last. A list, not a hash
-/// map: it holds a handful of keys, and comparing them is cheaper than hashing one.
-#[derive(Debug, Default)]
-struct Pool {
-    idle: Mutex<Vec<(PoolKey, Vec<Sender>)>>,
+/// Idle keep-alive HTTP/1.1 connections by owner and `host:port`, most recently used last,
+/// for requests with bodies of type `B`: the raw bursts' wire and the proxy's share it. Cheap
+/// to clone; clones share the connections. A list, not a hash map: it holds a handful of keys,
+/// and comparing them is cheaper than hashing one.
+#[derive(Debug)]
+pub struct Http1Pool<B> {
+    idle: Arc<Mutex<IdleSenders<B>>>,
+    connect_timeout: Option<Duration>,
+}
+
+impl<B> Clone for Http1Pool<B> {
+    fn clone(&self) -> Self {
+        Self { idle: Arc::clone(&self.idle), connect_timeout: self.connect_timeout }
+    }
+}
+
+impl<B> Default for Http1Pool<B> {
+    fn default() -> Self {
+        Self { idle: Arc::default(), connect_timeout: None }
+    }
+}
+
+/// A connection taken from an [`Http1Pool`] (or newly made), to be given back with
+/// [`Http1Pool::checkin`] once its answer has been read.
+#[derive(Debug)]
+pub struct Pooled<B> {
+    key: PoolKey,
+    /// The connection's request handle.
+    pub sender: SendRequest<B>,
+    /// Whether it had served a request before (a server may have closed it meanwhile: a
+    /// request it hands back unsent may go once more on a fresh one).
+    pub reused: bool,
 }
 
 type PoolKey = (Owner, Authority);
 
+/// Idle connections by key.
+type IdleSenders<B> = Vec<(PoolKey, Vec<SendRequest<B>>)>;
+
 /// Which runtime drives a connection: a connection is a task of the runtime that opened it
-/// and dies with it, so a single-threaded runtime (one per load thread, see `run::load`)
-/// keeps its connections to itself. Multi-threaded runtimes share theirs.
+/// and dies with it, so a single-threaded runtime (one per load thread, see `run::load`, or
+/// per proxy thread) keeps its connections to itself. Multi-threaded runtimes share theirs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Owner {
     /// Any multi-threaded runtime (they share their connections).
@@ -60,7 +88,7 @@ impl Owner {
 impl Http1Transport {
     /// A transport with a deadline for connecting and one for a whole exchange (`None`: none).
     pub fn new(connect_timeout: Option<Duration>, request_timeout: Option<Duration>) -> Self {
-        Self { pool: Arc::default(), connect_timeout, request_timeout }
+        Self { pool: Http1Pool::new(connect_timeout), request_timeout }
     }
 
     /// Whether this transport can carry requests to `url` (plain `http` with a host).
@@ -81,66 +109,91 @@ impl Http1Transport {
 
     async fn send(&self, request: http::Request<Bytes>) -> Exchanged {
         let (mut parts, body) = request.into_parts();
-        if parts.uri.scheme() != Some(&Scheme::HTTP) {
-            return Err(TransportError::Failed(format!("'{}' is not a plain http:// URL", parts.uri)));
-        }
-        let Some(authority) = parts.uri.authority().cloned() else {
-            return Err(TransportError::Failed(format!("'{}' has no host", parts.uri)));
-        };
-        if !parts.headers.contains_key(HOST) {
-            let host = HeaderValue::from_str(authority.as_str())
-                .map_err(|_| TransportError::Failed(format!("'{authority}' is not a valid Host header")))?;
-            parts.headers.insert(HOST, host);
-        }
-        // HTTP/1.1 to an origin server takes the path and query only.
-        let target = parts.uri.path_and_query().cloned().unwrap_or_else(|| PathAndQuery::from_static("/"));
-        parts.uri = http::Uri::from(target);
-        let mut request = http::Request::from_parts(parts, Full::new(body));
-        // A pooled connection the server closed meanwhile hands the request back unsent:
-        // send it once more on a fresh connection.
-        let key = (Owner::current(), authority);
+        let authority = origin_form(&mut parts)?;
+        let request = http::Request::from_parts(parts, Full::new(body));
+        let (response, pooled) = self.pool.send(&authority, request).await?;
+        let (parts, body) = response.into_parts();
+        let body = body
+            .collect()
+            .await
+            .map_err(|err| TransportError::Failed(format!("reading the response body failed: {err}")))?
+            .to_bytes();
+        self.pool.checkin(pooled);
+        Ok(http::Response::from_parts(parts, body))
+    }
+}
+
+/// Turns an absolute plain-`http` request head into the origin form an HTTP/1.1 server takes
+/// (path and query, the authority in `Host` unless the caller set one); returns the authority.
+pub fn origin_form(parts: &mut http::request::Parts) -> Result<Authority, TransportError> {
+    if parts.uri.scheme() != Some(&Scheme::HTTP) {
+        return Err(TransportError::Failed(format!("'{}' is not a plain http:// URL", parts.uri)));
+    }
+    let Some(authority) = parts.uri.authority().cloned() else {
+        return Err(TransportError::Failed(format!("'{}' has no host", parts.uri)));
+    };
+    if !parts.headers.contains_key(HOST) {
+        let host = HeaderValue::from_str(authority.as_str())
+            .map_err(|_| TransportError::Failed(format!("'{authority}' is not a valid Host header")))?;
+        parts.headers.insert(HOST, host);
+    }
+    let target = parts.uri.path_and_query().cloned().unwrap_or_else(|| PathAndQuery::from_static("/"));
+    parts.uri = http::Uri::from(target);
+    Ok(authority)
+}
+
+impl<B> Http1Pool<B>
+where
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    /// A pool whose new connections must be made within `connect_timeout` (`None`: no limit).
+    pub fn new(connect_timeout: Option<Duration>) -> Self {
+        Self { idle: Arc::default(), connect_timeout }
+    }
+
+    /// Sends `request` (in origin form, see [`origin_form`]) to `authority` on an idle
+    /// connection, or a new one, and returns the response head with the connection, to be
+    /// checked in once the body has been read. A pooled connection the server closed
+    /// meanwhile hands the request back unsent: it goes once more on a fresh connection.
+    pub async fn send(
+        &self,
+        authority: &Authority,
+        mut request: http::Request<B>,
+    ) -> Result<(hyper::Response<hyper::body::Incoming>, Pooled<B>), TransportError> {
+        let key = (Owner::current(), authority.clone());
         for fresh in [false, true] {
-            let (mut sender, reused) = self.checkout(&key, fresh).await?;
-            match sender.try_send_request(request).await {
-                Ok(response) => {
-                    let (parts, body) = response.into_parts();
-                    let body = body
-                        .collect()
-                        .await
-                        .map_err(|err| TransportError::Failed(format!("reading the response body failed: {err}")))?
-                        .to_bytes();
-                    self.checkin(key, sender);
-                    return Ok(http::Response::from_parts(parts, body));
-                }
+            let mut pooled = self.checkout(&key, fresh).await?;
+            match pooled.sender.try_send_request(request).await {
+                Ok(response) => return Ok((response, pooled)),
                 Err(mut err) => match err.take_message() {
-                    Some(unsent) if reused => request = unsent,
+                    Some(unsent) if pooled.reused => request = unsent,
                     _ => return Err(TransportError::Failed(error_chain(err.error()))),
                 },
             }
         }
-        Err(TransportError::Failed(format!("{} closed every connection before the request was sent", key.1)))
+        Err(TransportError::Failed(format!("{authority} closed every connection before the request was sent")))
     }
 
-    /// An idle connection to `authority` that is ready for a request (and whether it was
-    /// reused), or a new one.
-    async fn checkout(&self, key: &PoolKey, fresh: bool) -> Result<(Sender, bool), TransportError> {
-        let authority = &key.1;
+    /// An idle connection to `key`'s authority that is ready for a request, or a new one.
+    async fn checkout(&self, key: &PoolKey, fresh: bool) -> Result<Pooled<B>, TransportError> {
         if !fresh {
             loop {
-                let popped =
-                    self.pool.idle.lock().iter_mut().find(|(held, _)| held == key).and_then(|(_, idle)| idle.pop());
+                let popped = self.idle.lock().iter_mut().find(|(held, _)| held == key).and_then(|(_, idle)| idle.pop());
                 let Some(mut sender) = popped else { break };
                 if sender.ready().await.is_ok() {
-                    return Ok((sender, true));
+                    return Ok(Pooled { key: key.clone(), sender, reused: true });
                 }
             }
         }
         // Boxed: connecting is rare and its future large, and every exchange would carry it.
-        Box::pin(self.connect(authority)).await.map(|sender| (sender, false))
+        let sender = Box::pin(self.connect(&key.1)).await?;
+        Ok(Pooled { key: key.clone(), sender, reused: false })
     }
 
     /// A new connection to `authority`, its connection task spawned on the current runtime.
-    async fn connect(&self, authority: &Authority) -> Result<Sender, TransportError> {
+    async fn connect(&self, authority: &Authority) -> Result<SendRequest<B>, TransportError> {
         let address =
             (authority.host().trim_start_matches('[').trim_end_matches(']'), authority.port_u16().unwrap_or(80));
         let connect = TcpStream::connect(address);
@@ -163,11 +216,13 @@ impl Http1Transport {
         Ok(sender)
     }
 
-    fn checkin(&self, key: PoolKey, sender: Sender) {
+    /// Gives a connection back once its answer has been read (a closed one is dropped).
+    pub fn checkin(&self, pooled: Pooled<B>) {
+        let Pooled { key, sender, .. } = pooled;
         if sender.is_closed() {
             return;
         }
-        let mut idle = self.pool.idle.lock();
+        let mut idle = self.idle.lock();
         if let Some((_, senders)) = idle.iter_mut().find(|(held, _)| *held == key) {
             senders.push(sender);
             return;
