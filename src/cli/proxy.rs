@@ -85,6 +85,10 @@ pub struct ProxyArgs {
     pub upstream_timeout: Duration,
     #[command(flatten)]
     pub shared: SharedArgs,
+    /// Threads serving callers' connections, each with its connections and their upstream
+    /// connections (as nginx's `worker_processes`); one per core unless given.
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
     /// On Ctrl+C or SIGTERM, how long requests in flight may take to finish.
     #[arg(long, default_value = "10s", value_parser = duration_arg, value_name = "DURATION")]
     pub drain: Duration,
@@ -161,6 +165,7 @@ impl ProxyArgs {
         config.head_timeout = Some(self.head_timeout);
         config.upstream_timeout = Some(self.upstream_timeout);
         config.drain_deadline = self.drain;
+        config.threads = self.threads;
         config.validate()?;
         Ok(config)
     }

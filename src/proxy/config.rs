@@ -27,6 +27,8 @@ pub const DEFAULT_REPLAY_LIMIT: usize = 1 << 20;
 const MAX_WAIT: Duration = Duration::from_secs(24 * 3600);
 const MAX_QUEUE_LEN: usize = 1_000_000;
 const MAX_REPLAY_LIMIT: usize = 64 << 20;
+/// The most serving threads a proxy starts (far more than cores only costs memory).
+const MAX_THREADS: usize = 1024;
 
 /// One route: requests under `/prefix` go to `upstream` with the rest of their path and query.
 #[derive(Clone)]
@@ -38,6 +40,9 @@ pub struct Route {
     /// Headers the proxy adds to every request of this route, replacing a caller's of the same
     /// name (API keys): values are marked sensitive and never printed.
     pub secrets: HeaderMap,
+    /// The upstream's `host[:port]` (the port when the URL names one): the key its requests
+    /// count under in the metrics when it has no limiter, worked out once.
+    authority: String,
 }
 
 impl std::fmt::Debug for Route {
@@ -79,7 +84,12 @@ impl Route {
         if upstream.query().is_some() || upstream.fragment().is_some() {
             return Err(bad("the upstream must not have a query string or fragment".into()));
         }
-        Ok(Self { prefix: format!("/{trimmed}"), upstream, secrets: HeaderMap::new() })
+        let host = upstream.host_str().unwrap_or_default();
+        let authority = match upstream.port() {
+            Some(port) => format!("{host}:{port}"),
+            None => host.to_owned(),
+        };
+        Ok(Self { prefix: format!("/{trimmed}"), upstream, secrets: HeaderMap::new(), authority })
     }
 
     /// Adds a secret header (replacing a caller's header of the same name). Headers that frame
@@ -103,6 +113,16 @@ impl Route {
     pub(crate) fn rest<'a>(&self, path: &'a str) -> Option<&'a str> {
         let rest = path.strip_prefix(&self.prefix)?;
         (rest.is_empty() || rest.starts_with('/')).then_some(rest)
+    }
+
+    /// The upstream's host (lower case: the URL parser lowers http(s) hosts).
+    pub(crate) fn host(&self) -> &str {
+        self.upstream.host_str().unwrap_or_default()
+    }
+
+    /// The upstream's `host[:port]`, the key of a request without a limiter in the metrics.
+    pub(crate) fn authority(&self) -> &str {
+        &self.authority
     }
 
     /// The upstream URL for the rest of a path and an optional query.
@@ -170,6 +190,10 @@ pub struct ProxyConfig {
     pub drain_deadline: Duration,
     /// Share the budgets with sibling proxies (and other processes) through Redis.
     pub shared: Option<SharedSettings>,
+    /// Threads serving connections when started on a multi-threaded runtime (`None`: one per
+    /// core), as nginx's `worker_processes`. On a single-threaded runtime connections are
+    /// served on it.
+    pub threads: Option<usize>,
 }
 
 impl ProxyConfig {
@@ -189,6 +213,7 @@ impl ProxyConfig {
             replay_limit: DEFAULT_REPLAY_LIMIT,
             drain_deadline: Duration::from_secs(10),
             shared: None,
+            threads: None,
         }
     }
 
@@ -235,6 +260,11 @@ impl ProxyConfig {
         }
         if self.shedding.max_queue_len == 0 || self.shedding.max_queue_len > MAX_QUEUE_LEN {
             return bad("--max-queue", &format!("must be between 1 and {MAX_QUEUE_LEN}"));
+        }
+        if let Some(threads) = self.threads
+            && !(1..=MAX_THREADS).contains(&threads)
+        {
+            return bad("--threads", &format!("must be between 1 and {MAX_THREADS}"));
         }
         if self.replay_limit > MAX_REPLAY_LIMIT {
             return bad("--replay-limit", &format!("must be at most {} MiB", MAX_REPLAY_LIMIT >> 20));
@@ -500,5 +530,13 @@ mod tests {
         let refused = no_head_time.validate().unwrap_err().to_string();
         assert_eq!(refused, "--head-timeout must be longer than zero");
         assert!(matches!(ProxyConfig::new(vec![]).validate(), Err(ProxyError::NoRoutes)));
+        for (threads, fine) in
+            [(Some(0), false), (Some(1), true), (Some(1024), true), (Some(1025), false), (None, true)]
+        {
+            let set = ProxyConfig { threads, ..config.clone() };
+            assert_eq!(set.validate().is_ok(), fine, "{threads:?}");
+        }
+        let refused = ProxyConfig { threads: Some(0), ..config.clone() }.validate().unwrap_err().to_string();
+        assert!(refused.contains("--threads") && refused.contains("between 1 and 1024"), "{refused}");
     }
 }

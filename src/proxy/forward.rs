@@ -12,7 +12,6 @@
 //! permit (a concurrency slot) is held until the caller has the whole body.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -31,7 +30,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use url::Url;
 
-use super::config::ProxyConfig;
+use super::config::{ProxyConfig, Route};
 use super::error::ProxyError;
 use super::hop::{caller_response_headers, upstream_request_headers};
 use super::metrics::{Ended, ProxyMetrics};
@@ -190,13 +189,13 @@ impl Drop for InFlight<'_> {
     }
 }
 
-/// Every request of every connection, from `peer`.
-pub(crate) async fn handle(proxy: Arc<Proxy>, peer: SocketAddr, request: Request) -> Response {
+/// Every request of every connection, from the caller `forwarded_for` names.
+pub(crate) async fn handle(proxy: Arc<Proxy>, forwarded_for: HeaderValue, request: Request) -> Response {
     proxy.in_flight.fetch_add(1, Ordering::AcqRel);
     let _in_flight = InFlight(&proxy.in_flight);
     let mut cut_off = proxy.cut_off.subscribe();
     tokio::select! {
-        response = proxy.forward(peer.ip(), request) => response,
+        response = proxy.forward(&forwarded_for, request) => response,
         _ = cut_off.wait_for(|cut| *cut) => {
             proxy.metrics.ended("", Ended::CutOff);
             plain(StatusCode::SERVICE_UNAVAILABLE, "the proxy shut down before this request finished")
@@ -307,14 +306,14 @@ impl Proxy {
     /// One caller's request: its route and upstream URL, its body (read before admission, so a
     /// broken one costs no token), the cache, then the attempt loop every face shares, over the
     /// upstream ([`Forwarding`]); the answer streams back holding the concurrency slot.
-    async fn forward(&self, peer: IpAddr, request: Request) -> Response {
+    async fn forward(&self, peer: &HeaderValue, request: Request) -> Response {
         let started = Instant::now();
         let (mut parts, body) = request.into_parts();
         // The path is normalised and checked before anything else: the route's secrets go only
         // to a URL inside that route.
         let live = Arc::clone(&self.live.read());
-        let (url, secrets) = match live.upstream_for(&parts.uri) {
-            Ok((route, url)) => (url, &route.secrets),
+        let (route, url) = match live.upstream_for(&parts.uri) {
+            Ok(routed) => routed,
             Err(refusal) => {
                 let status = refusal.status().as_u16();
                 tracing::info!(method = %parts.method, status, reason = %refusal, "refused");
@@ -322,20 +321,17 @@ impl Proxy {
                 return plain(refusal.status(), &refusal.to_string());
             }
         };
-        let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
-        // The request's key in the metrics: its limiter's, else the upstream's `host[:port]` (a key's form).
-        let authority = match url.port() {
-            Some(port) => format!("{host}:{port}"),
-            None => host.clone(),
-        };
+        // The URL stays on the route's upstream: its host and `host[:port]` are the route's.
+        let authority = route.authority();
         let policy = &live.policy;
-        let Routed { limiter, adaptive, retry, report } = policy.routed(policy.limiter_for(&host, &url), &self.next_id);
-        let mut headers = upstream_request_headers(std::mem::take(&mut parts.headers), peer, secrets);
+        let limiter = policy.limiter_for(route.host(), &url);
+        let Routed { limiter, adaptive, retry, report } = policy.routed(limiter, &self.next_id);
+        let mut headers = upstream_request_headers(std::mem::take(&mut parts.headers), peer, &route.secrets);
         // Before admission: a caller's broken body must not cost a token.
         let body = match RequestBody::read(body, self.config.replay_limit).await {
             Ok(body) => body,
             Err(reason) => {
-                self.metrics.ended(limiter.as_ref().map_or(&authority, Limiter::key), Ended::Refused);
+                self.metrics.ended(limiter.as_ref().map_or(authority, Limiter::key), Ended::Refused);
                 return bad_body(&parts.method, parts.uri.path(), &reason);
             }
         };
@@ -344,7 +340,7 @@ impl Proxy {
         if let Some((cache, uri)) = &cache
             && let Some(fresh) = cache.serve(&parts.method, uri, &mut headers, &report, started)
         {
-            self.metrics.ended(limiter.as_ref().map_or(&authority, Limiter::key), Ended::Cached);
+            self.metrics.ended(limiter.as_ref().map_or(authority, Limiter::key), Ended::Cached);
             return cached_response(fresh);
         }
         let estimate = Cost::requests(1);
@@ -352,8 +348,7 @@ impl Proxy {
             proxy: self,
             parts,
             url,
-            host,
-            authority,
+            route,
             headers,
             body,
             limiter,
@@ -397,10 +392,9 @@ struct Forwarding<'p> {
     proxy: &'p Proxy,
     parts: http::request::Parts,
     url: Url,
-    /// The upstream host, lower case (for messages).
-    host: String,
-    /// The upstream's `host[:port]`: the request's key in the metrics when it has no limiter.
-    authority: String,
+    /// Its route (the upstream's host for messages, its `host[:port]` as the request's key in
+    /// the metrics when it has no limiter).
+    route: &'p Route,
     /// The caller's headers as they go upstream (hop-by-hop ones out, the route's secrets in).
     headers: HeaderMap,
     body: RequestBody,
@@ -478,11 +472,10 @@ impl Face for Forwarding<'_> {
     }
 
     async fn send(&mut self, attempt: u32, admission: &Admission) -> Sent<Response> {
-        self.report.emit(EventKind::Sent {
-            attempt,
-            method: self.parts.method.to_string(),
-            path: self.url.path().to_owned(),
-        });
+        if self.report.listening() {
+            let (method, path) = (self.parts.method.to_string(), self.url.path().to_owned());
+            self.report.emit(EventKind::Sent { attempt, method, path });
+        }
         let sent_at = Instant::now();
         let upstream = self.proxy.send_once(&self.parts.method, &self.url, &self.headers, &mut self.body).await;
         let service_time = sent_at.elapsed();
@@ -526,7 +519,7 @@ impl Face for Forwarding<'_> {
         match &self.cache {
             Some((cache, uri)) => {
                 let request = (method, &self.headers);
-                cache_and_answer(cache, uri, request, &self.host, response, &self.report).await
+                cache_and_answer(cache, uri, request, self.route.host(), response, &self.report).await
             }
             None => streamed(response, admission.permit),
         }
@@ -548,14 +541,14 @@ impl Face for Forwarding<'_> {
 impl Forwarding<'_> {
     /// The request's key in the metrics: its limiter's, or the upstream's `host[:port]`.
     fn key_label(&self) -> &str {
-        self.limiter.as_ref().map_or(&self.authority, Limiter::key)
+        self.limiter.as_ref().map_or(self.route.authority(), Limiter::key)
     }
 
     /// The caller's answer when the last attempt got no response: 400 for a body that broke
     /// on the way, else 502 (could not reach) or 504 (no answer in time).
     fn failed(&self, failure: Option<String>, attempts: u32) -> Response {
         self.proxy.metrics.ended(self.key_label(), Ended::Failed);
-        let (parts, host) = (&self.parts, &self.host);
+        let (parts, host) = (&self.parts, self.route.host());
         if let Some(reason) = self.body.broken() {
             self.report.emit(EventKind::Failed { error: format!("request body: {reason}"), attempts });
             return bad_body(&parts.method, parts.uri.path(), &reason);

@@ -67,17 +67,17 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
 
 /// The request headers sent upstream: hop-by-hop and `Host` removed, forwarding headers added,
 /// and the route's secrets in place of any caller header of the same name.
-pub(crate) fn upstream_request_headers(mut headers: HeaderMap, peer: IpAddr, secrets: &HeaderMap) -> HeaderMap {
+pub(crate) fn upstream_request_headers(mut headers: HeaderMap, peer: &HeaderValue, secrets: &HeaderMap) -> HeaderMap {
     strip_hop_by_hop(&mut headers);
     // The caller's `Expect: 100-continue` was answered by our server; the upstream hop has its own.
     headers.remove(EXPECT);
     let host = headers.remove(HOST);
-    append_list(&mut headers, HeaderName::from_static(X_FORWARDED_FOR), &peer.to_string());
+    append_list(&mut headers, HeaderName::from_static(X_FORWARDED_FOR), peer);
     if let Some(host) = host {
         headers.insert(HeaderName::from_static(X_FORWARDED_HOST), host);
     }
     headers.insert(HeaderName::from_static(X_FORWARDED_PROTO), HeaderValue::from_static("http"));
-    append_list(&mut headers, VIA, VIA_ME);
+    append_list(&mut headers, VIA, &HeaderValue::from_static(VIA_ME));
     for (name, value) in secrets {
         // `insert` replaces every caller value of that name: the caller's key is never forwarded.
         headers.insert(name.clone(), value.clone());
@@ -88,21 +88,24 @@ pub(crate) fn upstream_request_headers(mut headers: HeaderMap, peer: IpAddr, sec
 /// The response headers sent back to the caller: hop-by-hop removed, `Via` added.
 pub(crate) fn caller_response_headers(mut headers: HeaderMap) -> HeaderMap {
     strip_hop_by_hop(&mut headers);
-    append_list(&mut headers, VIA, VIA_ME);
+    append_list(&mut headers, VIA, &HeaderValue::from_static(VIA_ME));
     headers
 }
 
+/// A caller's address as `X-Forwarded-For` names it: rendered once per connection.
+pub(crate) fn forwarded_for(peer: IpAddr) -> HeaderValue {
+    HeaderValue::from_str(&peer.to_string()).unwrap_or_else(|_| HeaderValue::from_static("unknown"))
+}
+
 /// Appends `item` to a comma-separated list field, joining existing values into one line.
-fn append_list(headers: &mut HeaderMap, name: HeaderName, item: &str) {
+fn append_list(headers: &mut HeaderMap, name: HeaderName, item: &HeaderValue) {
     if !headers.contains_key(&name) {
-        if let Ok(value) = HeaderValue::from_str(item) {
-            headers.insert(name, value);
-        }
+        headers.insert(name, item.clone());
         return;
     }
     let mut items: Vec<String> =
         headers.get_all(&name).iter().filter_map(|value| value.to_str().ok()).map(str::to_owned).collect();
-    items.push(item.to_owned());
+    items.extend(item.to_str().ok().map(str::to_owned));
     if let Ok(value) = HeaderValue::from_str(&items.join(", ")) {
         headers.insert(name, value);
     }
@@ -146,7 +149,7 @@ mod tests {
             ("x-forwarded-for", "10.0.0.1"),
         ]);
         let secrets = map(&[("x-api-key", "the-real-key")]);
-        let sent = upstream_request_headers(caller, "127.0.0.1".parse().unwrap(), &secrets);
+        let sent = upstream_request_headers(caller, &forwarded_for("127.0.0.1".parse().unwrap()), &secrets);
         let keys: Vec<&HeaderValue> = sent.get_all("x-api-key").iter().collect();
         assert_eq!(keys, [&HeaderValue::from_static("the-real-key")]);
         assert_eq!(sent["x-forwarded-for"], "10.0.0.1, 127.0.0.1");

@@ -3,8 +3,11 @@
 //! each scrape, every key's queue, requests in flight and budgets left, and the shared store's
 //! state. Served as Prometheus text or OpenMetrics by the admin listener (`admin.rs`).
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+
+use parking_lot::RwLock;
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
@@ -38,6 +41,8 @@ pub enum Ended {
 }
 
 impl Ended {
+    const ALL: [Ended; 6] = [Self::Forwarded, Self::Cached, Self::Shed, Self::Failed, Self::Refused, Self::CutOff];
+
     fn label(self) -> &'static str {
         match self {
             Self::Forwarded => "forwarded",
@@ -89,7 +94,26 @@ pub struct ProxyMetrics {
     queue_wait: Histograms,
     upstream_latency: Histograms,
     reloads: Family<ReloadLabels, Counter>,
+    /// Each key's series, looked up in the families once per key rather than once per request
+    /// (a family lookup hashes and allocates its labels).
+    keys: RwLock<HashMap<String, Arc<KeySeries>>>,
 }
+
+/// One key's series in the families, each taken on its first use (so a series shows in the
+/// exposition only once it has counted something, as a family's own lookup does).
+#[derive(Debug, Default)]
+struct KeySeries {
+    ended: [OnceLock<Counter>; 6],
+    responses: [OnceLock<Counter>; 5],
+    unanswered: OnceLock<Counter>,
+    throttled: OnceLock<Counter>,
+    retries: OnceLock<Counter>,
+    queue_wait: OnceLock<Histogram>,
+    latency: OnceLock<Histogram>,
+}
+
+/// Status classes, as `StatusLabels::class` names them.
+const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReloadLabels {
@@ -115,6 +139,7 @@ impl ProxyMetrics {
             upstream_latency: Family::new_with_constructor(seconds_histogram),
             reloads: Family::default(),
             registry: MetricRegistry::default(),
+            keys: RwLock::default(),
         };
         let registry = &mut metrics.registry;
         registry.register(
@@ -174,7 +199,28 @@ impl ProxyMetrics {
 
     /// A request ended as `outcome`, under limiter key `key`.
     pub fn ended(&self, key: &str, outcome: Ended) {
-        self.requests.get_or_create(&OutcomeLabels { key: key.to_owned(), outcome: outcome.label() }).inc();
+        let series = self.series(key);
+        let index = Ended::ALL.iter().position(|each| *each == outcome).unwrap_or_default();
+        if let Some(slot) = series.ended.get(index) {
+            let labels = || OutcomeLabels { key: key.to_owned(), outcome: outcome.label() };
+            slot.get_or_init(|| self.requests.get_or_create(&labels()).clone()).inc();
+        }
+    }
+
+    /// `key`'s series (found or made once per key).
+    fn series(&self, key: &str) -> Arc<KeySeries> {
+        if let Some(series) = self.keys.read().get(key) {
+            return Arc::clone(series);
+        }
+        Arc::clone(self.keys.write().entry(key.to_owned()).or_default())
+    }
+
+    fn key_counter<'a>(family: &Family<KeyLabels, Counter>, slot: &'a OnceLock<Counter>, key: &str) -> &'a Counter {
+        slot.get_or_init(|| family.get_or_create(&KeyLabels { key: key.to_owned() }).clone())
+    }
+
+    fn key_histogram<'a>(family: &Histograms, slot: &'a OnceLock<Histogram>, key: &str) -> &'a Histogram {
+        slot.get_or_init(|| family.get_or_create(&KeyLabels { key: key.to_owned() }).clone())
     }
 
     /// A request was shed for `refusal`: counted as its outcome and by reason.
@@ -193,27 +239,31 @@ impl ProxyMetrics {
 
     /// An attempt was admitted after waiting `waited`.
     pub fn admitted(&self, key: &str, waited: Duration) {
-        self.queue_wait.get_or_create(&KeyLabels { key: key.to_owned() }).observe(waited.as_secs_f64());
+        let series = self.series(key);
+        Self::key_histogram(&self.queue_wait, &series.queue_wait, key).observe(waited.as_secs_f64());
     }
 
     /// An attempt's upstream answer (`None`: none came) after `latency`.
     pub fn answered(&self, key: &str, status: Option<u16>, latency: Duration) {
-        let labels = KeyLabels { key: key.to_owned() };
+        let series = self.series(key);
         let Some(status) = status else {
-            self.upstream_unanswered.get_or_create(&labels).inc();
+            Self::key_counter(&self.upstream_unanswered, &series.unanswered, key).inc();
             return;
         };
-        self.upstream_latency.get_or_create(&labels).observe(latency.as_secs_f64());
-        let class = match status {
-            100..=199 => "1xx",
-            200..=299 => "2xx",
-            300..=399 => "3xx",
-            400..=499 => "4xx",
-            _ => "5xx",
+        Self::key_histogram(&self.upstream_latency, &series.latency, key).observe(latency.as_secs_f64());
+        let index = match status {
+            100..=199 => 0,
+            200..=299 => 1,
+            300..=399 => 2,
+            400..=499 => 3,
+            _ => 4,
         };
-        self.upstream_responses.get_or_create(&StatusLabels { key: key.to_owned(), class }).inc();
+        if let (Some(slot), Some(class)) = (series.responses.get(index), CLASSES.get(index)) {
+            let labels = || StatusLabels { key: key.to_owned(), class };
+            slot.get_or_init(|| self.upstream_responses.get_or_create(&labels()).clone()).inc();
+        }
         if status == 429 {
-            self.throttled.get_or_create(&labels).inc();
+            Self::key_counter(&self.throttled, &series.throttled, key).inc();
         }
     }
 
@@ -224,7 +274,8 @@ impl ProxyMetrics {
 
     /// An attempt will be sent again.
     pub fn retried(&self, key: &str) {
-        self.retries.get_or_create(&KeyLabels { key: key.to_owned() }).inc();
+        let series = self.series(key);
+        Self::key_counter(&self.retries, &series.retries, key).inc();
     }
 
     /// Everything, in the Prometheus text format (0.0.4), or in OpenMetrics (ending `# EOF`).

@@ -42,6 +42,10 @@ pub fn normalise(raw: &str) -> Result<String, PathRefusal> {
     let Some(after_root) = raw.strip_prefix(['/', '\\']) else {
         return Err(PathRefusal::NotAbsolute);
     };
+    // No dot, backslash or percent sign: no segment to resolve or refuse, the path as it came.
+    if raw.starts_with('/') && !raw.bytes().any(|byte| matches!(byte, b'.' | b'\\' | b'%')) {
+        return Ok(raw.to_owned());
+    }
     let segments: Vec<&str> = after_root.split(['/', '\\']).collect();
     let mut kept: Vec<&str> = Vec::with_capacity(segments.len());
     let last = segments.len() - 1;

@@ -25,6 +25,7 @@ use url::Url;
 use super::config::{ProxyConfig, Route};
 use super::error::ProxyError;
 use super::forward::{Proxy, Reloaded, Reloader, handle};
+use super::hop::forwarded_for;
 use crate::http::cache::CacheStats;
 
 /// How a shutdown ended.
@@ -84,7 +85,7 @@ impl ProxyServer {
         };
         let connections = Arc::new(AtomicUsize::new(0));
         let (stop, stopped) = oneshot::channel::<()>();
-        let threads = ServingThreads::start();
+        let threads = ServingThreads::start(proxy.config.threads);
         let server = Server { proxy: Arc::clone(&proxy), builder, connections: Arc::clone(&connections), threads };
         let task = tokio::spawn(server.run(listener, stopped));
         Ok(Self { addr, admin, url, proxy, connections, stop: Some(stop), task: Some(task) })
@@ -213,16 +214,17 @@ struct ServingThread {
 }
 
 impl ServingThreads {
-    fn start() -> Self {
+    /// `count` threads (`None`: one per core), or none on a single-threaded runtime.
+    fn start(count: Option<usize>) -> Self {
         let stop = tokio_util::sync::CancellationToken::new();
         let flavor = tokio::runtime::Handle::try_current().map(|runtime| runtime.runtime_flavor());
-        let cores = match flavor {
+        let count = match flavor {
             Ok(tokio::runtime::RuntimeFlavor::MultiThread) => {
-                std::thread::available_parallelism().map_or(1, usize::from)
+                count.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from))
             }
             _ => 0,
         };
-        let threads = (0..cores).filter_map(|index| Self::spawn(index, stop.clone())).collect();
+        let threads = (0..count).filter_map(|index| Self::spawn(index, stop.clone())).collect();
         Self { threads, next: 0, _stop: stop.drop_guard() }
     }
 
@@ -356,9 +358,10 @@ async fn serve(
     mut drain: watch::Receiver<bool>,
     counted: (Open, watch::Receiver<()>),
 ) {
+    let forwarded_for = forwarded_for(peer.ip());
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
-        let proxy = Arc::clone(&proxy);
-        async move { Ok::<_, std::convert::Infallible>(handle(proxy, peer, request.map(Body::new)).await) }
+        let (proxy, forwarded_for) = (Arc::clone(&proxy), forwarded_for.clone());
+        async move { Ok::<_, std::convert::Infallible>(handle(proxy, forwarded_for, request.map(Body::new)).await) }
     });
     let connection = builder.serve_connection(TokioIo::new(stream), service);
     let mut connection = std::pin::pin!(connection);
