@@ -43,6 +43,8 @@ pub struct Route {
     /// The upstream's `host[:port]` (the port when the URL names one): the key its requests
     /// count under in the metrics when it has no limiter, worked out once.
     authority: String,
+    /// For a plain-`http` upstream, where its connections go and its `Host` header.
+    origin: Option<(http::uri::Authority, HeaderValue)>,
 }
 
 impl std::fmt::Debug for Route {
@@ -89,7 +91,18 @@ impl Route {
             Some(port) => format!("{host}:{port}"),
             None => host.to_owned(),
         };
-        Ok(Self { prefix: format!("/{trimmed}"), upstream, secrets: HeaderMap::new(), authority })
+        let origin = match upstream.scheme() {
+            "http" => {
+                let authority = authority
+                    .parse::<http::uri::Authority>()
+                    .map_err(|err| bad(format!("'{authority}' is not a host for HTTP ({err})")))?;
+                let host = HeaderValue::from_str(authority.as_str())
+                    .map_err(|err| bad(format!("'{authority}' is not a Host header ({err})")))?;
+                Some((authority, host))
+            }
+            _ => None,
+        };
+        Ok(Self { prefix: format!("/{trimmed}"), upstream, secrets: HeaderMap::new(), authority, origin })
     }
 
     /// Adds a secret header (replacing a caller's header of the same name). Headers that frame
@@ -123,6 +136,11 @@ impl Route {
     /// The upstream's `host[:port]`, the key of a request without a limiter in the metrics.
     pub(crate) fn authority(&self) -> &str {
         &self.authority
+    }
+
+    /// A plain-`http` upstream's authority and `Host` header (`None` for `https`).
+    pub(crate) fn origin(&self) -> Option<&(http::uri::Authority, HeaderValue)> {
+        self.origin.as_ref()
     }
 
     /// The upstream URL for the rest of a path and an optional query.

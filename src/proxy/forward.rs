@@ -364,7 +364,12 @@ impl Proxy {
 
     /// One attempt upstream: the caller's body sent again (replayable) or streamed through
     /// (once), bounded by the upstream timeout.
-    async fn send_once(&self, method: &Method, url: &Url, headers: &HeaderMap, body: &mut RequestBody) -> Upstream {
+    async fn send_once(
+        &self,
+        (method, url, origin): (&Method, &Url, Option<&(http::uri::Authority, HeaderValue)>),
+        headers: &HeaderMap,
+        body: &mut RequestBody,
+    ) -> Upstream {
         let outgoing = match body {
             RequestBody::Replayable(bytes) if bytes.is_empty() => Outgoing::Empty,
             RequestBody::Replayable(bytes) => Outgoing::Bytes(bytes.clone()),
@@ -381,7 +386,7 @@ impl Proxy {
                 None => Outgoing::Empty,
             },
         };
-        self.upstreams.send(method, url, headers, outgoing).await
+        self.upstreams.send(method, url, origin, headers, outgoing).await
     }
 }
 
@@ -477,7 +482,8 @@ impl Face for Forwarding<'_> {
             self.report.emit(EventKind::Sent { attempt, method, path });
         }
         let sent_at = Instant::now();
-        let upstream = self.proxy.send_once(&self.parts.method, &self.url, &self.headers, &mut self.body).await;
+        let target = (&self.parts.method, &self.url, self.route.origin());
+        let upstream = self.proxy.send_once(target, &self.headers, &mut self.body).await;
         let service_time = sent_at.elapsed();
         let answer = match upstream {
             Upstream::Response(response) => {

@@ -6,13 +6,16 @@ use std::time::Duration;
 
 use axum::body::Body;
 use bytes::Bytes;
-use http::{HeaderMap, Method};
+use std::str::FromStr;
+
+use http::header::HOST;
+use http::uri::{Authority, PathAndQuery};
+use http::{HeaderMap, HeaderValue, Method};
 use http_body_util::BodyExt;
-use url::Url;
+use url::{Position, Url};
 
 use super::error::ProxyError;
 use crate::http::client::error_chain;
-use crate::http::http1::origin_form;
 use crate::http::transport::TransportError;
 use crate::http::{Http1Pool, Pooled};
 
@@ -59,14 +62,21 @@ impl Upstreams {
         Ok(Self { plain: Http1Pool::new(connect_timeout), tls, timeout })
     }
 
-    /// One attempt: `method url` with `headers` (hop-by-hop ones already out) and `body`,
-    /// bounded by the upstream timeout until the answer's head arrives.
-    pub(crate) async fn send(&self, method: &Method, url: &Url, headers: &HeaderMap, body: Outgoing) -> Upstream {
+    /// One attempt: `method url` with `headers` (hop-by-hop ones already out) and `body`, to
+    /// `origin` (a plain-`http` upstream's authority and `Host`) or else over TLS, bounded by
+    /// the upstream timeout until the answer's head arrives.
+    pub(crate) async fn send(
+        &self,
+        method: &Method,
+        url: &Url,
+        origin: Option<&(Authority, HeaderValue)>,
+        headers: &HeaderMap,
+        body: Outgoing,
+    ) -> Upstream {
         let exchange = async {
-            if url.scheme() == "http" {
-                self.send_plain(method, url, headers, body).await
-            } else {
-                self.send_tls(method, url, headers, body).await
+            match origin {
+                Some(origin) => self.send_plain(method, url, origin, headers, body).await,
+                None => self.send_tls(method, url, headers, body).await,
             }
         };
         match self.timeout {
@@ -75,10 +85,19 @@ impl Upstreams {
         }
     }
 
-    async fn send_plain(&self, method: &Method, url: &Url, headers: &HeaderMap, body: Outgoing) -> Upstream {
-        let uri = match url.as_str().parse::<http::Uri>() {
-            Ok(uri) => uri,
-            Err(err) => return Upstream::Unreachable(format!("the upstream URL is not a URI: {err}")),
+    /// Over a pooled connection to `authority`: the request in origin form (its path and query
+    /// only, already checked to lie on the route), `Host` the route's.
+    async fn send_plain(
+        &self,
+        method: &Method,
+        url: &Url,
+        (authority, host): &(Authority, HeaderValue),
+        headers: &HeaderMap,
+        body: Outgoing,
+    ) -> Upstream {
+        let target = match PathAndQuery::from_str(&url[Position::BeforePath..]) {
+            Ok(target) => target,
+            Err(err) => return Upstream::Unreachable(format!("the upstream path is not a request target: {err}")),
         };
         let body = match body {
             Outgoing::Empty => Body::empty(),
@@ -87,14 +106,10 @@ impl Upstreams {
         };
         let mut request = http::Request::new(body);
         *request.method_mut() = method.clone();
-        *request.uri_mut() = uri;
+        *request.uri_mut() = http::Uri::from(target);
         *request.headers_mut() = headers.clone();
-        let (mut parts, body) = request.into_parts();
-        let authority = match origin_form(&mut parts) {
-            Ok(authority) => authority,
-            Err(err) => return unreachable(err),
-        };
-        match self.plain.send(&authority, http::Request::from_parts(parts, body)).await {
+        request.headers_mut().insert(HOST, host.clone());
+        match self.plain.send(authority, request).await {
             Ok((response, pooled)) => Upstream::Response(response.map(|body| {
                 let back = CheckIn(Some((self.plain.clone(), pooled)));
                 Body::new(body.map_frame(move |frame| {
