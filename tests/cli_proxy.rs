@@ -31,6 +31,14 @@ fn bad_routes_and_remote_addresses_are_refused_with_a_reason() {
     let (code, stderr) = ratescope(&["proxy", "--route", "a=http://127.0.0.1:9", "--max-queue", "0"]);
     assert_ne!(code, 0);
     assert!(stderr.contains("--max-queue must be between 1"), "{stderr}");
+    for threads in ["0", "1025"] {
+        let (code, stderr) = ratescope(&["proxy", "--route", "a=http://127.0.0.1:9", "--threads", threads]);
+        assert_ne!(code, 0);
+        assert!(stderr.contains("--threads must be between 1 and 1024") && !stderr.contains("panicked"), "{stderr}");
+    }
+    let (code, stderr) = ratescope(&["proxy", "--route", "a=http://127.0.0.1:9", "--threads=-1"]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("invalid value '-1' for '--threads"), "{stderr}");
     let (code, stderr) =
         ratescope(&["proxy", "--route", "a=http://127.0.0.1:9", "--secret-env", "x-api-key=RATESCOPE_SURELY_UNSET"]);
     assert_ne!(code, 0);
