@@ -534,3 +534,33 @@ async fn a_revalidated_answer_is_reported_as_a_cache_hit_like_the_clients() {
     }
     assert_eq!(hits, [true], "one revalidated hit, reported");
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_upstream_connection_idle_past_ninety_seconds_is_not_used_again() {
+    use axum::serve::ListenerExt;
+    let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = Arc::clone(&accepted);
+    let listener = tokio::net::TcpListener::bind(loopback()).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let listener = listener.tap_io(move |_| {
+        counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    });
+    tokio::spawn(async move {
+        axum::serve(listener, Router::new().route("/x", axum::routing::get(|| async { "x" }))).await
+    });
+    let route = Route::new("u", &format!("http://{addr}")).unwrap();
+    let proxy =
+        ProxyServer::start(ProxyConfig { listen: loopback(), ..ProxyConfig::new(vec![route]).without_timers() })
+            .await
+            .unwrap();
+    let client = caller();
+    let url = format!("{}u/x", proxy.url());
+    let connections = || accepted.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(client.get(&url).send().await.unwrap().text().await.unwrap(), "x");
+    tokio::time::advance(Duration::from_secs(89)).await;
+    assert_eq!(client.get(&url).send().await.unwrap().text().await.unwrap(), "x");
+    assert_eq!(connections(), 1, "idle for 89 s: the same connection");
+    tokio::time::advance(Duration::from_secs(91)).await;
+    assert_eq!(client.get(&url).send().await.unwrap().text().await.unwrap(), "x");
+    assert_eq!(connections(), 2, "idle for 91 s: closed, a new one made");
+}

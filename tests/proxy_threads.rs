@@ -47,9 +47,40 @@ async fn counting_upstream() -> (SocketAddr, Arc<AtomicUsize>) {
 }
 
 async fn proxy_to(upstream: SocketAddr) -> ProxyServer {
+    proxy_with(upstream, None).await
+}
+
+async fn proxy_with(upstream: SocketAddr, threads: Option<usize>) -> ProxyServer {
     let route = Route::new("up", &format!("http://{upstream}")).unwrap();
-    let config = ProxyConfig { listen: "127.0.0.1:0".parse().unwrap(), ..ProxyConfig::new(vec![route]) };
+    let config = ProxyConfig { listen: "127.0.0.1:0".parse().unwrap(), threads, ..ProxyConfig::new(vec![route]) };
     ProxyServer::start(config).await.unwrap()
+}
+
+/// An upstream answering "ok" after 200 ms, counting the connections open on it right now.
+async fn slow_upstream_counting_open() -> (SocketAddr, Arc<AtomicUsize>) {
+    let open = Arc::new(AtomicUsize::new(0));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let counter = Arc::clone(&open);
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else { return };
+            let counter = Arc::clone(&counter);
+            counter.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(|_request| async {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    Ok::<_, std::convert::Infallible>(hyper::Response::new(http_body_util::Full::new(
+                        bytes::Bytes::from_static(b"ok"),
+                    )))
+                });
+                let io = hyper_util::rt::TokioIo::new(stream);
+                let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await;
+                counter.fetch_sub(1, Ordering::SeqCst);
+            });
+        }
+    });
+    (addr, open)
 }
 
 /// The proxy's serving threads alive in this process.
@@ -163,4 +194,29 @@ async fn a_drain_lets_the_request_in_flight_finish_then_the_serving_threads_end(
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert!(serving_threads() <= before, "the serving threads ended with the drain");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_upstream_connections_beyond_the_pools_bound_are_closed() {
+    let _serial = SERIAL.lock().await;
+    let (upstream, open) = slow_upstream_counting_open().await;
+    // One serving thread: one pool, whose bound is 64 idle connections per upstream.
+    let proxy = proxy_with(upstream, Some(1)).await;
+    let callers: Vec<_> = (0..80)
+        .map(|_| {
+            let url = format!("{}up/any", proxy.url());
+            tokio::spawn(async move { reqwest::Client::new().get(url).send().await.unwrap().text().await.unwrap() })
+        })
+        .collect();
+    for caller in callers {
+        assert_eq!(caller.await.unwrap(), "ok");
+    }
+    // 80 at once needed 80 upstream connections; once idle, 16 of them are closed.
+    for _ in 0..500 {
+        if open.load(Ordering::SeqCst) <= 64 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(open.load(Ordering::SeqCst), 64, "the pool keeps 64 idle connections, no more, no fewer");
 }

@@ -19,6 +19,11 @@ use crate::http::client::error_chain;
 use crate::http::transport::TransportError;
 use crate::http::{Http1Pool, Pooled};
 
+/// How long an idle upstream connection is kept (reqwest's default, longer than most servers'
+/// keep-alive), and how many per upstream and serving thread (nginx's `keepalive` of our bench).
+const IDLE_FOR_AT_MOST: Duration = Duration::from_secs(90);
+const IDLE_AT_MOST: usize = 64;
+
 /// What one attempt upstream produced.
 pub(crate) enum Upstream {
     /// The upstream's answer, its body still streaming.
@@ -59,7 +64,8 @@ impl Upstreams {
             tls = tls.pool_idle_timeout(None);
         }
         let tls = tls.build().map_err(|err| ProxyError::Client(err.to_string()))?;
-        Ok(Self { plain: Http1Pool::new(connect_timeout), tls, timeout })
+        let plain = Http1Pool::new(connect_timeout).keeping_idle(IDLE_FOR_AT_MOST, IDLE_AT_MOST);
+        Ok(Self { plain, tls, timeout })
     }
 
     /// One attempt: `method url` with `headers` (hop-by-hop ones already out) and `body`, to

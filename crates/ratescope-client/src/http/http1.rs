@@ -15,6 +15,7 @@ use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
 use parking_lot::Mutex;
 use tokio::net::TcpStream;
+use tokio::time::Instant;
 
 use super::client::error_chain;
 use super::transport::{Exchanged, Transport, TransportError};
@@ -34,17 +35,27 @@ pub struct Http1Transport {
 pub struct Http1Pool<B> {
     idle: Arc<Mutex<IdleSenders<B>>>,
     connect_timeout: Option<Duration>,
+    /// How long an idle connection is kept and how many are kept per key (`None`: as long as
+    /// the server keeps them, all of them).
+    keep_idle: Option<KeepIdle>,
+}
+
+/// Bounds on the idle connections a pool keeps.
+#[derive(Debug, Clone, Copy)]
+struct KeepIdle {
+    for_at_most: Duration,
+    at_most: usize,
 }
 
 impl<B> Clone for Http1Pool<B> {
     fn clone(&self) -> Self {
-        Self { idle: Arc::clone(&self.idle), connect_timeout: self.connect_timeout }
+        Self { idle: Arc::clone(&self.idle), connect_timeout: self.connect_timeout, keep_idle: self.keep_idle }
     }
 }
 
 impl<B> Default for Http1Pool<B> {
     fn default() -> Self {
-        Self { idle: Arc::default(), connect_timeout: None }
+        Self { idle: Arc::default(), connect_timeout: None, keep_idle: None }
     }
 }
 
@@ -62,8 +73,8 @@ pub struct Pooled<B> {
 
 type PoolKey = (Owner, Authority);
 
-/// Idle connections by key.
-type IdleSenders<B> = Vec<(PoolKey, Vec<SendRequest<B>>)>;
+/// Idle connections by key, oldest first, each with when it went idle (when the pool bounds that).
+type IdleSenders<B> = Vec<(PoolKey, Vec<(SendRequest<B>, Option<Instant>)>)>;
 
 /// Which runtime drives a connection: a connection is a task of the runtime that opened it
 /// and dies with it, so a single-threaded runtime (one per load thread, see `run::load`, or
@@ -150,7 +161,14 @@ where
 {
     /// A pool whose new connections must be made within `connect_timeout` (`None`: no limit).
     pub fn new(connect_timeout: Option<Duration>) -> Self {
-        Self { idle: Arc::default(), connect_timeout }
+        Self { idle: Arc::default(), connect_timeout, keep_idle: None }
+    }
+
+    /// Keeps an idle connection `for_at_most` and at most `at_most` of them per host and
+    /// runtime, closing the oldest beyond (a long-running proxy does not hoard sockets).
+    pub fn keeping_idle(mut self, for_at_most: Duration, at_most: usize) -> Self {
+        self.keep_idle = Some(KeepIdle { for_at_most, at_most: at_most.max(1) });
+        self
     }
 
     /// Sends `request` (in origin form, see [`origin_form`]) to `authority` on an idle
@@ -181,7 +199,10 @@ where
         if !fresh {
             loop {
                 let popped = self.idle.lock().iter_mut().find(|(held, _)| held == key).and_then(|(_, idle)| idle.pop());
-                let Some(mut sender) = popped else { break };
+                let Some((mut sender, since)) = popped else { break };
+                if self.expired(since) {
+                    continue;
+                }
                 if sender.ready().await.is_ok() {
                     return Ok(Pooled { key: key.clone(), sender, reused: true });
                 }
@@ -216,23 +237,35 @@ where
         Ok(sender)
     }
 
-    /// Gives a connection back once its answer has been read (a closed one is dropped).
+    /// Whether a connection idle since `since` has been kept long enough.
+    fn expired(&self, since: Option<Instant>) -> bool {
+        matches!((self.keep_idle, since), (Some(keep), Some(since)) if since.elapsed() > keep.for_at_most)
+    }
+
+    /// Gives a connection back once its answer has been read (a closed one is dropped, and so
+    /// are the oldest idle ones past the pool's bounds).
     pub fn checkin(&self, pooled: Pooled<B>) {
         let Pooled { key, sender, .. } = pooled;
         if sender.is_closed() {
             return;
         }
+        let idle_since = self.keep_idle.map(|_| Instant::now());
         let mut idle = self.idle.lock();
         if let Some((_, senders)) = idle.iter_mut().find(|(held, _)| *held == key) {
-            senders.push(sender);
+            senders.push((sender, idle_since));
+            if let Some(keep) = self.keep_idle {
+                let stale = senders.iter().take_while(|(_, since)| self.expired(*since)).count();
+                let excess = senders.len().saturating_sub(keep.at_most);
+                senders.drain(..stale.max(excess));
+            }
             return;
         }
         // A new owner or host: forget the connections of runtimes that have ended.
         idle.retain_mut(|(_, senders)| {
-            senders.retain(|sender| !sender.is_closed());
+            senders.retain(|(sender, since)| !sender.is_closed() && !self.expired(*since));
             !senders.is_empty()
         });
-        idle.push((key, vec![sender]));
+        idle.push((key, vec![(sender, idle_since)]));
     }
 }
 
