@@ -564,3 +564,34 @@ async fn an_upstream_connection_idle_past_ninety_seconds_is_not_used_again() {
     assert_eq!(client.get(&url).send().await.unwrap().text().await.unwrap(), "x");
     assert_eq!(connections(), 2, "idle for 91 s: closed, a new one made");
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_http_1_0_upstream_with_its_own_reason_phrase_is_answered_as_http_1_1() {
+    let upstream = tokio::net::TcpListener::bind(loopback()).await.unwrap();
+    let addr = upstream.local_addr().unwrap();
+    tokio::spawn(async move {
+        // Each connection: read a head, answer in HTTP/1.0 with a reason phrase of its own, close.
+        while let Ok((mut stream, _)) = upstream.accept().await {
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).await.is_ok_and(|read| read == 1) {
+                head.push(byte[0]);
+            }
+            let _ = stream.write_all(b"HTTP/1.0 200 Fine Thanks\r\ncontent-length: 2\r\n\r\nok").await;
+        }
+    });
+    let route = Route::new("old", &format!("http://{addr}")).unwrap();
+    let proxy = ProxyServer::start(ProxyConfig { listen: loopback(), ..ProxyConfig::new(vec![route]).without_timers() })
+        .await
+        .unwrap();
+    let answer = raw_exchange(proxy.addr(), b"GET /old/x HTTP/1.1\r\nhost: p\r\nconnection: close\r\n\r\n").await;
+    assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
+    assert!(answer.ends_with("\r\n\r\nok"), "{answer}");
+    // The upstream closed each connection: the next request gets a new one, on the same caller connection.
+    let client = caller();
+    for _ in 0..3 {
+        let response = client.get(format!("{}old/x", proxy.url())).send().await.unwrap();
+        assert_eq!(response.version(), reqwest::Version::HTTP_11);
+        assert_eq!(response.text().await.unwrap(), "ok");
+    }
+}

@@ -574,6 +574,10 @@ impl Forwarding<'_> {
 fn streamed(response: Response, permit: Option<Permit>) -> Response {
     let (mut parts, body) = response.into_parts();
     parts.headers = caller_response_headers(std::mem::take(&mut parts.headers));
+    // The caller's hop is HTTP/1.1 whatever the upstream's was (an HTTP/2 or HTTP/1.0 upstream,
+    // a reason phrase of its own): only the status, headers and body go on.
+    parts.version = http::Version::HTTP_11;
+    parts.extensions = http::Extensions::new();
     let body = body.map_frame(move |frame| {
         let _held = &permit;
         frame

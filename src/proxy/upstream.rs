@@ -2,12 +2,11 @@
 //! raw bursts use ([`Http1Pool`]: bodies streamed both ways, a connection back in the pool once
 //! the caller has read the whole answer), an HTTPS one through reqwest (TLS, HTTP/2).
 
+use std::str::FromStr;
 use std::time::Duration;
 
 use axum::body::Body;
 use bytes::Bytes;
-use std::str::FromStr;
-
 use http::header::HOST;
 use http::uri::{Authority, PathAndQuery};
 use http::{HeaderMap, HeaderValue, Method};
