@@ -581,9 +581,10 @@ async fn an_http_1_0_upstream_with_its_own_reason_phrase_is_answered_as_http_1_1
         }
     });
     let route = Route::new("old", &format!("http://{addr}")).unwrap();
-    let proxy = ProxyServer::start(ProxyConfig { listen: loopback(), ..ProxyConfig::new(vec![route]).without_timers() })
-        .await
-        .unwrap();
+    let proxy =
+        ProxyServer::start(ProxyConfig { listen: loopback(), ..ProxyConfig::new(vec![route]).without_timers() })
+            .await
+            .unwrap();
     let answer = raw_exchange(proxy.addr(), b"GET /old/x HTTP/1.1\r\nhost: p\r\nconnection: close\r\n\r\n").await;
     assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
     assert!(answer.ends_with("\r\n\r\nok"), "{answer}");

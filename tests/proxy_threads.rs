@@ -22,7 +22,8 @@ const BIG: usize = 1 << 20;
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// An upstream counting the connections it accepted: `/small` answers its path, `/big` 1 MiB,
-/// `/close` answers and closes its connection, `/slow` answers after 300 ms.
+/// `/close` answers and closes its connection, `/slow` answers after 300 ms, `/endless` streams
+/// a line every 5 ms without end.
 async fn counting_upstream() -> (SocketAddr, Arc<AtomicUsize>) {
     let accepted = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&accepted);
@@ -30,6 +31,16 @@ async fn counting_upstream() -> (SocketAddr, Arc<AtomicUsize>) {
         .route("/small", get(|| async { "small" }))
         .route("/big", get(|| async { Body::from(vec![7u8; BIG]) }))
         .route("/close", get(|| async { ([(CONNECTION, "close")], "closing") }))
+        .route(
+            "/endless",
+            get(|| async {
+                let ticks = futures_util::stream::unfold(0u64, |tick| async move {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    Some((Ok::<_, std::io::Error>(bytes::Bytes::from(format!("tick {tick}\n"))), tick + 1))
+                });
+                Body::from_stream(ticks)
+            }),
+        )
         .route(
             "/slow",
             get(|| async {
@@ -219,4 +230,24 @@ async fn idle_upstream_connections_beyond_the_pools_bound_are_closed() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert_eq!(open.load(Ordering::SeqCst), 64, "the pool keeps 64 idle connections, no more, no fewer");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endless_stream_its_caller_left_never_holds_up_the_next_request() {
+    let _serial = SERIAL.lock().await;
+    let (upstream, accepted) = counting_upstream().await;
+    // One serving thread: one pool for both requests.
+    let proxy = proxy_with(upstream, Some(1)).await;
+    let mut stream = reqwest::get(format!("{}up/endless", proxy.url())).await.unwrap();
+    let first = stream.chunk().await.unwrap().unwrap();
+    assert!(first.starts_with(b"tick "));
+    drop(stream);
+    // Bounded only so a hang fails the test instead of stalling the suite.
+    let next = tokio::time::timeout(Duration::from_secs(30), async {
+        reqwest::get(format!("{}up/small", proxy.url())).await.unwrap().text().await.unwrap()
+    })
+    .await
+    .expect("the next request was held up by the abandoned stream's connection");
+    assert_eq!(next, "small");
+    assert_eq!(accepted.load(Ordering::SeqCst), 2, "the stream's connection was closed, not reused");
 }

@@ -1,8 +1,10 @@
 //! The proxy's wire to its upstreams: a plain-HTTP upstream over the lean HTTP/1.1 pool the
 //! raw bursts use ([`Http1Pool`]: bodies streamed both ways, a connection back in the pool once
-//! the caller has read the whole answer), an HTTPS one through reqwest (TLS, HTTP/2).
+//! the caller has read the whole answer, closed if it has not), an HTTPS one through reqwest (TLS, HTTP/2).
 
+use std::pin::Pin;
 use std::str::FromStr;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::Body;
@@ -10,7 +12,8 @@ use bytes::Bytes;
 use http::header::HOST;
 use http::uri::{Authority, PathAndQuery};
 use http::{HeaderMap, HeaderValue, Method};
-use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper::body::{Body as HttpBody, Frame, SizeHint};
 use url::{Position, Url};
 
 use super::error::ProxyError;
@@ -115,13 +118,10 @@ impl Upstreams {
         *request.headers_mut() = headers.clone();
         request.headers_mut().insert(HOST, host.clone());
         match self.plain.send(authority, request).await {
-            Ok((response, pooled)) => Upstream::Response(response.map(|body| {
-                let back = CheckIn(Some((self.plain.clone(), pooled)));
-                Body::new(body.map_frame(move |frame| {
-                    let _back = &back;
-                    frame
-                }))
-            })),
+            Ok((response, pooled)) => Upstream::Response(
+                response
+                    .map(|body| Body::new(PooledBody { body, back: Some((self.plain.clone(), pooled)), ended: false })),
+            ),
             Err(err) => unreachable(err),
         }
     }
@@ -148,14 +148,46 @@ fn unreachable(err: TransportError) -> Upstream {
     }
 }
 
-/// Gives a plain-HTTP connection back to its pool when the answer's body is dropped: after the
-/// caller has read it all, the connection is ready for the next request (one dropped half-read
-/// is closed by hyper, and the pool drops it in turn).
-struct CheckIn(Option<(Http1Pool<Body>, Pooled<Body>)>);
+/// An upstream answer's body that gives its connection back to the pool once read to the end
+/// (then it is ready for the next request); dropped before that (a caller that hung up mid-body,
+/// an endless stream), the connection is closed instead, never handed to another request.
+struct PooledBody {
+    body: Incoming,
+    back: Option<(Http1Pool<Body>, Pooled<Body>)>,
+    ended: bool,
+}
 
-impl Drop for CheckIn {
+impl HttpBody for PooledBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        let polled = Pin::new(&mut self.body).poll_frame(cx);
+        match &polled {
+            Poll::Ready(None) => self.ended = true,
+            Poll::Ready(Some(Ok(_))) => self.ended = self.body.is_end_stream(),
+            Poll::Ready(Some(Err(_))) | Poll::Pending => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+impl Drop for PooledBody {
     fn drop(&mut self) {
-        if let Some((pool, pooled)) = self.0.take() {
+        if let Some((pool, pooled)) = self.back.take()
+            && self.ended
+        {
             pool.checkin(pooled);
         }
     }
