@@ -109,11 +109,23 @@ fn serving_threads() -> usize {
         .unwrap_or(0)
 }
 
+/// Waits (boundedly, 5 s) until `holds` does: threads start and end on their own time (a new
+/// thread names itself once it runs).
+async fn eventually(holds: impl Fn() -> bool) {
+    for _ in 0..500 {
+        if holds() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn callers_on_many_connections_share_a_few_upstream_connections() {
     let _serial = SERIAL.lock().await;
     let (upstream, accepted) = counting_upstream().await;
     let proxy = proxy_to(upstream).await;
+    eventually(|| serving_threads() >= 1).await;
     assert!(serving_threads() >= 1, "the proxy serves on threads of its own");
     let callers: Vec<_> = (0..8)
         .map(|caller| {
@@ -141,7 +153,8 @@ async fn callers_on_many_connections_share_a_few_upstream_connections() {
 async fn a_streamed_answer_frees_its_connection_and_a_half_read_one_never_leaks_into_the_next() {
     let _serial = SERIAL.lock().await;
     let (upstream, accepted) = counting_upstream().await;
-    let proxy = proxy_to(upstream).await;
+    // One serving thread, one pool: whichever connection the caller's client picks.
+    let proxy = proxy_with(upstream, Some(1)).await;
     let client = reqwest::Client::builder().pool_max_idle_per_host(1).build().unwrap();
     let big = client.get(format!("{}up/big", proxy.url())).send().await.unwrap();
     assert_eq!(big.bytes().await.unwrap().len(), BIG);
@@ -184,27 +197,27 @@ async fn a_connection_the_upstream_closed_is_replaced_without_failing_anyone() {
 async fn a_drain_lets_the_request_in_flight_finish_then_the_serving_threads_end() {
     let _serial = SERIAL.lock().await;
     let (upstream, _) = counting_upstream().await;
-    let before = serving_threads();
+    // The serving threads of the tests before this one end on their own: wait for them.
+    eventually(|| serving_threads() == 0).await;
     let proxy = proxy_to(upstream).await;
-    assert!(serving_threads() > before);
+    eventually(|| serving_threads() >= 1).await;
+    assert!(serving_threads() >= 1);
     let url = format!("{}up/slow", proxy.url());
     let in_flight = tokio::spawn(async move { reqwest::get(url).await });
     while proxy.in_flight() == 0 {
         tokio::task::yield_now().await;
     }
+    // The caller's connection and, once made, the upstream connection: on the serving threads.
+    eventually(|| proxy.serving_tasks() >= 2).await;
+    assert!(proxy.serving_tasks() >= 2, "{} tasks", proxy.serving_tasks());
     let drained = proxy.shutdown().await.unwrap();
     assert_eq!((drained.in_flight_at_start, drained.cut_off), (1, 0));
     let response = in_flight.await.unwrap().unwrap();
     assert_eq!(response.status(), 200);
     assert_eq!(response.text().await.unwrap(), "slow");
-    // The threads end on their own once their last connection has: wait for it, boundedly.
-    for _ in 0..500 {
-        if serving_threads() <= before {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert!(serving_threads() <= before, "the serving threads ended with the drain");
+    // The threads end on their own once their last connection has.
+    eventually(|| serving_threads() == 0).await;
+    assert_eq!(serving_threads(), 0, "the serving threads ended with the drain");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

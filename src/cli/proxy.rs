@@ -341,7 +341,8 @@ async fn print_stats(server: Arc<ProxyServer>, every: Duration) {
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;
-        let tasks = tokio::runtime::Handle::current().metrics().num_alive_tasks();
+        // This runtime's and the serving threads': a leak on either shows.
+        let tasks = tokio::runtime::Handle::current().metrics().num_alive_tasks() + server.serving_tasks();
         let line =
             format!("stats: in_flight={} connections={} tasks={tasks}", server.in_flight(), server.connections());
         let _ = writeln!(std::io::stderr(), "{line}");

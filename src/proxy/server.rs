@@ -46,6 +46,8 @@ pub struct ProxyServer {
     url: Url,
     proxy: Arc<Proxy>,
     connections: Arc<AtomicUsize>,
+    /// The serving threads' runtimes (none when connections are served on the caller's).
+    serving: Vec<tokio::runtime::Handle>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<std::io::Result<()>>>,
 }
@@ -86,9 +88,10 @@ impl ProxyServer {
         let connections = Arc::new(AtomicUsize::new(0));
         let (stop, stopped) = oneshot::channel::<()>();
         let threads = ServingThreads::start(proxy.config.threads);
+        let serving = threads.threads.iter().map(|thread| thread.runtime.clone()).collect();
         let server = Server { proxy: Arc::clone(&proxy), builder, connections: Arc::clone(&connections), threads };
         let task = tokio::spawn(server.run(listener, stopped));
-        Ok(Self { addr, admin, url, proxy, connections, stop: Some(stop), task: Some(task) })
+        Ok(Self { addr, admin, url, proxy, connections, serving, stop: Some(stop), task: Some(task) })
     }
 
     /// The admin listener's address (`/metrics`, `/healthz`, `/readyz`), when there is one.
@@ -146,6 +149,12 @@ impl ProxyServer {
     /// Caller connections open right now (busy or kept alive).
     pub fn connections(&self) -> usize {
         self.connections.load(Ordering::Acquire)
+    }
+
+    /// Tokio tasks alive on the serving threads (connections, upstream connections): with the
+    /// tasks of the runtime that started the proxy, every task it has.
+    pub fn serving_tasks(&self) -> usize {
+        self.serving.iter().map(|runtime| runtime.metrics().num_alive_tasks()).sum()
     }
 
     /// Cache counters (all zero without a cache).
