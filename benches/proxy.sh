@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Overhead of `ratescope proxy` with no limit (see BENCHMARKS.md): the same unlimited burst
-# against the demo API's /open route directly, through ratescope's proxy and through nginx
+# against the demo API's /open route directly, through ratescope's proxy, through a bare hyper
+# proxy (benches/bare_proxy.rs: the floor of hyper on tokio) and through nginx
 # `proxy_pass` (a keep-alive upstream pool) in front of the same demo API, alternating for
 # ROUNDS rounds; the latency each proxy adds at p50 and p99 (medians of the rounds).
 # Then, with oha installed, the same three paced well below saturation (PACED_RATE requests/s,
@@ -19,6 +20,10 @@ bin="$target_dir/release/ratescope"
 mock_port=18797
 proxy_port=18798
 nginx_port=18799
+bare_port=18796
+# The floor: hyper on tokio with nothing else (benches/bare_proxy.rs).
+bare_bin=$(cargo build --release --quiet --bench bare_proxy --message-format=json \
+    | python3 -c 'import json, sys; print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("executable")][-1])')
 work=$(mktemp -d)
 export RATESCOPE_CONFIG_DIR="$work"
 "$bin" mock --port "$mock_port" >"$work/mock.log" 2>&1 &
@@ -34,15 +39,19 @@ if [ -x "$nginx_bin" ]; then
     "$nginx_bin" -p "$work/nginx" -c "$work/nginx/nginx.conf" -e "$work/nginx/logs/error.log" &
     nginx=$!
 fi
-trap 'kill $mock $proxy $nginx 2>/dev/null; rm -rf "$work"' EXIT
+"$bare_bin" "127.0.0.1:$bare_port" "127.0.0.1:$mock_port" /demo >"$work/bare.log" 2>&1 &
+bare=$!
+trap 'kill $mock $proxy $nginx $bare 2>/dev/null; rm -rf "$work"' EXIT
 for _ in $(seq 50); do curl -sf "http://127.0.0.1:$proxy_port/demo/open" >/dev/null 2>&1 && break; sleep 0.1; done
 [ -z "$nginx" ] || for _ in $(seq 50); do curl -sf "http://127.0.0.1:$nginx_port/demo/open" >/dev/null 2>&1 && break; sleep 0.1; done
+for _ in $(seq 50); do curl -sf "http://127.0.0.1:$bare_port/demo/open" >/dev/null 2>&1 && break; sleep 0.1; done
 
 # Runs `$1 URL TARGET ROUND` for direct, ratescope and nginx, alternating for $rounds rounds.
 alternate() {
     for round in $(seq "$rounds"); do
         "$1" "http://127.0.0.1:$mock_port/open" direct "$round"
         "$1" "http://127.0.0.1:$proxy_port/demo/open" ratescope "$round"
+        "$1" "http://127.0.0.1:$bare_port/demo/open" bare "$round"
         [ -z "$nginx" ] || "$1" "http://127.0.0.1:$nginx_port/demo/open" nginx "$round"
     done
 }
@@ -59,7 +68,7 @@ def runs(name):
 def ms(run, q):
     return run["service_ms"][q] if phase == "saturated" else run["latencyPercentiles"][q] * 1000
 direct = runs("direct")
-for name in ("direct", "ratescope", "nginx"):
+for name in ("direct", "ratescope", "bare", "nginx"):
     summaries = runs(name)
     if not summaries:
         continue
@@ -85,7 +94,7 @@ PY
 saturated() {
     "$bin" burst "$1" -n "$requests" -c "$concurrency" --no-limit --retries 0 --json >"$work/saturated-$2-$3.json"
 }
-echo "== $requests requests, $concurrency in flight, no limit, $rounds rounds (direct, ratescope, nginx alternate)"
+echo "== $requests requests, $concurrency in flight, no limit, $rounds rounds (direct, ratescope, bare hyper, nginx alternate)"
 alternate saturated
 summarise saturated
 
@@ -97,6 +106,6 @@ paced_requests=$((paced_rate * 5))
 paced() {
     oha -n "$paced_requests" -c 4 -q "$paced_rate" --no-tui --output-format json "$1" >"$work/paced-$2-$3.json"
 }
-echo "== paced: $paced_requests requests at $paced_rate/s, 4 in flight (oha), $rounds rounds (direct, ratescope, nginx alternate)"
+echo "== paced: $paced_requests requests at $paced_rate/s, 4 in flight (oha), $rounds rounds (direct, ratescope, bare hyper, nginx alternate)"
 alternate paced
 summarise paced
