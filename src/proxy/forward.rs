@@ -151,6 +151,27 @@ impl RequestBody {
         })
     }
 
+    /// The body of one attempt: sent again (replayable) or streamed through (once; a second
+    /// attempt has none, and is never made: such a request is not replayable).
+    fn outgoing(&mut self) -> Outgoing {
+        match self {
+            RequestBody::Replayable(bytes) if bytes.is_empty() => Outgoing::Empty,
+            RequestBody::Replayable(bytes) => Outgoing::Bytes(bytes.clone()),
+            RequestBody::Streaming { body, broken } => match body.take() {
+                Some(body) => {
+                    let broken = Arc::clone(broken);
+                    let stream = body.into_data_stream().inspect(move |item| {
+                        if let Err(err) = item {
+                            *broken.lock() = Some(error_chain(err));
+                        }
+                    });
+                    Outgoing::Stream(Body::from_stream(stream))
+                }
+                None => Outgoing::Empty,
+            },
+        }
+    }
+
     /// Why the caller's streamed body failed, if it did.
     fn broken(&self) -> Option<String> {
         match self {
@@ -361,33 +382,6 @@ impl Proxy {
         };
         attempts::run(forwarding).await
     }
-
-    /// One attempt upstream: the caller's body sent again (replayable) or streamed through
-    /// (once), bounded by the upstream timeout.
-    async fn send_once(
-        &self,
-        (method, url, origin): (&Method, &Url, Option<&(http::uri::Authority, HeaderValue)>),
-        headers: &HeaderMap,
-        body: &mut RequestBody,
-    ) -> Upstream {
-        let outgoing = match body {
-            RequestBody::Replayable(bytes) if bytes.is_empty() => Outgoing::Empty,
-            RequestBody::Replayable(bytes) => Outgoing::Bytes(bytes.clone()),
-            RequestBody::Streaming { body, broken } => match body.take() {
-                Some(body) => {
-                    let broken = Arc::clone(broken);
-                    let stream = body.into_data_stream().inspect(move |item| {
-                        if let Err(err) = item {
-                            *broken.lock() = Some(error_chain(err));
-                        }
-                    });
-                    Outgoing::Stream(Body::from_stream(stream))
-                }
-                None => Outgoing::Empty,
-            },
-        };
-        self.upstreams.send(method, url, origin, headers, outgoing).await
-    }
 }
 
 /// The proxy's face: each attempt upstream; the caller gets the upstream's answer (streamed,
@@ -482,8 +476,8 @@ impl Face for Forwarding<'_> {
             self.report.emit(EventKind::Sent { attempt, method, path });
         }
         let sent_at = Instant::now();
-        let target = (&self.parts.method, &self.url, self.route.origin());
-        let upstream = self.proxy.send_once(target, &self.headers, &mut self.body).await;
+        let (method, origin, body) = (&self.parts.method, self.route.origin(), self.body.outgoing());
+        let upstream = self.proxy.upstreams.send(method, &self.url, origin, &self.headers, body).await;
         let service_time = sent_at.elapsed();
         let answer = match upstream {
             Upstream::Response(response) => {

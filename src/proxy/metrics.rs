@@ -41,7 +41,8 @@ pub enum Ended {
 }
 
 impl Ended {
-    const ALL: [Ended; 6] = [Self::Forwarded, Self::Cached, Self::Shed, Self::Failed, Self::Refused, Self::CutOff];
+    /// How many outcomes there are (`CutOff` is the last).
+    const COUNT: usize = Ended::CutOff as usize + 1;
 
     fn label(self) -> &'static str {
         match self {
@@ -103,7 +104,7 @@ pub struct ProxyMetrics {
 /// exposition only once it has counted something, as a family's own lookup does).
 #[derive(Debug, Default)]
 struct KeySeries {
-    ended: [OnceLock<Counter>; 6],
+    ended: [OnceLock<Counter>; Ended::COUNT],
     responses: [OnceLock<Counter>; 5],
     unanswered: OnceLock<Counter>,
     throttled: OnceLock<Counter>,
@@ -200,8 +201,8 @@ impl ProxyMetrics {
     /// A request ended as `outcome`, under limiter key `key`.
     pub fn ended(&self, key: &str, outcome: Ended) {
         let series = self.series(key);
-        let index = Ended::ALL.iter().position(|each| *each == outcome).unwrap_or_default();
-        if let Some(slot) = series.ended.get(index) {
+        // One slot per outcome, in the enum's order.
+        if let Some(slot) = series.ended.get(outcome as usize) {
             let labels = || OutcomeLabels { key: key.to_owned(), outcome: outcome.label() };
             slot.get_or_init(|| self.requests.get_or_create(&labels()).clone()).inc();
         }

@@ -43,7 +43,7 @@ pub fn normalise(raw: &str) -> Result<String, PathRefusal> {
         return Err(PathRefusal::NotAbsolute);
     };
     // No dot, backslash or percent sign: no segment to resolve or refuse, the path as it came.
-    if raw.starts_with('/') && !raw.bytes().any(|byte| matches!(byte, b'.' | b'\\' | b'%')) {
+    if !raw.bytes().any(|byte| matches!(byte, b'.' | b'\\' | b'%')) {
         return Ok(raw.to_owned());
     }
     let segments: Vec<&str> = after_root.split(['/', '\\']).collect();

@@ -122,7 +122,7 @@ impl Upstreams {
                 response
                     .map(|body| Body::new(PooledBody { body, back: Some((self.plain.clone(), pooled)), ended: false })),
             ),
-            Err(err) => unreachable(err),
+            Err(err) => no_answer(err),
         }
     }
 
@@ -141,7 +141,7 @@ impl Upstreams {
     }
 }
 
-fn unreachable(err: TransportError) -> Upstream {
+fn no_answer(err: TransportError) -> Upstream {
     match err {
         TransportError::TimedOut => Upstream::TimedOut,
         TransportError::Failed(message) => Upstream::Unreachable(message),

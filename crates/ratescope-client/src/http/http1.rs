@@ -136,7 +136,7 @@ impl Http1Transport {
 
 /// Turns an absolute plain-`http` request head into the origin form an HTTP/1.1 server takes
 /// (path and query, the authority in `Host` unless the caller set one); returns the authority.
-pub fn origin_form(parts: &mut http::request::Parts) -> Result<Authority, TransportError> {
+fn origin_form(parts: &mut http::request::Parts) -> Result<Authority, TransportError> {
     if parts.uri.scheme() != Some(&Scheme::HTTP) {
         return Err(TransportError::Failed(format!("'{}' is not a plain http:// URL", parts.uri)));
     }
@@ -171,7 +171,7 @@ where
         self
     }
 
-    /// Sends `request` (in origin form, see [`origin_form`]) to `authority` on an idle
+    /// Sends `request` (in origin form: its target the path and query only) to `authority` on an idle
     /// connection, or a new one, and returns the response head with the connection, to be
     /// checked in once the body has been read. A pooled connection the server closed
     /// meanwhile hands the request back unsent: it goes once more on a fresh connection.
