@@ -213,3 +213,23 @@ async fn a_paced_burst_sends_its_requests_in_their_order() {
     let order: Vec<usize> = sent.into_iter().map(|(_, index)| index).collect();
     assert_eq!(order, (0..40).collect::<Vec<_>>(), "sent in request order");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_raw_burst_with_more_workers_than_are_held_inline_keeps_its_schedule() {
+    let server = slow_server().await;
+    // 1,500 workers (beyond the 1,024 that hold their request inline, so each request's state
+    // is boxed while it is sent), 2,000 requests arriving 1,000 per second: about 100 in flight.
+    let spec = BurstSpec {
+        raw_concurrency: Some(1500),
+        arrival: ArrivalPattern::FixedRate("1000/1s".parse().unwrap()),
+        ..BurstSpec::get(server.url().join("slow").unwrap(), 2000)
+    };
+    let started = Instant::now();
+    let (summary, results) = start(spec).finish().await;
+    assert_eq!(summary.succeeded, 2000);
+    for result in &results {
+        let sent = result.attempts[0].sent_at - started;
+        assert_eq!(sent.as_millis(), result.index as u128, "request {} left at {sent:?}", result.index);
+    }
+    assert_eq!(server.arrivals().len(), 2000);
+}

@@ -47,6 +47,13 @@ impl Echo {
                 }),
             )
             .route("/close", get(|| async { ([("connection", "close")], "bye") }))
+            .route(
+                "/chunks",
+                get(|| async {
+                    let chunks = ["one ", "two ", "three"].map(|chunk| Ok::<_, std::io::Error>(Bytes::from(chunk)));
+                    axum::body::Body::from_stream(futures_util::stream::iter(chunks))
+                }),
+            )
             .route("/never", get(std::future::pending::<&'static str>));
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
@@ -180,4 +187,49 @@ async fn cancelling_a_raw_burst_on_load_threads_ends_what_is_in_flight() {
     assert_eq!(results.len(), 4, "only the four in flight were launched");
     assert!(results.iter().all(|result| result.outcome == ratescope::run::RequestOutcome::Cancelled));
     assert_eq!((summary.succeeded, summary.cancelled), (0, 50));
+}
+
+#[tokio::test]
+async fn a_chunked_answer_is_read_whole_on_both_entries() {
+    let server = Echo::start().await;
+    let wire = Http1Transport::new(None, None);
+    let response = wire.exchange(server.request("/chunks")).await.unwrap();
+    assert_eq!(response.headers()["transfer-encoding"], "chunked");
+    assert_eq!(response.body(), &Bytes::from_static(b"one two three"));
+    let url: url::Url = format!("http://{}/chunks", server.address).parse().unwrap();
+    let response = wire.exchange_url(&http::Method::GET, &url, &http::HeaderMap::new(), Bytes::new()).await.unwrap();
+    assert_eq!(response.body(), &Bytes::from_static(b"one two three"));
+}
+
+#[tokio::test]
+async fn exchange_url_sends_origin_form_with_host_and_keeps_a_callers_host() {
+    let server = Echo::start().await;
+    let wire = Http1Transport::new(None, None);
+    let url: url::Url = format!("http://{}/echo?page=2#fragment", server.address).parse().unwrap();
+    let response = wire.exchange_url(&http::Method::GET, &url, &http::HeaderMap::new(), Bytes::new()).await.unwrap();
+    assert_eq!(response.body(), &Bytes::from_static(b"/echo?page=2"), "the fragment never goes on the wire");
+    assert_eq!(response.headers()["x-seen-host"], server.address.to_string());
+    let mut headers = http::HeaderMap::new();
+    headers.insert(http::header::HOST, http::HeaderValue::from_static("api.example"));
+    let response = wire.exchange_url(&http::Method::GET, &url, &headers, Bytes::new()).await.unwrap();
+    assert_eq!(response.headers()["x-seen-host"], "api.example");
+    assert_eq!(server.connections(), 1, "both on one keep-alive connection");
+}
+
+#[tokio::test]
+async fn credentials_in_a_url_never_reach_the_host_header() {
+    let server = Echo::start().await;
+    // Given to the wire itself as an absolute URI: Host is the host and port alone.
+    let wire = Http1Transport::new(None, None);
+    let request = http::Request::get(format!("http://user:secret@{}/echo", server.address)).body(Bytes::new()).unwrap();
+    let response = wire.exchange(request).await.unwrap();
+    assert_eq!(response.headers()["x-seen-host"], server.address.to_string());
+    // A burst to such a URL goes through reqwest, which sends them as Basic authorization.
+    let url: url::Url = format!("http://user:secret@{}/echo", server.address).parse().unwrap();
+    assert!(!Http1Transport::serves(&url));
+    let mut spec = BurstSpec::get(url, 3);
+    spec.raw_concurrency = Some(1);
+    let (summary, _) = Burst::start_with_own_client(spec).unwrap().finish().await;
+    assert_eq!(summary.succeeded, 3);
+    assert_eq!(server.reqwest_marked.load(std::sync::atomic::Ordering::Relaxed), 3);
 }

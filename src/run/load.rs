@@ -1,6 +1,7 @@
 //! Raw bursts with a concurrency cap, driven like a load generator: a fixed set of workers
 //! on one single-threaded runtime per core, sharing no hot cache line.
 
+use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -99,12 +100,16 @@ impl Workers {
         self.cancel = self.cancel.child_token();
         let mut running = JoinSet::new();
         for _ in 0..count {
-            running.spawn(self.clone().work());
+            if count <= INLINE_WORKERS_AT_MOST {
+                running.spawn(self.clone().work::<Inline>());
+            } else {
+                running.spawn(self.clone().work::<Boxed>());
+            }
         }
         while running.join_next().await.is_some() {}
     }
 
-    async fn work(self) {
+    async fn work<H: Hold>(self) {
         let Self { plan, client, counters, shard, cancel, next, slots } = self;
         let Some(counters) = counters.get(shard) else { return };
         loop {
@@ -115,10 +120,8 @@ impl Workers {
             let Some(request) = plan.request(index) else { continue };
             counters.launched();
             let arrived = Instant::now();
-            // Boxed, so a worker waiting for a later arrival holds a small future (a paced raw
-            // burst may have thousands of workers waiting).
             // A cancellation ends the request inside `perform`, keeping its attempts.
-            let sending = AssertUnwindSafe(Box::pin(plan.perform(&client, index, request, arrived, &cancel)));
+            let sending = AssertUnwindSafe(H::hold(plan.perform(&client, index, request, arrived, &cancel)));
             let result = sending.catch_unwind().await.unwrap_or_else(|_| plan.unfinished(index, arrived, panicked()));
             counters.finished(&result);
             if let Some(slot) = slots.get(index) {
@@ -126,5 +129,33 @@ impl Workers {
                 let _ = slot.set(result);
             }
         }
+    }
+}
+
+/// Up to this many workers on a runtime hold their request's state inline (a few KiB each);
+/// beyond, each request's state is boxed while it is sent, so a worker waiting for a later
+/// arrival stays small (a paced raw burst may have many thousands of workers waiting).
+const INLINE_WORKERS_AT_MOST: usize = 1024;
+
+/// Where a worker keeps the request it is sending: in its own state, or boxed.
+trait Hold {
+    fn hold<F: Future + Send>(sending: F) -> impl Future<Output = F::Output> + Send;
+}
+
+/// In the worker's own state: no allocation and no copy of the state per request.
+struct Inline;
+
+impl Hold for Inline {
+    fn hold<F: Future + Send>(sending: F) -> impl Future<Output = F::Output> + Send {
+        sending
+    }
+}
+
+/// Boxed for the time it is sent.
+struct Boxed;
+
+impl Hold for Boxed {
+    fn hold<F: Future + Send>(sending: F) -> impl Future<Output = F::Output> + Send {
+        Box::pin(sending)
     }
 }

@@ -3,19 +3,23 @@
 //! use it, so ratescope measures an unthrottled server at load-generator speed, and the proxy
 //! forwards to plain-HTTP upstreams over the same pool with bodies streamed both ways.
 
+use std::cell::RefCell;
+use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use futures_util::future::BoxFuture;
 use http::header::{HOST, HeaderValue};
 use http::uri::{Authority, PathAndQuery, Scheme};
+use http::{HeaderMap, Method};
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
 use parking_lot::Mutex;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
+use url::Position;
 
 use super::client::error_chain;
 use super::transport::{Exchanged, Transport, TransportError};
@@ -87,6 +91,12 @@ enum Owner {
     Thread(std::thread::ThreadId),
 }
 
+/// Whether two keys are the same: the owner, then the authority's text as it is (`Authority`'s
+/// own comparison ignores case, a byte at a time; a URL's host is in lower case already).
+fn same_key(a: &PoolKey, b: &PoolKey) -> bool {
+    a.0 == b.0 && a.1.as_str() == b.1.as_str()
+}
+
 impl Owner {
     fn current() -> Self {
         match tokio::runtime::Handle::try_current().map(|runtime| runtime.runtime_flavor()) {
@@ -102,46 +112,139 @@ impl Http1Transport {
         Self { pool: Http1Pool::new(connect_timeout), request_timeout }
     }
 
-    /// Whether this transport can carry requests to `url` (plain `http` with a host).
+    /// Whether this transport can carry requests to `url`: plain `http` with a host and no
+    /// credentials in it (reqwest sends those as Basic authorization; this wire does not).
     pub fn serves(url: &url::Url) -> bool {
-        url.scheme() == "http" && url.host_str().is_some()
+        url.scheme() == "http" && url.host_str().is_some() && url.username().is_empty() && url.password().is_none()
     }
 
     /// One exchange under the request deadline: the same as [`Transport::exchange`], without
-    /// boxing the future (the client's hot path awaits this directly).
+    /// boxing the future.
     pub async fn exchange_within_deadline(&self, request: http::Request<Bytes>) -> Exchanged {
+        let (mut parts, body) = request.into_parts();
+        let authority = origin_form(&mut parts)?;
+        self.answer_within_deadline(authority, http::Request::from_parts(parts, Full::new(body))).await
+    }
+
+    /// One exchange of `method url` with `headers` and `body` under the request deadline,
+    /// built in origin form straight from the URL's parts (no absolute URI parsed and taken
+    /// apart again): the client's hot path.
+    pub async fn exchange_url(&self, method: &Method, url: &url::Url, headers: &HeaderMap, body: Bytes) -> Exchanged {
+        let (authority, request) = origin_request(method, url, headers, body)?;
+        self.answer_within_deadline(authority, request).await
+    }
+
+    /// [`read_answer`](Self::read_answer) under the request deadline. It makes the exchange's
+    /// future itself: an async fn given a future as an argument holds it twice (the argument,
+    /// then the timeout around it), and each layer built that way doubles a request's state.
+    async fn answer_within_deadline(&self, authority: Authority, request: http::Request<Full<Bytes>>) -> Exchanged {
+        let answer = self.read_answer(authority, request);
         match self.request_timeout {
             Some(limit) => {
-                tokio::time::timeout(limit, self.send(request)).await.unwrap_or(Err(TransportError::TimedOut))
+                let bounded = tokio::time::timeout(limit, answer);
+                bounded.await.unwrap_or(Err(TransportError::TimedOut))
             }
-            None => self.send(request).await,
+            None => answer.await,
         }
     }
 
-    async fn send(&self, request: http::Request<Bytes>) -> Exchanged {
-        let (mut parts, body) = request.into_parts();
-        let authority = origin_form(&mut parts)?;
-        let request = http::Request::from_parts(parts, Full::new(body));
+    /// Sends an origin-form `request` to `authority` and reads its answer whole; the
+    /// connection goes back to the pool once it has.
+    async fn read_answer(&self, authority: Authority, request: http::Request<Full<Bytes>>) -> Exchanged {
         let (response, pooled) = self.pool.send(&authority, request).await?;
         let (parts, body) = response.into_parts();
-        let body = body
-            .collect()
+        let body = read_whole(body)
             .await
-            .map_err(|err| TransportError::Failed(format!("reading the response body failed: {err}")))?
-            .to_bytes();
+            .map_err(|err| TransportError::Failed(format!("reading the response body failed: {err}")))?;
         self.pool.checkin(pooled);
         Ok(http::Response::from_parts(parts, body))
     }
 }
 
+/// `method url` in origin form for an HTTP/1.1 server, with `headers` (and `Host`, unless
+/// they have one), and the authority to connect to.
+fn origin_request(
+    method: &Method,
+    url: &url::Url,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Result<(Authority, http::Request<Full<Bytes>>), TransportError> {
+    if !Http1Transport::serves(url) {
+        return Err(TransportError::Failed(format!("'{}' is not a plain http:// URL", crate::redact::redact_url(url))));
+    }
+    let (authority, host) = origin_of(url)?;
+    let target = PathAndQuery::from_str(&url[Position::BeforePath..Position::AfterQuery]).map_err(|err| {
+        TransportError::Failed(format!("'{}' is not a request target: {err}", crate::redact::redact_url(url)))
+    })?;
+    let mut request = http::Request::new(Full::new(body));
+    *request.method_mut() = method.clone();
+    *request.uri_mut() = http::Uri::from(target);
+    *request.headers_mut() = headers.clone();
+    if !request.headers().contains_key(HOST) {
+        request.headers_mut().insert(HOST, host);
+    }
+    Ok((authority, request))
+}
+
+/// A body read to its end: its one chunk as it came (the usual answer with a length), or its
+/// chunks joined. Trailers are not kept.
+async fn read_whole(mut body: hyper::body::Incoming) -> Result<Bytes, hyper::Error> {
+    let mut whole = Bytes::new();
+    let mut joined: Option<BytesMut> = None;
+    while let Some(frame) = body.frame().await {
+        let Ok(chunk) = frame?.into_data() else { continue };
+        match &mut joined {
+            Some(joined) => joined.extend_from_slice(&chunk),
+            None if whole.is_empty() => whole = chunk,
+            None => {
+                let mut both = BytesMut::with_capacity(whole.len() + chunk.len());
+                both.extend_from_slice(&whole);
+                both.extend_from_slice(&chunk);
+                joined = Some(both);
+            }
+        }
+    }
+    Ok(joined.map_or(whole, BytesMut::freeze))
+}
+
+/// A plain-`http` URL's `host[:port]` (never its user information) as a pool's key and as the
+/// `Host` header, sharing one buffer. The last one worked out on a thread is remembered: a
+/// burst sends to one host or a few, so the next request's is most often the same.
+pub fn origin_of(url: &url::Url) -> Result<(Authority, HeaderValue), TransportError> {
+    thread_local! {
+        static LAST: RefCell<Option<(Box<str>, Authority, HeaderValue)>> = const { RefCell::new(None) };
+    }
+    let text = &url[Position::BeforeHost..Position::AfterPort];
+    let remembered = LAST.with_borrow(|last| {
+        let (_, authority, host) = last.as_ref().filter(|(seen, ..)| **seen == *text)?;
+        Some((authority.clone(), host.clone()))
+    });
+    if let Some(origin) = remembered {
+        return Ok(origin);
+    }
+    let bytes = Bytes::copy_from_slice(text.as_bytes());
+    let not_a_host =
+        |err: &dyn std::fmt::Display| TransportError::Failed(format!("'{text}' is not a host for HTTP ({err})"));
+    let authority = Authority::from_maybe_shared(bytes.clone()).map_err(|err| not_a_host(&err))?;
+    let host = HeaderValue::from_maybe_shared(bytes).map_err(|err| not_a_host(&err))?;
+    LAST.set(Some((text.into(), authority.clone(), host.clone())));
+    Ok((authority, host))
+}
+
 /// Turns an absolute plain-`http` request head into the origin form an HTTP/1.1 server takes
-/// (path and query, the authority in `Host` unless the caller set one); returns the authority.
+/// (path and query, its `host[:port]` in `Host` unless the caller set one); returns the authority.
 fn origin_form(parts: &mut http::request::Parts) -> Result<Authority, TransportError> {
     if parts.uri.scheme() != Some(&Scheme::HTTP) {
         return Err(TransportError::Failed(format!("'{}' is not a plain http:// URL", parts.uri)));
     }
-    let Some(authority) = parts.uri.authority().cloned() else {
+    let Some(given) = parts.uri.authority() else {
         return Err(TransportError::Failed(format!("'{}' has no host", parts.uri)));
+    };
+    // Without user information: it is no part of a connection's key or of `Host`.
+    let authority = match given.as_str().rsplit_once('@') {
+        Some((_, host)) => Authority::from_str(host)
+            .map_err(|err| TransportError::Failed(format!("'{host}' is not a host for HTTP ({err})")))?,
+        None => given.clone(),
     };
     if !parts.headers.contains_key(HOST) {
         let host = HeaderValue::from_str(authority.as_str())
@@ -198,7 +301,8 @@ where
     async fn checkout(&self, key: &PoolKey, fresh: bool) -> Result<Pooled<B>, TransportError> {
         if !fresh {
             loop {
-                let popped = self.idle.lock().iter_mut().find(|(held, _)| held == key).and_then(|(_, idle)| idle.pop());
+                let popped =
+                    self.idle.lock().iter_mut().find(|(held, _)| same_key(held, key)).and_then(|(_, idle)| idle.pop());
                 let Some((mut sender, since)) = popped else { break };
                 if self.expired(since) {
                     continue;
@@ -251,7 +355,7 @@ where
         }
         let idle_since = self.keep_idle.map(|_| Instant::now());
         let mut idle = self.idle.lock();
-        if let Some((_, senders)) = idle.iter_mut().find(|(held, _)| *held == key) {
+        if let Some((_, senders)) = idle.iter_mut().find(|(held, _)| same_key(held, &key)) {
             senders.push((sender, idle_since));
             if let Some(keep) = self.keep_idle {
                 let stale = senders.iter().take_while(|(_, since)| self.expired(*since)).count();

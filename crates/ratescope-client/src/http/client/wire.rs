@@ -44,17 +44,9 @@ pub(super) enum WireOutcome {
 /// A wire other than reqwest.
 enum Wire<'a> {
     InProcess(&'a dyn Transport),
-    /// Awaited directly, without the boxed future of [`Transport::exchange`].
+    /// Awaited directly, without the boxed future of [`Transport::exchange`], and given the
+    /// URL's parts rather than an absolute URI.
     Http1(&'a Http1Transport),
-}
-
-impl Wire<'_> {
-    async fn exchange(self, request: http::Request<Bytes>) -> Exchanged {
-        match self {
-            Wire::InProcess(transport) => transport.exchange(request).await,
-            Wire::Http1(wire) => wire.exchange_within_deadline(request).await,
-        }
-    }
 }
 
 fn is_loopback(url: &url::Url) -> bool {
@@ -142,43 +134,57 @@ impl LimitedClient {
     /// ([`redirect::next_hop`]). A hop to another origin carries the caller's headers without
     /// credentials plus the client's headers for that origin, never the first host's.
     pub(super) async fn send_once(&self, spec: &RequestSpec, headers: &HeaderMap) -> WireOutcome {
-        let mut outcome = self.exchange_once(spec, headers).await;
-        let mut hop_spec: Option<RequestSpec> = None;
-        let mut hop_headers: Option<HeaderMap> = None;
-        for _ in 0..redirect::MAX_REDIRECTS {
-            let WireOutcome::Response { status, headers: answer, .. } = &outcome else { break };
-            let current = hop_spec.as_ref().unwrap_or(spec);
+        // The hop being sent (none: the request itself).
+        let mut hop: Option<(RequestSpec, HeaderMap)> = None;
+        let mut followed = 0;
+        loop {
+            let (current, carried) = hop.as_ref().map_or((spec, headers), |(spec, headers)| (spec, headers));
+            let outcome = self.exchange_once(current, carried).await;
+            if followed == redirect::MAX_REDIRECTS {
+                return outcome;
+            }
+            let WireOutcome::Response { status, headers: answer, .. } = &outcome else { return outcome };
             let policy = per_host(&self.inner.redirects, &current.url).copied().unwrap_or_default();
-            let Some(hop) = redirect::next_hop(policy, &current.url, &current.method, *status, answer) else { break };
-            let carried = hop_headers.as_ref().unwrap_or(headers);
-            let next_headers = if hop.cross_origin {
-                self.headers_for(&hop.url, &redirect::strip_credentials(&spec.headers))
+            let Some(next) = redirect::next_hop(policy, &current.url, &current.method, *status, answer) else {
+                return outcome;
+            };
+            let next_headers = if next.cross_origin {
+                self.headers_for(&next.url, &redirect::strip_credentials(&spec.headers))
             } else {
                 carried.clone()
             };
-            let next = RequestSpec {
-                method: hop.method,
-                url: hop.url,
+            let next_spec = RequestSpec {
+                method: next.method,
+                url: next.url,
                 headers: spec.headers.clone(),
-                body: if hop.keeps_body { current.body.clone() } else { None },
+                body: if next.keeps_body { current.body.clone() } else { None },
                 priority: spec.priority,
                 cost: spec.cost,
                 cost_rules: Vec::new(),
             };
-            outcome = self.exchange_once(&next, &next_headers).await;
-            hop_spec = Some(next);
-            hop_headers = Some(next_headers);
+            hop = Some((next_spec, next_headers));
+            followed += 1;
         }
-        outcome
     }
 
     async fn exchange_once(&self, spec: &RequestSpec, headers: &HeaderMap) -> WireOutcome {
-        if let Some(wire) = self.wire_for(&spec.url) {
-            return match wire_request(spec, headers) {
-                Ok(request) => outcome_of(wire.exchange(request).await),
+        match self.wire_for(&spec.url) {
+            Some(Wire::Http1(wire)) => {
+                let body = spec.body.clone().unwrap_or_default();
+                outcome_of(wire.exchange_url(&spec.method, &spec.url, headers, body).await)
+            }
+            Some(Wire::InProcess(transport)) => match wire_request(spec, headers) {
+                Ok(request) => outcome_of(transport.exchange(request).await),
                 Err(message) => WireOutcome::ConnectionError(message),
-            };
+            },
+            None => {
+                // Boxed: reqwest's state is the largest, and the raw wire's requests need none of it.
+                Box::pin(self.exchange_reqwest(spec, headers)).await
+            }
         }
+    }
+
+    async fn exchange_reqwest(&self, spec: &RequestSpec, headers: &HeaderMap) -> WireOutcome {
         let mut request = self.inner.http.request(spec.method.clone(), spec.url.clone()).headers(headers.clone());
         if let Some(body) = &spec.body {
             request = request.body(body.clone());

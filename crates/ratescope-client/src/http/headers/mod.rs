@@ -115,6 +115,10 @@ impl ServerBudget {
     }
 }
 
+/// Shopify's query cost in a body (searched in every body read, so built once).
+static SHOPIFY_COST: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+    std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"throttleStatus"));
+
 /// Whether a header name (lower case, as `http` keeps them) has "limit" in it: a scan for its
 /// first letter, cheaper than a substring search on names this short.
 fn names_a_limit(name: &str) -> bool {
@@ -139,7 +143,7 @@ impl RateLimitInfo {
         // Every dialect's headers have "limit" in their name; most responses have none of them,
         // and a body is only read for retry hints on errors or for Shopify's query cost.
         let any_limit_header = headers.keys().any(|name| names_a_limit(name.as_str()));
-        let shopify_cost = body.is_some_and(|body| body.windows(14).any(|window| window == b"throttleStatus"));
+        let shopify_cost = body.is_some_and(|body| SHOPIFY_COST.find(body).is_some());
         let wants_body = shopify_cost || status.is_some_and(|status| status >= 400);
         if !(any_limit_header || wants_body || headers.contains_key(http::header::RETRY_AFTER)) {
             // A success that says nothing about limits: the common case, with nothing to read.
