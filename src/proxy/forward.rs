@@ -509,8 +509,10 @@ impl Face for Forwarding<'_> {
             Answer::Timeout => return self.failed(None, attempt),
         };
         let status = response.status();
-        let total = self.started.elapsed();
-        self.report.emit(EventKind::Finished { status: status.as_u16(), attempts: attempt, total });
+        if self.report.listening() {
+            let total = self.started.elapsed();
+            self.report.emit(EventKind::Finished { status: status.as_u16(), attempts: attempt, total });
+        }
         self.proxy.metrics.ended(self.key_label(), Ended::Forwarded);
         let (method, path, status) = (&self.parts.method, self.parts.uri.path(), status.as_u16());
         let (key, queue_wait_ms) = (self.limiter.as_ref().map_or("", Limiter::key), millis(admission.waited));

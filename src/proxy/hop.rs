@@ -8,16 +8,19 @@
 
 use std::net::IpAddr;
 
-use http::header::{CONNECTION, CONTENT_LENGTH, EXPECT, HOST, HeaderName, VIA};
+use http::header::{
+    CONNECTION, CONTENT_LENGTH, EXPECT, Entry, HOST, HeaderName, PROXY_AUTHENTICATE, PROXY_AUTHORIZATION, TE, TRAILER,
+    TRANSFER_ENCODING, UPGRADE, VIA,
+};
 use http::{HeaderMap, HeaderValue};
 
-const KEEP_ALIVE: &str = "keep-alive";
-const PROXY_CONNECTION: &str = "proxy-connection";
-const X_FORWARDED_FOR: &str = "x-forwarded-for";
-const X_FORWARDED_PROTO: &str = "x-forwarded-proto";
-const X_FORWARDED_HOST: &str = "x-forwarded-host";
+// Names and values made at compile time (statics: their bytes are never copied or counted).
+static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+static PLAIN_HTTP: HeaderValue = HeaderValue::from_static("http");
 /// This proxy in `Via`: protocol version and a pseudonym (RFC 9110 §7.6.3).
-const VIA_ME: &str = "1.1 ratescope";
+static VIA_ME: HeaderValue = HeaderValue::from_static("1.1 ratescope");
 
 /// Whether a header frames the message (`Content-Length`, `Transfer-Encoding`), names the
 /// target (`Host`) or belongs to one hop: the fields a proxy sets itself and never takes from
@@ -27,20 +30,21 @@ pub(crate) fn is_framing_or_hop(name: &HeaderName) -> bool {
 }
 
 /// The fixed hop-by-hop set (RFC 9110 §7.6.1), without those a `Connection` header names.
-const HOP_BY_HOP: [&str; 9] = [
-    "connection",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "proxy-authenticate",
-    KEEP_ALIVE,
-    PROXY_CONNECTION,
-    "proxy-authorization",
+static HOP_BY_HOP: [HeaderName; 9] = [
+    CONNECTION,
+    TE,
+    TRAILER,
+    TRANSFER_ENCODING,
+    UPGRADE,
+    PROXY_AUTHENTICATE,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    PROXY_AUTHORIZATION,
 ];
 
+/// Compared as names, not text: a standard header's name is a tag.
 fn is_hop_by_hop(name: &HeaderName) -> bool {
-    HOP_BY_HOP.contains(&name.as_str())
+    HOP_BY_HOP.contains(name)
 }
 
 /// Removes the hop-by-hop fields: those named in `Connection`, then the fixed set. A map
@@ -72,12 +76,12 @@ pub(crate) fn upstream_request_headers(mut headers: HeaderMap, peer: &HeaderValu
     // The caller's `Expect: 100-continue` was answered by our server; the upstream hop has its own.
     headers.remove(EXPECT);
     let host = headers.remove(HOST);
-    append_list(&mut headers, HeaderName::from_static(X_FORWARDED_FOR), peer);
+    append_list(&mut headers, X_FORWARDED_FOR.clone(), peer);
     if let Some(host) = host {
-        headers.insert(HeaderName::from_static(X_FORWARDED_HOST), host);
+        headers.insert(X_FORWARDED_HOST.clone(), host);
     }
-    headers.insert(HeaderName::from_static(X_FORWARDED_PROTO), HeaderValue::from_static("http"));
-    append_list(&mut headers, VIA, &HeaderValue::from_static(VIA_ME));
+    headers.insert(X_FORWARDED_PROTO.clone(), PLAIN_HTTP.clone());
+    append_list(&mut headers, VIA, &VIA_ME);
     for (name, value) in secrets {
         // `insert` replaces every caller value of that name: the caller's key is never forwarded.
         headers.insert(name.clone(), value.clone());
@@ -88,7 +92,7 @@ pub(crate) fn upstream_request_headers(mut headers: HeaderMap, peer: &HeaderValu
 /// The response headers sent back to the caller: hop-by-hop removed, `Via` added.
 pub(crate) fn caller_response_headers(mut headers: HeaderMap) -> HeaderMap {
     strip_hop_by_hop(&mut headers);
-    append_list(&mut headers, VIA, &HeaderValue::from_static(VIA_ME));
+    append_list(&mut headers, VIA, &VIA_ME);
     headers
 }
 
@@ -99,15 +103,17 @@ pub(crate) fn forwarded_for(peer: IpAddr) -> HeaderValue {
 
 /// Appends `item` to a comma-separated list field, joining existing values into one line.
 fn append_list(headers: &mut HeaderMap, name: HeaderName, item: &HeaderValue) {
-    if !headers.contains_key(&name) {
-        headers.insert(name, item.clone());
-        return;
-    }
-    let mut items: Vec<String> =
-        headers.get_all(&name).iter().filter_map(|value| value.to_str().ok()).map(str::to_owned).collect();
-    items.extend(item.to_str().ok().map(str::to_owned));
+    let mut present = match headers.entry(name) {
+        Entry::Vacant(vacant) => {
+            vacant.insert(item.clone());
+            return;
+        }
+        Entry::Occupied(present) => present,
+    };
+    let mut items: Vec<&str> = present.iter().filter_map(|value| value.to_str().ok()).collect();
+    items.extend(item.to_str().ok());
     if let Ok(value) = HeaderValue::from_str(&items.join(", ")) {
-        headers.insert(name, value);
+        present.insert(value);
     }
 }
 

@@ -6,8 +6,10 @@
 use std::fmt;
 use std::str::FromStr;
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use dashmap::DashMap;
+use dashmap::mapref::entry::Entry;
 use smol_str::SmolStr;
 
 use super::ConfigError;
@@ -221,9 +223,14 @@ fn split_port(host: &str) -> (&str, Option<u16>) {
 /// shard's read lock and allocates nothing; lookups of hosts in other shards never touch the
 /// same lock word. A host name of up to 23 bytes is kept inside the map's entry, so comparing
 /// it reads no other memory.
+/// Hosts with no entry at all (a raw burst's) are answered from one counter, read by every
+/// thread without a write: no shard lock is taken.
 #[derive(Debug, Default)]
 pub struct Registry {
     hosts: DashMap<SmolStr, HostEntry, foldhash::fast::RandomState>,
+    /// How many hosts have an entry: raised under the shard's lock as one is made, lowered as
+    /// one is taken out, so it is never 0 while an entry exists.
+    held: AtomicUsize,
 }
 
 impl Registry {
@@ -246,7 +253,13 @@ impl Registry {
     pub fn set(&self, key: LimitKey, config: LimiterConfig) -> Result<(), ConfigError> {
         config.validate()?;
         let (name, port) = split_port(&key.host);
-        let mut entry = self.hosts.entry(SmolStr::new(name)).or_default();
+        let mut entry = match self.hosts.entry(SmolStr::new(name)) {
+            Entry::Occupied(held) => held.into_ref(),
+            Entry::Vacant(vacant) => {
+                self.held.fetch_add(1, Ordering::AcqRel);
+                vacant.insert(HostEntry::default())
+            }
+        };
         let rules = entry.rules_mut(port);
         if let Some(slot) = rules.slot_mut(key.path_prefix.as_deref()) {
             if let Some(limiter) = slot.limiter.get() {
@@ -284,8 +297,8 @@ impl Registry {
         let empty = entry.is_empty();
         // The shard's lock is released before the entry is taken out under it again.
         drop(entry);
-        if empty {
-            self.hosts.remove_if(name, |_, entry| entry.is_empty());
+        if empty && self.hosts.remove_if(name, |_, entry| entry.is_empty()).is_some() {
+            self.held.fetch_sub(1, Ordering::AcqRel);
         }
         removed
     }
@@ -293,6 +306,9 @@ impl Registry {
     /// The limiter for a request to `host` (lower case, as URLs give it), optional `port` and `path`;
     /// `None` when no entry covers it and the request should pass straight through.
     pub fn limiter_for(&self, host: &str, port: Option<u16>, path: &str) -> Option<Limiter> {
+        if self.held.load(Ordering::Acquire) == 0 {
+            return None;
+        }
         let entry = self.hosts.get(host);
         if let Some(only) = entry.as_deref().and_then(|entry| entry.only.clone()) {
             return Some(only);
@@ -352,6 +368,27 @@ mod tests {
     fn config(capacity: u64) -> LimiterConfig {
         let rate: Rate = "1/1s".parse().unwrap();
         LimiterConfig::new().with_budget(BudgetSpec::token_bucket("rate", capacity, rate).unwrap())
+    }
+
+    #[test]
+    fn hosts_are_found_whatever_was_added_and_removed_before() {
+        let registry = Registry::new();
+        assert!(registry.limiter_for("a.example", None, "/").is_none());
+        let key = |text: &str| text.parse::<LimitKey>().unwrap();
+        registry.set(key("a.example"), config(1)).unwrap();
+        registry.set(key("a.example/search"), config(2)).unwrap();
+        registry.set(key("b.example:8080"), config(3)).unwrap();
+        // Two keys on one host, one on another: removing one of a host's keys keeps the host.
+        assert!(registry.remove(&key("a.example/search")));
+        assert!(registry.limiter_for("a.example", None, "/search/x").is_some());
+        assert!(registry.remove(&key("a.example")));
+        assert!(registry.limiter_for("a.example", None, "/").is_none());
+        assert!(registry.limiter_for("b.example", Some(8080), "/").is_some(), "the other host is still found");
+        assert!(!registry.remove(&key("a.example")), "nothing left to remove");
+        assert!(registry.remove(&key("b.example:8080")));
+        assert!(registry.limiter_for("b.example", Some(8080), "/").is_none());
+        registry.set(key("a.example"), config(1)).unwrap();
+        assert!(registry.limiter_for("a.example", None, "/").is_some(), "found again after the registry emptied");
     }
 
     #[test]
