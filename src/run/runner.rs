@@ -221,8 +221,26 @@ pub(super) struct Plan {
     endpoints: Vec<usize>,
     /// Each endpoint's path, for the records.
     paths: Vec<Arc<str>>,
+    /// Each endpoint's request, its headers merged once (the spec's, then the endpoint's): a
+    /// request is a copy of it in its lane.
+    requests: Vec<RequestSpec>,
     /// Each endpoint's batcher, when its items are batched.
     batchers: Vec<Option<Batcher<Item, batched::ItemPart>>>,
+}
+
+/// `endpoint`'s request in the normal lane: its method (else the spec's), the spec's headers
+/// with the endpoint's in place of those of the same name, its body and cost rules.
+fn endpoint_request(spec: &BurstSpec, endpoint: &super::spec::Endpoint) -> RequestSpec {
+    let method = endpoint.method.clone().unwrap_or_else(|| spec.method.clone());
+    let mut request = RequestSpec::new(method, endpoint.url.clone());
+    request.headers.clone_from(&spec.headers);
+    for name in endpoint.headers.keys() {
+        request.headers.remove(name);
+    }
+    request.headers.extend(endpoint.headers.iter().map(|(name, value)| (name.clone(), value.clone())));
+    request.body.clone_from(&endpoint.body);
+    request.cost_rules.clone_from(&endpoint.cost_rules);
+    request
 }
 
 /// The endpoint of each of `count` requests, drawn by weight (seeded, so a spec always sends
@@ -244,8 +262,9 @@ impl Plan {
             _ => drawn_endpoints(&spec, offsets.len()),
         };
         let paths = spec.endpoints.iter().map(|endpoint| Arc::from(endpoint.url.path())).collect();
+        let requests = spec.endpoints.iter().map(|endpoint| endpoint_request(&spec, endpoint)).collect();
         let batchers = batched::batchers(&spec, client, cancel);
-        Self { spec, start, offsets, endpoints, paths, batchers }
+        Self { spec, start, offsets, endpoints, paths, requests, batchers }
     }
 
     pub(super) fn len(&self) -> usize {
@@ -254,18 +273,8 @@ impl Plan {
 
     /// The request at `index`, or `None` if the spec has no endpoint for it.
     pub(super) fn request(&self, index: usize) -> Option<RequestSpec> {
-        let endpoint = self.spec.endpoints.get(*self.endpoints.get(index)?)?;
-        let priority = self.spec.priorities.lane(index);
-        let method = endpoint.method.clone().unwrap_or_else(|| self.spec.method.clone());
-        let mut request = RequestSpec::new(method, endpoint.url.clone()).with_priority(priority);
-        request.headers.clone_from(&self.spec.headers);
-        for name in endpoint.headers.keys() {
-            request.headers.remove(name);
-        }
-        request.headers.extend(endpoint.headers.iter().map(|(name, value)| (name.clone(), value.clone())));
-        request.body.clone_from(&endpoint.body);
-        request.cost_rules.clone_from(&endpoint.cost_rules);
-        Some(request)
+        let request = self.requests.get(*self.endpoints.get(index)?)?;
+        Some(request.clone().with_priority(self.spec.priorities.lane(index)))
     }
 
     /// Waits for `index`'s arrival time; `false` if the burst was cancelled first.
