@@ -2,14 +2,17 @@
 # HTTP benchmarks of `ratescope burst` against the demo API (see BENCHMARKS.md):
 #   1. raw throughput with --no-limit beside oha, same request count and concurrency;
 #   2. pacing accuracy: 1,000 requests/s for 30 s through the limiter.
-# Usage: benches/http.sh [REQUESTS] [CONCURRENCY] [ROUNDS]   (needs `cargo install oha` for part 1)
+# Usage: benches/http.sh [REQUESTS] [CONCURRENCY] [ROUNDS]   (needs `cargo install oha` for part 1;
+# SKIP_BUILD=1: the release binary as built)
 # A shared 2-core VM is noisy: each tool runs ROUNDS times, alternating, and medians are compared.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 requests=${1:-50000}
 concurrency=${2:-50}
 rounds=${3:-5}
-cargo build --release --no-default-features --quiet   # the CLI alone; the GUI is not measured here
+# The CLI alone (the GUI is not measured here); SKIP_BUILD=1 measures the release binary as
+# built (`cargo build --release`, the README's, with the app).
+[ -n "${SKIP_BUILD:-}" ] || cargo build --release --no-default-features --quiet
 bin=target/release/ratescope
 port=18787
 work=$(mktemp -d)
