@@ -23,7 +23,7 @@ nginx_port=18799
 bare_port=18796
 # The floor: hyper on tokio with nothing else (benches/bare_proxy.rs).
 bare_bin=$(cargo build --release --quiet --bench bare_proxy --message-format=json \
-    | python3 -c 'import json, sys; print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("executable")][-1])')
+    | python3 -c 'import json, sys; print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("executable") and m["target"]["name"] == "bare_proxy"][-1])')
 work=$(mktemp -d)
 export RATESCOPE_CONFIG_DIR="$work"
 "$bin" mock --port "$mock_port" >"$work/mock.log" 2>&1 &
