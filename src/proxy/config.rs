@@ -92,14 +92,7 @@ impl Route {
             None => host.to_owned(),
         };
         let origin = match upstream.scheme() {
-            "http" => {
-                let authority = authority
-                    .parse::<http::uri::Authority>()
-                    .map_err(|err| bad(format!("'{authority}' is not a host for HTTP ({err})")))?;
-                let host = HeaderValue::from_str(authority.as_str())
-                    .map_err(|err| bad(format!("'{authority}' is not a Host header ({err})")))?;
-                Some((authority, host))
-            }
+            "http" => Some(crate::http::origin_of(&upstream).map_err(|err| bad(err.to_string()))?),
             _ => None,
         };
         Ok(Self { prefix: format!("/{trimmed}"), upstream, secrets: HeaderMap::new(), authority, origin })

@@ -3,23 +3,21 @@
 //! the caller has read the whole answer, closed if it has not), an HTTPS one through reqwest (TLS, HTTP/2).
 
 use std::pin::Pin;
-use std::str::FromStr;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::Body;
 use bytes::Bytes;
-use http::header::HOST;
-use http::uri::{Authority, PathAndQuery};
+use http::uri::Authority;
 use http::{HeaderMap, HeaderValue, Method};
 use hyper::body::Incoming;
 use hyper::body::{Body as HttpBody, Frame, SizeHint};
-use url::{Position, Url};
+use url::Url;
 
 use super::error::ProxyError;
 use crate::http::client::error_chain;
 use crate::http::transport::TransportError;
-use crate::http::{Http1Pool, Pooled};
+use crate::http::{Http1Pool, Pooled, origin_request};
 
 /// How long an idle upstream connection is kept (reqwest's default, longer than most servers'
 /// keep-alive), and how many per upstream and serving thread (nginx's `keepalive` of our bench).
@@ -94,7 +92,8 @@ impl Upstreams {
     }
 
     /// Over a pooled connection to `authority`: the request in origin form (its path and query
-    /// only, already checked to lie on the route), `Host` the route's.
+    /// only, already checked to lie on the route), `Host` the route's (the caller's was removed
+    /// with the hop-by-hop fields).
     async fn send_plain(
         &self,
         method: &Method,
@@ -103,20 +102,15 @@ impl Upstreams {
         headers: &HeaderMap,
         body: Outgoing,
     ) -> Upstream {
-        let target = match PathAndQuery::from_str(&url[Position::BeforePath..]) {
-            Ok(target) => target,
-            Err(err) => return Upstream::Unreachable(format!("the upstream path is not a request target: {err}")),
-        };
         let body = match body {
             Outgoing::Empty => Body::empty(),
             Outgoing::Bytes(bytes) => Body::from(bytes),
             Outgoing::Stream(body) => body,
         };
-        let mut request = http::Request::new(body);
-        *request.method_mut() = method.clone();
-        *request.uri_mut() = http::Uri::from(target);
-        *request.headers_mut() = headers.clone();
-        request.headers_mut().insert(HOST, host.clone());
+        let request = match origin_request(method, url, host, headers, body) {
+            Ok(request) => request,
+            Err(err) => return no_answer(err),
+        };
         match self.plain.send(authority, request).await {
             Ok((response, pooled)) => Upstream::Response(
                 response

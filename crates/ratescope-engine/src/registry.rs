@@ -223,6 +223,7 @@ fn split_port(host: &str) -> (&str, Option<u16>) {
 /// shard's read lock and allocates nothing; lookups of hosts in other shards never touch the
 /// same lock word. A host name of up to 23 bytes is kept inside the map's entry, so comparing
 /// it reads no other memory.
+///
 /// Hosts with no entry at all (a raw burst's) are answered from one counter, read by every
 /// thread without a write: no shard lock is taken.
 #[derive(Debug, Default)]

@@ -130,7 +130,14 @@ impl Http1Transport {
     /// built in origin form straight from the URL's parts (no absolute URI parsed and taken
     /// apart again): the client's hot path.
     pub async fn exchange_url(&self, method: &Method, url: &url::Url, headers: &HeaderMap, body: Bytes) -> Exchanged {
-        let (authority, request) = origin_request(method, url, headers, body)?;
+        if !Self::serves(url) {
+            return Err(TransportError::Failed(format!(
+                "'{}' is not a plain http:// URL",
+                crate::redact::redact_url(url)
+            )));
+        }
+        let (authority, host) = origin_of(url)?;
+        let request = origin_request(method, url, &host, headers, Full::new(body))?;
         self.answer_within_deadline(authority, request).await
     }
 
@@ -161,29 +168,27 @@ impl Http1Transport {
     }
 }
 
-/// `method url` in origin form for an HTTP/1.1 server, with `headers` (and `Host`, unless
-/// they have one), and the authority to connect to.
-fn origin_request(
+/// `method url` in origin form for an HTTP/1.1 server (its target the URL's path and query),
+/// with `headers` and `host` as `Host` unless they have one: what the raw bursts and the proxy
+/// send over an [`Http1Pool`] to the URL's [`origin_of`].
+pub fn origin_request<B>(
     method: &Method,
     url: &url::Url,
+    host: &HeaderValue,
     headers: &HeaderMap,
-    body: Bytes,
-) -> Result<(Authority, http::Request<Full<Bytes>>), TransportError> {
-    if !Http1Transport::serves(url) {
-        return Err(TransportError::Failed(format!("'{}' is not a plain http:// URL", crate::redact::redact_url(url))));
-    }
-    let (authority, host) = origin_of(url)?;
+    body: B,
+) -> Result<http::Request<B>, TransportError> {
     let target = PathAndQuery::from_str(&url[Position::BeforePath..Position::AfterQuery]).map_err(|err| {
         TransportError::Failed(format!("'{}' is not a request target: {err}", crate::redact::redact_url(url)))
     })?;
-    let mut request = http::Request::new(Full::new(body));
+    let mut request = http::Request::new(body);
     *request.method_mut() = method.clone();
     *request.uri_mut() = http::Uri::from(target);
     *request.headers_mut() = headers.clone();
     if !request.headers().contains_key(HOST) {
-        request.headers_mut().insert(HOST, host);
+        request.headers_mut().insert(HOST, host.clone());
     }
-    Ok((authority, request))
+    Ok(request)
 }
 
 /// A body read to its end: its one chunk as it came (the usual answer with a length), or its
