@@ -12,6 +12,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::runner::{Counters, Plan, RequestResult, panicked};
+use super::stop::WorkerStop;
 use crate::http::LimitedClient;
 
 /// Raw sending with a cap works like a load generator: `cap` workers each send the next
@@ -94,34 +95,46 @@ struct Workers {
 }
 
 impl Workers {
-    /// Runs `count` workers on the current runtime until the plan is sent or cancelled.
-    async fn run(mut self, count: usize) {
-        // A child token per runtime: its checks lock a mutex no other thread touches.
-        self.cancel = self.cancel.child_token();
+    /// Runs `count` workers on the current runtime until the plan is sent or cancelled. The
+    /// runtime watches the burst's token once and raises each worker's stop when it is
+    /// cancelled: a worker checks its own flag for every request, not the token's lock.
+    async fn run(self, count: usize) {
+        let stops: Vec<Arc<WorkerStop>> = std::iter::repeat_with(Arc::default).take(count).collect();
         let mut running = JoinSet::new();
-        for _ in 0..count {
+        for stop in &stops {
             if count <= INLINE_WORKERS_AT_MOST {
-                running.spawn(self.clone().work::<Inline>());
+                running.spawn(self.clone().work::<Inline>(Arc::clone(stop)));
             } else {
-                running.spawn(self.clone().work::<Boxed>());
+                running.spawn(self.clone().work::<Boxed>(Arc::clone(stop)));
             }
         }
-        while running.join_next().await.is_some() {}
+        let ended = async { while running.join_next().await.is_some() {} };
+        tokio::pin!(ended);
+        tokio::select! {
+            biased;
+            () = &mut ended => return,
+            () = self.cancel.cancelled() => {}
+        }
+        for stop in &stops {
+            stop.raise();
+        }
+        ended.await;
     }
 
-    async fn work<H: Hold>(self) {
-        let Self { plan, client, counters, shard, cancel, next, slots } = self;
+    async fn work<H: Hold>(self, stop: Arc<WorkerStop>) {
+        let Self { plan, client, counters, shard, next, slots, .. } = self;
+        let cancel = &*stop;
         let Some(counters) = counters.get(shard) else { return };
         loop {
             let index = next.fetch_add(1, Ordering::Relaxed);
-            if index >= plan.len() || !plan.arrival(index, &cancel).await {
+            if index >= plan.len() || !plan.arrival(index, cancel).await {
                 break;
             }
             let Some(request) = plan.request(index) else { continue };
             counters.launched();
             let arrived = Instant::now();
             // A cancellation ends the request inside `perform`, keeping its attempts.
-            let sending = AssertUnwindSafe(H::hold(plan.perform(&client, index, request, arrived, &cancel)));
+            let sending = AssertUnwindSafe(H::hold(plan.perform(&client, index, request, arrived, cancel)));
             let result = sending.catch_unwind().await.unwrap_or_else(|_| plan.unfinished(index, arrived, panicked()));
             counters.finished(&result);
             if let Some(slot) = slots.get(index) {

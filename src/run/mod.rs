@@ -8,6 +8,7 @@ mod load;
 mod runner;
 mod schedule;
 mod spec;
+mod stop;
 mod summary;
 mod turnstile;
 

@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use super::batched::{self, BatchRole, Item};
 use super::schedule::arrival_offsets;
 use super::spec::{ArrivalPattern, BurstSpec, SpecError};
+use super::stop::Cancellation;
 use super::summary::Summary;
 use crate::engine::{Priority, Registry};
 use crate::http::{AttemptRecord, BatchError, Batcher, ClientError, LimitedClient, RequestSpec};
@@ -278,7 +279,7 @@ impl Plan {
     }
 
     /// Waits for `index`'s arrival time; `false` if the burst was cancelled first.
-    pub(super) async fn arrival(&self, index: usize, cancel: &CancellationToken) -> bool {
+    pub(super) async fn arrival(&self, index: usize, cancel: &impl Cancellation) -> bool {
         if cancel.is_cancelled() {
             return false;
         }
@@ -302,7 +303,7 @@ impl Plan {
         index: usize,
         request: RequestSpec,
         arrived: Instant,
-        cancel: &CancellationToken,
+        cancel: &impl Cancellation,
     ) -> RequestResult {
         if let Some(batcher) = self.batcher(index) {
             return self.perform_batched(batcher, index, request, arrived, cancel).await;
@@ -349,7 +350,7 @@ impl Plan {
         index: usize,
         request: RequestSpec,
         arrived: Instant,
-        cancel: &CancellationToken,
+        cancel: &impl Cancellation,
     ) -> RequestResult {
         let item = Item { index, headers: request.headers, priority: request.priority };
         let part = tokio::select! {
