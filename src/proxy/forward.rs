@@ -243,7 +243,7 @@ impl Proxy {
             reloader: RwLock::new(None),
             metrics,
             cache: config.cache.map(ResponseCache::new),
-            upstreams: Upstreams::new(config.connect_timeout, config.upstream_timeout)?,
+            upstreams: Upstreams::new(config.connect_timeout, config.upstream_timeout, config.head_timeout)?,
             gates,
             shared,
             config,

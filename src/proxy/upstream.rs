@@ -2,6 +2,7 @@
 //! raw bursts use ([`Http1Pool`]: bodies streamed both ways, a connection back in the pool once
 //! the caller has read the whole answer, closed if it has not), an HTTPS one through reqwest (TLS, HTTP/2).
 
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -12,6 +13,7 @@ use http::uri::Authority;
 use http::{HeaderMap, HeaderValue, Method};
 use hyper::body::Incoming;
 use hyper::body::{Body as HttpBody, Frame, SizeHint};
+use tokio::time::Instant;
 use url::Url;
 
 use super::error::ProxyError;
@@ -50,11 +52,18 @@ pub(crate) struct Upstreams {
     plain: Http1Pool<Body>,
     tls: reqwest::Client,
     timeout: Option<Duration>,
+    /// The upstream wait is armed in steps of this long at most: the callers' head timeout.
+    step: Option<Duration>,
 }
 
 impl Upstreams {
-    /// `connect_timeout` bounds making a connection, `timeout` the wait for an answer's head.
-    pub(crate) fn new(connect_timeout: Option<Duration>, timeout: Option<Duration>) -> Result<Self, ProxyError> {
+    /// `connect_timeout` bounds making a connection, `timeout` the wait for an answer's head;
+    /// `head_timeout` is the callers' (see [`wait_for_answer`]).
+    pub(crate) fn new(
+        connect_timeout: Option<Duration>,
+        timeout: Option<Duration>,
+        head_timeout: Option<Duration>,
+    ) -> Result<Self, ProxyError> {
         crate::http::install_tls_provider();
         let mut tls = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none());
         if let Some(limit) = connect_timeout {
@@ -65,7 +74,7 @@ impl Upstreams {
         }
         let tls = tls.build().map_err(|err| ProxyError::Client(err.to_string()))?;
         let plain = Http1Pool::new(connect_timeout).keeping_idle(IDLE_FOR_AT_MOST, IDLE_AT_MOST);
-        Ok(Self { plain, tls, timeout })
+        Ok(Self { plain, tls, timeout, step: head_timeout.filter(|step| !step.is_zero()) })
     }
 
     /// One attempt: `method url` with `headers` (hop-by-hop ones already out) and `body`, to
@@ -86,7 +95,7 @@ impl Upstreams {
             }
         };
         match self.timeout {
-            Some(limit) => tokio::time::timeout(limit, exchange).await.unwrap_or(Upstream::TimedOut),
+            Some(limit) => wait_for_answer(limit, self.step, exchange).await,
             None => exchange.await,
         }
     }
@@ -131,6 +140,30 @@ impl Upstreams {
             Ok(response) => Upstream::Response(http::Response::from(response).map(Body::new)),
             Err(err) if err.is_timeout() => Upstream::TimedOut,
             Err(err) => Upstream::Unreachable(error_chain(&err)),
+        }
+    }
+}
+
+/// `exchange` bounded by `limit`, its timer armed `step` ahead at most and re-armed until the
+/// deadline. A serving thread then arms every timer the same distance ahead (a caller
+/// connection's head timer is `step`): a new one never falls before the thread's next
+/// wake-up, which tokio would otherwise move earlier by waking the thread through its poller,
+/// two system calls a request. A slow upstream costs one more timer each `step`.
+async fn wait_for_answer(
+    limit: Duration,
+    step: Option<Duration>,
+    exchange: impl Future<Output = Upstream>,
+) -> Upstream {
+    let mut now = Instant::now();
+    // A deadline past what the clock can tell is none.
+    let Some(deadline) = now.checked_add(limit) else { return exchange.await };
+    let mut exchange = std::pin::pin!(exchange);
+    loop {
+        let wake = step.and_then(|step| now.checked_add(step)).map_or(deadline, |wake| wake.min(deadline));
+        match tokio::time::timeout_at(wake, exchange.as_mut()).await {
+            Ok(answer) => return answer,
+            Err(_) if wake >= deadline => return Upstream::TimedOut,
+            Err(_) => now = Instant::now(),
         }
     }
 }
@@ -184,5 +217,45 @@ impl Drop for PooledBody {
         {
             pool.checkin(pooled);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An exchange that answers after `after` (never, for `None`).
+    async fn answering(after: Option<Duration>) -> Upstream {
+        match after {
+            Some(after) => tokio::time::sleep(after).await,
+            None => std::future::pending::<()>().await,
+        }
+        Upstream::Unreachable("answered".to_owned())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_upstream_wait_armed_in_steps_ends_at_its_whole_deadline() {
+        let (limit, step) = (Duration::from_millis(3_500), Some(Duration::from_secs(1)));
+        let start = Instant::now();
+        let answer = wait_for_answer(limit, step, answering(Some(Duration::from_millis(2_500)))).await;
+        assert!(
+            matches!(answer, Upstream::Unreachable(text) if text == "answered"),
+            "an answer within the limit, after two steps"
+        );
+        assert_eq!(start.elapsed(), Duration::from_millis(2_500));
+
+        let start = Instant::now();
+        assert!(matches!(wait_for_answer(limit, step, answering(None)).await, Upstream::TimedOut));
+        assert_eq!(start.elapsed(), limit, "the deadline is the limit's, not a step's multiple");
+
+        let start = Instant::now();
+        assert!(matches!(wait_for_answer(limit, None, answering(None)).await, Upstream::TimedOut));
+        assert_eq!(start.elapsed(), limit);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_limit_past_the_clocks_range_is_no_deadline() {
+        let answer = wait_for_answer(Duration::MAX, Some(Duration::MAX), answering(Some(Duration::from_secs(1_000))));
+        assert!(matches!(answer.await, Upstream::Unreachable(text) if text == "answered"));
     }
 }
