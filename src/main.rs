@@ -4,9 +4,11 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+mod allocator;
+
 /// A faster allocator than glibc's under many concurrent requests (see BENCHMARKS.md).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: allocator::Mimalloc = allocator::Mimalloc;
 
 fn main() -> ExitCode {
     ratescope::cli::main(ratescope::cli::Cli::parse())
