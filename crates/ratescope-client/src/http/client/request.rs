@@ -4,6 +4,7 @@
 //! client's own face, [`OnWire`]: attempts on the client's wire, each kept in a log.
 
 use std::borrow::Cow;
+use std::future::Future;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
@@ -137,9 +138,13 @@ impl<'c> Request<'c> {
     }
 
     /// The attempts of a request that goes upstream itself, on the client's wire, each
-    /// appended to `log`, until a response or an error ends it.
-    pub(super) async fn attempts(self, log: &mut Vec<AttemptRecord>) -> Result<LimitedResponse, ClientError> {
-        attempts::run(OnWire { request: self, log }).await
+    /// appended to `log`, until a response or an error ends it. The loop's own future, not
+    /// one around it: each layer of future a request's state passes through is one more copy.
+    pub(super) fn attempts<'l>(
+        self,
+        log: &'l mut Vec<AttemptRecord>,
+    ) -> impl Future<Output = Result<LimitedResponse, ClientError>> + Send + use<'c, 'l> {
+        attempts::run(OnWire { request: self, log })
     }
 
     /// What the attempt loop reads of the request.
@@ -406,8 +411,9 @@ impl Face for OnWire<'_, '_> {
         self.request.admission(attempt).await.map_err(Err)
     }
 
-    async fn send(&mut self, attempt: u32, admission: &Admission) -> Sent {
-        self.request.exchange(attempt, admission).await
+    // The exchange's own future (the largest state), not one around it.
+    fn send(&mut self, attempt: u32, admission: &Admission) -> impl Future<Output = Sent> + Send {
+        self.request.exchange(attempt, admission)
     }
 
     fn record(
@@ -420,10 +426,10 @@ impl Face for OnWire<'_, '_> {
         self.request.record(attempt, admission, sent, decision, Some(&mut *self.log))
     }
 
-    async fn finish(self, attempt: u32, sent: Sent, admission: Admission) -> Self::Output {
+    fn finish(self, attempt: u32, sent: Sent, admission: Admission) -> impl Future<Output = Self::Output> + Send {
         // The slot goes back before the response is stored in the cache and handed over.
         drop(admission);
-        self.request.finish(attempt, sent)
+        std::future::ready(self.request.finish(attempt, sent))
     }
 
     async fn give_up(self, attempt: u32, sent: Sent, admission: Admission, reason: GiveUpReason) -> Self::Output {
