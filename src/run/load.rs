@@ -16,7 +16,8 @@ use super::stop::WorkerStop;
 use crate::http::LimitedClient;
 
 /// Raw sending with a cap works like a load generator: `cap` workers each send the next
-/// request when their last one has ended, so no task is spawned per request. On a
+/// request when their last one has ended, so no task is spawned per request. Returns the
+/// records and when the last request ended. On a
 /// multi-threaded runtime the workers are spread over one single-threaded runtime per core,
 /// each with its own connections, so a request and its connection never change threads.
 pub(super) async fn drive_workers(
@@ -25,7 +26,7 @@ pub(super) async fn drive_workers(
     counters: &Arc<[Counters]>,
     cancel: &CancellationToken,
     cap: usize,
-) -> Vec<RequestResult> {
+) -> (Vec<RequestResult>, Instant) {
     let workers = Workers {
         plan: Arc::clone(plan),
         client: client.clone(),
@@ -38,7 +39,7 @@ pub(super) async fn drive_workers(
         slots: Arc::new(std::iter::repeat_with(OnceLock::new).take(plan.len()).collect()),
     };
     let count = cap.min(plan.len());
-    let runtimes = load_runtimes(count);
+    let runtimes = load_runtimes(load_threads(plan.all_local()).min(count));
     if runtimes.is_empty() {
         workers.clone().run(count).await;
     } else {
@@ -57,23 +58,33 @@ pub(super) async fn drive_workers(
             }
         }
     }
-    match Arc::try_unwrap(workers.slots) {
+    let end = Instant::now();
+    let results = match Arc::try_unwrap(workers.slots) {
         Ok(slots) => slots.into_iter().filter_map(OnceLock::into_inner).collect(),
         // Every worker has ended, so nobody else holds the slots; copy them out if that changes.
         Err(slots) => slots.iter().filter_map(|slot| slot.get().cloned()).collect(),
-    }
+    };
+    (results, end)
 }
 
-/// One single-threaded runtime per core when called on a multi-threaded runtime (none on a
+/// How many load threads a burst sends from: one per core, or half the cores (at least one)
+/// when every endpoint is on this machine, whose server needs the other half: two threads
+/// of ours on a 2-core machine left its server one core between them, and did 5% fewer
+/// requests a second than one (BENCHMARKS.md).
+fn load_threads(all_local: bool) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    if all_local { cores.div_ceil(2) } else { cores }
+}
+
+/// `threads` single-threaded runtimes when called on a multi-threaded runtime (none on a
 /// single-threaded one, such as a test's paused clock, or when they cannot be built).
-fn load_runtimes(workers: usize) -> Vec<tokio::runtime::Runtime> {
+fn load_runtimes(threads: usize) -> Vec<tokio::runtime::Runtime> {
     let flavor = tokio::runtime::Handle::try_current().map(|runtime| runtime.runtime_flavor());
     if !matches!(flavor, Ok(tokio::runtime::RuntimeFlavor::MultiThread)) {
         return Vec::new();
     }
-    let cores = std::thread::available_parallelism().map_or(1, usize::from).min(workers);
     let built: Result<Vec<_>, _> =
-        (0..cores).map(|_| tokio::runtime::Builder::new_current_thread().enable_all().build()).collect();
+        (0..threads).map(|_| tokio::runtime::Builder::new_current_thread().enable_all().build()).collect();
     built.unwrap_or_else(|err| {
         tracing::warn!("sending from the shared runtime: load threads could not start: {err}");
         Vec::new()
@@ -170,5 +181,18 @@ struct Boxed;
 impl Hold for Boxed {
     fn hold<F: Future + Send>(sending: F) -> impl Future<Output = F::Output> + Send {
         Box::pin(sending)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_burst_on_this_machine_leaves_half_the_cores_to_its_server() {
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        assert_eq!(load_threads(false), cores);
+        assert_eq!(load_threads(true), cores.div_ceil(2));
+        assert!(load_threads(true) >= 1);
     }
 }

@@ -256,7 +256,9 @@ fn drawn_endpoints(spec: &BurstSpec, count: usize) -> Vec<usize> {
 }
 
 impl Plan {
-    fn new(spec: BurstSpec, start: Instant, client: &LimitedClient, cancel: &CancellationToken) -> Self {
+    /// The plan of `spec`; its clock starts once the plan is made (drawing a large burst's
+    /// endpoints is no part of its schedule).
+    fn new(spec: BurstSpec, client: &LimitedClient, cancel: &CancellationToken) -> Self {
         let offsets = arrival_offsets(&spec.arrival, spec.planned_requests());
         let endpoints = match &spec.arrival {
             ArrivalPattern::Scripted(script) => script.iter().map(|step| step.endpoint).collect(),
@@ -265,11 +267,16 @@ impl Plan {
         let paths = spec.endpoints.iter().map(|endpoint| Arc::from(endpoint.url.path())).collect();
         let requests = spec.endpoints.iter().map(|endpoint| endpoint_request(&spec, endpoint)).collect();
         let batchers = batched::batchers(&spec, client, cancel);
-        Self { spec, start, offsets, endpoints, paths, requests, batchers }
+        Self { spec, start: Instant::now(), offsets, endpoints, paths, requests, batchers }
     }
 
     pub(super) fn len(&self) -> usize {
         self.offsets.len()
+    }
+
+    /// Whether every endpoint is on this machine (its server shares our cores).
+    pub(super) fn all_local(&self) -> bool {
+        self.spec.endpoints.iter().all(|endpoint| crate::http::is_loopback(&endpoint.url))
     }
 
     /// The request at `index`, or `None` if the spec has no endpoint for it.
@@ -424,12 +431,15 @@ async fn drive(
     counters: Arc<[Counters]>,
     cancel: CancellationToken,
 ) -> (Vec<RequestResult>, Instant, Instant) {
-    let plan = Arc::new(Plan::new(spec, Instant::now(), &client, &cancel));
-    let mut results = match (&plan.spec.limits, plan.spec.raw_concurrency) {
+    let plan = Arc::new(Plan::new(spec, &client, &cancel));
+    // The burst ends with its last request: gathering the records afterwards is not part of it.
+    let (mut results, end) = match (&plan.spec.limits, plan.spec.raw_concurrency) {
         (None, Some(cap)) => super::load::drive_workers(&plan, &client, &counters, &cancel, cap).await,
-        _ => drive_tasks(&plan, &client, &counters[0], &cancel).await,
+        _ => {
+            let results = drive_tasks(&plan, &client, &counters[0], &cancel).await;
+            (results, Instant::now())
+        }
     };
-    let end = Instant::now();
     if !results.is_sorted_by_key(|result| result.index) {
         results.sort_by_key(|result| result.index);
     }

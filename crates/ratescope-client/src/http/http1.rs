@@ -115,7 +115,12 @@ impl Http1Transport {
     /// Whether this transport can carry requests to `url`: plain `http` with a host and no
     /// credentials in it (reqwest sends those as Basic authorization; this wire does not).
     pub fn serves(url: &url::Url) -> bool {
-        url.scheme() == "http" && url.host_str().is_some() && url.username().is_empty() && url.password().is_none()
+        // Read off the serialization (every request asks): a parsed `http` URL always has a
+        // host and a path, and percent-encodes any `@` in its user information, so an `@`
+        // before the path is that information's end.
+        let Some(rest) = url.as_str().strip_prefix("http://") else { return false };
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+        !authority.is_empty() && !authority.contains('@')
     }
 
     /// One exchange under the request deadline: the same as [`Transport::exchange`], without
@@ -382,5 +387,31 @@ impl Transport for Http1Transport {
     fn exchange(&self, request: http::Request<Bytes>) -> BoxFuture<'static, Exchanged> {
         let this = self.clone();
         Box::pin(async move { this.exchange_within_deadline(request).await })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wire_serves_plain_http_urls_without_credentials_only() {
+        let serves = |text: &str| Http1Transport::serves(&url::Url::parse(text).expect("a URL"));
+        for plain in
+            ["http://a.test/", "HTTP://A.test:8080/x@y?q=@#@", "http://[::1]:9/", "http://10.0.0.1", "http://h/p%40q"]
+        {
+            assert!(serves(plain), "{plain}");
+        }
+        for other in [
+            "https://a.test/",
+            "http://user@a.test/",
+            "http://user:pass@a.test/",
+            "http://:pass@a.test/",
+            "http://us%40er:p%40ss@a.test/",
+            "ftp://a.test/",
+            "httpx://a.test/",
+        ] {
+            assert!(!serves(other), "{other}");
+        }
     }
 }
