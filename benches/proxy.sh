@@ -22,8 +22,10 @@ proxy_port=18798
 nginx_port=18799
 bare_port=18796
 # The floor: hyper on tokio with nothing else (benches/bare_proxy.rs).
-bare_bin=$(cargo build --release --quiet --bench bare_proxy --message-format=json \
-    | python3 -c 'import json, sys; print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("executable") and m["target"]["name"] == "bare_proxy"][-1])')
+# BARE_BIN=PATH: a bare_proxy built before (it uses nothing of ratescope's, and its own build
+# relinks the whole library after each change).
+bare_bin=${BARE_BIN:-$(cargo build --release --quiet --bench bare_proxy --message-format=json \
+    | python3 -c 'import json, sys; print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("executable") and m["target"]["name"] == "bare_proxy"][-1])')}
 work=$(mktemp -d)
 export RATESCOPE_CONFIG_DIR="$work"
 "$bin" mock --port "$mock_port" >"$work/mock.log" 2>&1 &
