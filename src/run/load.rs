@@ -1,5 +1,6 @@
 //! Raw bursts with a concurrency cap, driven like a load generator: a fixed set of workers
-//! on one single-threaded runtime per core, sharing no hot cache line.
+//! on single-threaded runtimes (one per core, or per two for a server on this machine), sharing
+//! no hot cache line.
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -16,10 +17,10 @@ use super::stop::WorkerStop;
 use crate::http::LimitedClient;
 
 /// Raw sending with a cap works like a load generator: `cap` workers each send the next
-/// request when their last one has ended, so no task is spawned per request. Returns the
-/// records and when the last request ended. On a
-/// multi-threaded runtime the workers are spread over one single-threaded runtime per core,
-/// each with its own connections, so a request and its connection never change threads.
+/// request when their last one has ended, so no task is spawned per request. On a
+/// multi-threaded runtime the workers are spread over the load threads' single-threaded
+/// runtimes ([`load_threads`]), each with its own connections, so a request and its
+/// connection never change threads. Returns the records and when the last request ended.
 pub(super) async fn drive_workers(
     plan: &Arc<Plan>,
     client: &LimitedClient,
