@@ -13,7 +13,7 @@ use ratescope::telemetry::{Series, Telemetry};
 
 // The app's allocator (`src/main.rs`): a frame's meshes are large, short-lived allocations.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: ratescope::allocator::Mimalloc = ratescope::allocator::Mimalloc;
 
 const PER_SECOND: usize = 100;
 const HOUR: usize = 3600;

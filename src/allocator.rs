@@ -1,5 +1,5 @@
-//! The binary's allocator: mimalloc, asked for plain blocks whenever a layout's alignment is
-//! one every block has, and for aligned ones only beyond.
+//! The allocator of the binary (and of the app's bench): mimalloc, asked for plain blocks
+//! whenever a layout's alignment is one every block has, and for aligned ones only beyond.
 //!
 //! The `mimalloc` crate asks `mi_malloc_aligned` for every layout. Since mimalloc 3, that call
 //! serves a block over 1 KiB through its slow path, over-allocating unless the size class is

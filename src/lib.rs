@@ -222,6 +222,7 @@
 
 #![warn(missing_docs)]
 
+pub mod allocator;
 pub mod cli;
 /// The limiter itself: the `ratescope-engine` crate (no HTTP, disk or GUI), re-exported so
 /// `ratescope::engine::…` names the same items a user of that crate alone sees.

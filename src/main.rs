@@ -4,11 +4,9 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-mod allocator;
-
 /// A faster allocator than glibc's under many concurrent requests (see BENCHMARKS.md).
 #[global_allocator]
-static ALLOCATOR: allocator::Mimalloc = allocator::Mimalloc;
+static ALLOCATOR: ratescope::allocator::Mimalloc = ratescope::allocator::Mimalloc;
 
 fn main() -> ExitCode {
     ratescope::cli::main(ratescope::cli::Cli::parse())
