@@ -15,7 +15,7 @@ use syn::visit::Visit;
 /// Lowest first. Each top-level module of `src/` is in exactly one layer (`engine` is the
 /// `ratescope-engine` crate, re-exported).
 const LAYERS: &[&[&str]] = &[
-    &["files", "engine", "redact"],
+    &["files", "engine", "redact", "allocator"],
     &["store"],
     &["http"],
     &["mock", "telemetry"],
