@@ -12,14 +12,17 @@
 //! permit (a concurrency slot) is held until the caller has the whole body.
 
 use std::collections::HashMap;
+use std::future::{Future, ready};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::task::Poll;
 
 use axum::body::{Body, HttpBody};
 use axum::extract::Request;
 use axum::response::Response;
 use bytes::Bytes;
 use futures_util::StreamExt;
+use futures_util::future::Either;
 use http::header::CONTENT_TYPE;
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use http_body_util::BodyExt;
@@ -33,7 +36,7 @@ use url::Url;
 use super::config::{ProxyConfig, Route};
 use super::error::ProxyError;
 use super::hop::{caller_response_headers, upstream_request_headers};
-use super::metrics::{Ended, ProxyMetrics};
+use super::metrics::{Ended, KeyMetrics, ProxyMetrics};
 use super::shed::shed;
 use super::upstream::{Outgoing, Upstream, Upstreams};
 use crate::engine::{Cost, Limiter, Overload, Permit, Priority, QueueCounts, format_wait};
@@ -70,7 +73,39 @@ pub(crate) struct Proxy {
     rng: Mutex<StdRng>,
     pub(crate) in_flight: AtomicUsize,
     /// Set when the drain deadline passed: unfinished requests are answered 503 at once.
-    pub(crate) cut_off: watch::Sender<bool>,
+    pub(crate) cut_off: CutOff,
+}
+
+/// The drain deadline's end: once cut, every request still running is answered 503 at once.
+/// A request reads the flag each time it is polled (an atomic load); the connections that
+/// serve them wait on the watch (one waiter a draining connection, none a request) and, woken,
+/// poll their request, which then sees the flag.
+#[derive(Debug)]
+pub(crate) struct CutOff {
+    cut: AtomicBool,
+    woken: watch::Sender<bool>,
+}
+
+impl CutOff {
+    fn new() -> Self {
+        Self { cut: AtomicBool::new(false), woken: watch::Sender::new(false) }
+    }
+
+    /// Cuts off every request still running.
+    pub(crate) fn cut(&self) {
+        self.cut.store(true, Ordering::Release);
+        self.woken.send_replace(true);
+    }
+
+    fn is_cut(&self) -> bool {
+        self.cut.load(Ordering::Acquire)
+    }
+
+    /// Resolves once [`cut`](Self::cut) has been called.
+    pub(crate) async fn cut_at_last(&self) {
+        // The sender lives as long as `self`: the wait ends only with the cut.
+        let _ = self.woken.subscribe().wait_for(|cut| *cut).await;
+    }
 }
 
 /// Makes the settings a reload applies, or says why it cannot (the command line rereads its
@@ -214,14 +249,20 @@ impl Drop for InFlight<'_> {
 pub(crate) async fn handle(proxy: Arc<Proxy>, forwarded_for: HeaderValue, request: Request) -> Response {
     proxy.in_flight.fetch_add(1, Ordering::AcqRel);
     let _in_flight = InFlight(&proxy.in_flight);
-    let mut cut_off = proxy.cut_off.subscribe();
-    tokio::select! {
-        response = proxy.forward(&forwarded_for, request) => response,
-        _ = cut_off.wait_for(|cut| *cut) => {
+    // Made where it is pinned: a request's state is a few KiB, and each move copies all of it.
+    let mut forwarding = std::pin::pin!(proxy.forward(&forwarded_for, request));
+    // Its connection wakes it when the drain deadline passes (`server::serve`).
+    std::future::poll_fn(|cx| {
+        if proxy.cut_off.is_cut() {
             proxy.metrics.ended("", Ended::CutOff);
-            plain(StatusCode::SERVICE_UNAVAILABLE, "the proxy shut down before this request finished")
+            return Poll::Ready(plain(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the proxy shut down before this request finished",
+            ));
         }
-    }
+        forwarding.as_mut().poll(cx)
+    })
+    .await
 }
 
 impl Proxy {
@@ -251,7 +292,7 @@ impl Proxy {
             next_id: AtomicU64::new(0),
             rng: Mutex::new(StdRng::from_os_rng()),
             in_flight: AtomicUsize::new(0),
-            cut_off: watch::Sender::new(false),
+            cut_off: CutOff::new(),
         })
     }
 
@@ -347,12 +388,14 @@ impl Proxy {
         let policy = &live.policy;
         let limiter = policy.limiter_for(route.host(), &url);
         let Routed { limiter, adaptive, retry, report } = policy.routed(limiter, &self.next_id);
+        // The request's key in the metrics: its limiter's, or the upstream's `host[:port]`.
+        let metrics = self.metrics.key(limiter.as_ref().map_or(authority, Limiter::key));
         let mut headers = upstream_request_headers(std::mem::take(&mut parts.headers), peer, &route.secrets);
         // Before admission: a caller's broken body must not cost a token.
         let body = match RequestBody::read(body, self.config.replay_limit).await {
             Ok(body) => body,
             Err(reason) => {
-                self.metrics.ended(limiter.as_ref().map_or(authority, Limiter::key), Ended::Refused);
+                metrics.ended(Ended::Refused);
                 return bad_body(&parts.method, parts.uri.path(), &reason);
             }
         };
@@ -361,7 +404,7 @@ impl Proxy {
         if let Some((cache, uri)) = &cache
             && let Some(fresh) = cache.serve(&parts.method, uri, &mut headers, &report, started)
         {
-            self.metrics.ended(limiter.as_ref().map_or(authority, Limiter::key), Ended::Cached);
+            metrics.ended(Ended::Cached);
             return cached_response(fresh);
         }
         let estimate = Cost::requests(1);
@@ -379,6 +422,7 @@ impl Proxy {
             cache,
             estimate,
             started,
+            metrics,
         };
         attempts::run(forwarding).await
     }
@@ -407,6 +451,8 @@ struct Forwarding<'p> {
     /// What an attempt costs: the proxy counts requests.
     estimate: Cost,
     started: Instant,
+    /// Its key's series in the metrics.
+    metrics: KeyMetrics<'p>,
 }
 
 impl Face for Forwarding<'_> {
@@ -444,7 +490,7 @@ impl Face for Forwarding<'_> {
         let refusal = match step.admit(attempt, &self.report).await {
             // The proxy counts requests only (no cost rules): a shared reservation has nothing to settle.
             Ok(admission) => {
-                proxy.metrics.admitted(limiter.key(), admission.waited);
+                self.metrics.admitted(admission.waited);
                 return Ok(Admission { shared: None, ..admission });
             }
             Err(refusal) => refusal,
@@ -462,7 +508,7 @@ impl Face for Forwarding<'_> {
             Refusal::Shared(err) => format!("{key}: shared budget: {err}"),
             Refusal::SharedTooSlow => format!("{key}: the shared budget did not admit this request within {bound}"),
         };
-        proxy.metrics.shed(key, &refusal);
+        self.metrics.shed(&refusal);
         let shed = shed(limiter, refusal.ahead(), reason);
         self.report.emit(EventKind::Failed { error: format!("shed: {}", shed.reason), attempts: attempt - 1 });
         let (method, path) = (&self.parts.method, self.parts.uri.path());
@@ -491,65 +537,68 @@ impl Face for Forwarding<'_> {
             Upstream::Unreachable(message) => Answer::ConnectionError(message),
             Upstream::TimedOut => Answer::Timeout,
         };
-        self.proxy.metrics.answered(self.key_label(), answer.status().map(|status| status.as_u16()), service_time);
+        self.metrics.answered(answer.status().map(|status| status.as_u16()), service_time);
         Sent { sent_at, service_time, answer }
     }
 
     fn retrying(&mut self) {
-        self.proxy.metrics.retried(self.key_label());
+        self.metrics.retried();
     }
 
     /// The upstream's answer goes back (from the cache when it keeps a copy), reported as
     /// `Finished`; no answer is a 400, 502 or 504 ([`failed`](Self::failed)).
-    async fn finish(self, attempt: u32, sent: Sent<Response>, admission: Admission) -> Response {
+    ///
+    /// Not an async fn: everything but the cache's read of the whole body is done at the call,
+    /// so a request carries (and copies) no state for it but the answer, and the cache's rare
+    /// wait is boxed.
+    fn finish(self, attempt: u32, sent: Sent<Response>, admission: Admission) -> impl Future<Output = Response> + Send {
         let upstream_ms = millis(sent.service_time);
         let response = match sent.answer {
             Answer::Response { held, .. } => held,
-            Answer::ConnectionError(message) => return self.failed(Some(message), attempt),
-            Answer::Timeout => return self.failed(None, attempt),
+            Answer::ConnectionError(message) => return Either::Left(ready(self.failed(Some(message), attempt))),
+            Answer::Timeout => return Either::Left(ready(self.failed(None, attempt))),
         };
         let status = response.status();
         if self.report.listening() {
             let total = self.started.elapsed();
             self.report.emit(EventKind::Finished { status: status.as_u16(), attempts: attempt, total });
         }
-        self.proxy.metrics.ended(self.key_label(), Ended::Forwarded);
+        self.metrics.ended(Ended::Forwarded);
         let (method, path, status) = (&self.parts.method, self.parts.uri.path(), status.as_u16());
         let (key, queue_wait_ms) = (self.limiter.as_ref().map_or("", Limiter::key), millis(admission.waited));
         // The caller's path without its query (whose values may be secrets), never a header.
         tracing::info!(key, %method, path, status, attempts = attempt, queue_wait_ms, upstream_ms, "forwarded");
-        match &self.cache {
-            Some((cache, uri)) => {
-                let request = (method, &self.headers);
-                cache_and_answer(cache, uri, request, self.route.host(), response, &self.report).await
-            }
-            None => streamed(response, admission.permit),
-        }
+        let Some((cache, uri)) = self.cache else {
+            return Either::Left(ready(streamed(response, admission.permit)));
+        };
+        let Self { parts, headers, route, report, .. } = self;
+        Either::Right(Box::pin(async move {
+            let answer =
+                cache_and_answer(cache, &uri, (&parts.method, &headers), route.host(), response, &report).await;
+            // The slot is held until the whole body has been read.
+            drop(admission);
+            answer
+        }))
     }
 
     /// As [`finish`](Self::finish): the caller gets the last answer (a 429 after the last
     /// retry is still the upstream's answer).
-    async fn give_up(
+    fn give_up(
         self,
         attempt: u32,
         sent: Sent<Response>,
         admission: Admission,
         _reason: GiveUpReason,
-    ) -> Response {
-        self.finish(attempt, sent, admission).await
+    ) -> impl Future<Output = Response> + Send {
+        self.finish(attempt, sent, admission)
     }
 }
 
 impl Forwarding<'_> {
-    /// The request's key in the metrics: its limiter's, or the upstream's `host[:port]`.
-    fn key_label(&self) -> &str {
-        self.limiter.as_ref().map_or(self.route.authority(), Limiter::key)
-    }
-
     /// The caller's answer when the last attempt got no response: 400 for a body that broke
     /// on the way, else 502 (could not reach) or 504 (no answer in time).
     fn failed(&self, failure: Option<String>, attempts: u32) -> Response {
-        self.proxy.metrics.ended(self.key_label(), Ended::Failed);
+        self.metrics.ended(Ended::Failed);
         let (parts, host) = (&self.parts, self.route.host());
         if let Some(reason) = self.body.broken() {
             self.report.emit(EventKind::Failed { error: format!("request body: {reason}"), attempts });

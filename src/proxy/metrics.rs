@@ -104,6 +104,8 @@ pub struct ProxyMetrics {
 /// exposition only once it has counted something, as a family's own lookup does).
 #[derive(Debug, Default)]
 struct KeySeries {
+    /// The key, as the series' label.
+    key: String,
     ended: [OnceLock<Counter>; Ended::COUNT],
     responses: [OnceLock<Counter>; 5],
     unanswered: OnceLock<Counter>,
@@ -111,6 +113,84 @@ struct KeySeries {
     retries: OnceLock<Counter>,
     queue_wait: OnceLock<Histogram>,
     latency: OnceLock<Histogram>,
+}
+
+/// One key's counters, looked up once for a request: its steps count without another lookup.
+#[derive(Debug)]
+pub struct KeyMetrics<'a> {
+    metrics: &'a ProxyMetrics,
+    series: Arc<KeySeries>,
+}
+
+impl KeyMetrics<'_> {
+    fn key_labels(&self) -> KeyLabels {
+        KeyLabels { key: self.series.key.clone() }
+    }
+
+    fn counter<'s>(&self, family: &Family<KeyLabels, Counter>, slot: &'s OnceLock<Counter>) -> &'s Counter {
+        slot.get_or_init(|| family.get_or_create(&self.key_labels()).clone())
+    }
+
+    fn histogram<'s>(&self, family: &Histograms, slot: &'s OnceLock<Histogram>) -> &'s Histogram {
+        slot.get_or_init(|| family.get_or_create(&self.key_labels()).clone())
+    }
+
+    /// The request ended as `outcome`.
+    pub fn ended(&self, outcome: Ended) {
+        // One slot per outcome, in the enum's order.
+        if let Some(slot) = self.series.ended.get(outcome as usize) {
+            let labels = || OutcomeLabels { key: self.series.key.clone(), outcome: outcome.label() };
+            slot.get_or_init(|| self.metrics.requests.get_or_create(&labels()).clone()).inc();
+        }
+    }
+
+    /// The request was shed for `refusal`: counted as its outcome and by reason.
+    pub fn shed(&self, refusal: &Refusal) {
+        let reason = match refusal {
+            Refusal::Limiter(_) | Refusal::Shed(Overload::Invalid(_)) => "invalid",
+            Refusal::Shed(Overload::QueueFull { .. }) => "queue_full",
+            Refusal::Shed(Overload::TooLong { .. }) => "wait_too_long",
+            Refusal::Shed(Overload::Waited { .. }) => "waited_too_long",
+            Refusal::Shared(_) => "shared_store",
+            Refusal::SharedTooSlow => "shared_too_slow",
+        };
+        self.metrics.shed.get_or_create(&ShedLabels { key: self.series.key.clone(), reason }).inc();
+        self.ended(Ended::Shed);
+    }
+
+    /// An attempt was admitted after waiting `waited`.
+    pub fn admitted(&self, waited: Duration) {
+        self.histogram(&self.metrics.queue_wait, &self.series.queue_wait).observe(waited.as_secs_f64());
+    }
+
+    /// An attempt's upstream answer (`None`: none came) after `latency`.
+    pub fn answered(&self, status: Option<u16>, latency: Duration) {
+        let series = &self.series;
+        let Some(status) = status else {
+            self.counter(&self.metrics.upstream_unanswered, &series.unanswered).inc();
+            return;
+        };
+        self.histogram(&self.metrics.upstream_latency, &series.latency).observe(latency.as_secs_f64());
+        let index = match status {
+            100..=199 => 0,
+            200..=299 => 1,
+            300..=399 => 2,
+            400..=499 => 3,
+            _ => 4,
+        };
+        if let (Some(slot), Some(class)) = (series.responses.get(index), CLASSES.get(index)) {
+            let labels = || StatusLabels { key: series.key.clone(), class };
+            slot.get_or_init(|| self.metrics.upstream_responses.get_or_create(&labels()).clone()).inc();
+        }
+        if status == 429 {
+            self.counter(&self.metrics.throttled, &series.throttled).inc();
+        }
+    }
+
+    /// An attempt will be sent again.
+    pub fn retried(&self) {
+        self.counter(&self.metrics.retries, &self.series.retries).inc();
+    }
 }
 
 /// Status classes, as `StatusLabels::class` names them.
@@ -200,83 +280,22 @@ impl ProxyMetrics {
 
     /// A request ended as `outcome`, under limiter key `key`.
     pub fn ended(&self, key: &str, outcome: Ended) {
-        let series = self.series(key);
-        // One slot per outcome, in the enum's order.
-        if let Some(slot) = series.ended.get(outcome as usize) {
-            let labels = || OutcomeLabels { key: key.to_owned(), outcome: outcome.label() };
-            slot.get_or_init(|| self.requests.get_or_create(&labels()).clone()).inc();
-        }
+        self.key(key).ended(outcome);
     }
 
-    /// `key`'s series (found or made once per key).
-    fn series(&self, key: &str) -> Arc<KeySeries> {
-        if let Some(series) = self.keys.read().get(key) {
-            return Arc::clone(series);
-        }
-        Arc::clone(self.keys.write().entry(key.to_owned()).or_default())
-    }
-
-    fn key_counter<'a>(family: &Family<KeyLabels, Counter>, slot: &'a OnceLock<Counter>, key: &str) -> &'a Counter {
-        slot.get_or_init(|| family.get_or_create(&KeyLabels { key: key.to_owned() }).clone())
-    }
-
-    fn key_histogram<'a>(family: &Histograms, slot: &'a OnceLock<Histogram>, key: &str) -> &'a Histogram {
-        slot.get_or_init(|| family.get_or_create(&KeyLabels { key: key.to_owned() }).clone())
-    }
-
-    /// A request was shed for `refusal`: counted as its outcome and by reason.
-    pub fn shed(&self, key: &str, refusal: &Refusal) {
-        let reason = match refusal {
-            Refusal::Limiter(_) | Refusal::Shed(Overload::Invalid(_)) => "invalid",
-            Refusal::Shed(Overload::QueueFull { .. }) => "queue_full",
-            Refusal::Shed(Overload::TooLong { .. }) => "wait_too_long",
-            Refusal::Shed(Overload::Waited { .. }) => "waited_too_long",
-            Refusal::Shared(_) => "shared_store",
-            Refusal::SharedTooSlow => "shared_too_slow",
-        };
-        self.shed.get_or_create(&ShedLabels { key: key.to_owned(), reason }).inc();
-        self.ended(key, Ended::Shed);
-    }
-
-    /// An attempt was admitted after waiting `waited`.
-    pub fn admitted(&self, key: &str, waited: Duration) {
-        let series = self.series(key);
-        Self::key_histogram(&self.queue_wait, &series.queue_wait, key).observe(waited.as_secs_f64());
-    }
-
-    /// An attempt's upstream answer (`None`: none came) after `latency`.
-    pub fn answered(&self, key: &str, status: Option<u16>, latency: Duration) {
-        let series = self.series(key);
-        let Some(status) = status else {
-            Self::key_counter(&self.upstream_unanswered, &series.unanswered, key).inc();
-            return;
-        };
-        Self::key_histogram(&self.upstream_latency, &series.latency, key).observe(latency.as_secs_f64());
-        let index = match status {
-            100..=199 => 0,
-            200..=299 => 1,
-            300..=399 => 2,
-            400..=499 => 3,
-            _ => 4,
-        };
-        if let (Some(slot), Some(class)) = (series.responses.get(index), CLASSES.get(index)) {
-            let labels = || StatusLabels { key: key.to_owned(), class };
-            slot.get_or_init(|| self.upstream_responses.get_or_create(&labels()).clone()).inc();
-        }
-        if status == 429 {
-            Self::key_counter(&self.throttled, &series.throttled, key).inc();
-        }
+    /// `key`'s series (found or made once per key), to count a request's steps under.
+    pub fn key(&self, key: &str) -> KeyMetrics<'_> {
+        let found = self.keys.read().get(key).map(Arc::clone);
+        let series = found.unwrap_or_else(|| {
+            let made = || Arc::new(KeySeries { key: key.to_owned(), ..KeySeries::default() });
+            Arc::clone(self.keys.write().entry(key.to_owned()).or_insert_with(made))
+        });
+        KeyMetrics { metrics: self, series }
     }
 
     /// A reload was applied (`true`) or refused.
     pub fn reloaded(&self, applied: bool) {
         self.reloads.get_or_create(&ReloadLabels { result: if applied { "applied" } else { "refused" } }).inc();
-    }
-
-    /// An attempt will be sent again.
-    pub fn retried(&self, key: &str) {
-        let series = self.series(key);
-        Self::key_counter(&self.retries, &series.retries, key).inc();
     }
 
     /// Everything, in the Prometheus text format (0.0.4), or in OpenMetrics (ending `# EOF`).

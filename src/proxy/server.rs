@@ -176,7 +176,7 @@ impl ProxyServer {
             Ok(Err(join)) => Err(ProxyError::Serve(std::io::Error::other(join))),
             Err(_) => {
                 let cut_off = self.in_flight();
-                self.proxy.cut_off.send_replace(true);
+                self.proxy.cut_off.cut();
                 task.abort();
                 Ok(Drained { in_flight_at_start, cut_off })
             }
@@ -368,6 +368,7 @@ async fn serve(
     counted: (Open, watch::Receiver<()>),
 ) {
     let forwarded_for = forwarded_for(peer.ip());
+    let draining = Arc::clone(&proxy);
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
         let (proxy, forwarded_for) = (Arc::clone(&proxy), forwarded_for.clone());
         async move { Ok::<_, std::convert::Infallible>(handle(proxy, forwarded_for, request.map(Body::new)).await) }
@@ -383,7 +384,11 @@ async fn serve(
         // Shutdown (or the accept loop gone): finish the request in progress, then close.
         None => {
             connection.as_mut().graceful_shutdown();
-            connection.await
+            // Past the drain deadline, its request answers 503 once polled again (`handle`).
+            tokio::select! {
+                result = connection.as_mut() => result,
+                () = draining.cut_off.cut_at_last() => connection.await,
+            }
         }
     };
     if let Err(err) = result {

@@ -88,12 +88,14 @@ impl Upstreams {
         headers: &HeaderMap,
         body: Outgoing,
     ) -> Upstream {
-        let exchange = async {
+        // Pinned where it is made: the exchange is most of a request's state, and each move
+        // copies all of it.
+        let exchange = std::pin::pin!(async {
             match origin {
                 Some(origin) => self.send_plain(method, url, origin, headers, body).await,
                 None => self.send_tls(method, url, headers, body).await,
             }
-        };
+        });
         match self.timeout {
             Some(limit) => wait_for_answer(limit, self.step, exchange).await,
             None => exchange.await,
@@ -152,12 +154,11 @@ impl Upstreams {
 async fn wait_for_answer(
     limit: Duration,
     step: Option<Duration>,
-    exchange: impl Future<Output = Upstream>,
+    mut exchange: Pin<&mut impl Future<Output = Upstream>>,
 ) -> Upstream {
     let mut now = Instant::now();
     // A deadline past what the clock can tell is none.
     let Some(deadline) = now.checked_add(limit) else { return exchange.await };
-    let mut exchange = std::pin::pin!(exchange);
     loop {
         let wake = step.and_then(|step| now.checked_add(step)).map_or(deadline, |wake| wake.min(deadline));
         match tokio::time::timeout_at(wake, exchange.as_mut()).await {
@@ -237,7 +238,7 @@ mod tests {
     async fn the_upstream_wait_armed_in_steps_ends_at_its_whole_deadline() {
         let (limit, step) = (Duration::from_millis(3_500), Some(Duration::from_secs(1)));
         let start = Instant::now();
-        let answer = wait_for_answer(limit, step, answering(Some(Duration::from_millis(2_500)))).await;
+        let answer = wait_for_answer(limit, step, std::pin::pin!(answering(Some(Duration::from_millis(2_500))))).await;
         assert!(
             matches!(answer, Upstream::Unreachable(text) if text == "answered"),
             "an answer within the limit, after two steps"
@@ -245,17 +246,18 @@ mod tests {
         assert_eq!(start.elapsed(), Duration::from_millis(2_500));
 
         let start = Instant::now();
-        assert!(matches!(wait_for_answer(limit, step, answering(None)).await, Upstream::TimedOut));
+        assert!(matches!(wait_for_answer(limit, step, std::pin::pin!(answering(None))).await, Upstream::TimedOut));
         assert_eq!(start.elapsed(), limit, "the deadline is the limit's, not a step's multiple");
 
         let start = Instant::now();
-        assert!(matches!(wait_for_answer(limit, None, answering(None)).await, Upstream::TimedOut));
+        assert!(matches!(wait_for_answer(limit, None, std::pin::pin!(answering(None))).await, Upstream::TimedOut));
         assert_eq!(start.elapsed(), limit);
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_limit_past_the_clocks_range_is_no_deadline() {
-        let answer = wait_for_answer(Duration::MAX, Some(Duration::MAX), answering(Some(Duration::from_secs(1_000))));
+        let answering = std::pin::pin!(answering(Some(Duration::from_secs(1_000))));
+        let answer = wait_for_answer(Duration::MAX, Some(Duration::MAX), answering);
         assert!(matches!(answer.await, Upstream::Unreachable(text) if text == "answered"));
     }
 }

@@ -138,7 +138,10 @@ impl AdmissionStep<'_> {
     pub async fn admit(&self, attempt: u32, report: &Reporter<'_>) -> Result<Admission, Refusal> {
         match self.at_once(attempt, report) {
             Some(admission) => Ok(admission),
-            None => self.wait(attempt, report).await,
+            // Boxed: the wait's state (the limiter's queue, the shared budget's round trip) is
+            // most of an admission's, and every attempt, admitted at once or not, would carry
+            // and copy it; one that waits can afford an allocation.
+            None => Box::pin(self.wait(attempt, report)).await,
         }
     }
 }
