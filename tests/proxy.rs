@@ -373,6 +373,31 @@ async fn the_drain_deadline_cuts_off_what_is_still_running() {
     assert!(response.text().await.unwrap().contains("shut down before this request finished"));
 }
 
+#[tokio::test(start_paused = true)]
+async fn the_drain_deadline_cuts_off_a_request_still_queued_for_its_slot_too() {
+    let server = upstream().await;
+    // One slot: the second caller waits in the limiter's queue behind the slow first.
+    let limits = LimiterConfig::new().with_concurrency(1);
+    let config = ProxyConfig { drain_deadline: Duration::from_millis(200), ..config(&server, Some(limits)) };
+    let proxy = ProxyServer::start(config).await.unwrap();
+    let url = format!("{}api/slow", proxy.url());
+    let first = tokio::spawn(caller().get(url.clone()).send());
+    while server.arrivals().is_empty() {
+        tokio::task::yield_now().await;
+    }
+    let queued = tokio::spawn(caller().get(url).send());
+    while proxy.in_flight() < 2 {
+        tokio::task::yield_now().await;
+    }
+    let drained = proxy.shutdown().await.unwrap();
+    assert_eq!((drained.in_flight_at_start, drained.cut_off), (2, 2));
+    for caller in [first, queued] {
+        let response = caller.await.unwrap().unwrap();
+        assert_eq!(response.status(), 503, "each cut-off caller is told, queued or upstream");
+    }
+    assert_eq!(server.arrivals().len(), 1, "the queued request never reached the upstream");
+}
+
 /// Sends `raw` bytes on a new connection and returns everything read until the proxy closes it
 /// (a reset after the answer ends the read too).
 async fn raw_exchange(addr: SocketAddr, raw: &[u8]) -> String {

@@ -27,7 +27,10 @@ pub(super) async fn drive_workers(
     counters: &Arc<[Counters]>,
     cancel: &CancellationToken,
     cap: usize,
+    slots: Slots,
 ) -> (Vec<RequestResult>, Instant) {
+    // Made for the count the spec planned: another count (a script's) gets its own now.
+    let slots = if slots.0.len() == plan.len() { slots } else { Slots::new(plan.len()) };
     let workers = Workers {
         plan: Arc::clone(plan),
         client: client.clone(),
@@ -35,9 +38,7 @@ pub(super) async fn drive_workers(
         shard: 0,
         cancel: cancel.clone(),
         next: Arc::new(AtomicUsize::new(0)),
-        // One slot per request, filled by whichever worker sends it: no lists to grow, merge
-        // or sort afterwards, and no lock (a burst may hold millions).
-        slots: Arc::new(std::iter::repeat_with(OnceLock::new).take(plan.len()).collect()),
+        slots: Arc::new(slots.0),
     };
     let count = cap.min(plan.len());
     let runtimes = load_runtimes(load_threads(plan.all_local()).min(count));
@@ -66,6 +67,16 @@ pub(super) async fn drive_workers(
         Err(slots) => slots.iter().filter_map(|slot| slot.get().cloned()).collect(),
     };
     (results, end)
+}
+
+/// One record slot per request of a capped raw burst, filled by whichever worker sends it: no
+/// lists to grow, merge or sort afterwards, and no lock (a burst may hold millions).
+pub(super) struct Slots(Vec<OnceLock<RequestResult>>);
+
+impl Slots {
+    pub(super) fn new(count: usize) -> Self {
+        Self(std::iter::repeat_with(OnceLock::new).take(count).collect())
+    }
 }
 
 /// How many load threads a burst sends from: one per core, or half the cores (at least one)

@@ -431,10 +431,16 @@ async fn drive(
     counters: Arc<[Counters]>,
     cancel: CancellationToken,
 ) -> (Vec<RequestResult>, Instant, Instant) {
+    // A capped raw burst's records go in slots made before the plan's clock starts: hundreds of
+    // bytes a request, tens of megabytes in a large burst, each page touched as it is made.
+    let raw_cap = match (&spec.limits, spec.raw_concurrency) {
+        (None, Some(cap)) => Some((cap, super::load::Slots::new(spec.planned_requests()))),
+        _ => None,
+    };
     let plan = Arc::new(Plan::new(spec, &client, &cancel));
     // The burst ends with its last request: gathering the records afterwards is not part of it.
-    let (mut results, end) = match (&plan.spec.limits, plan.spec.raw_concurrency) {
-        (None, Some(cap)) => super::load::drive_workers(&plan, &client, &counters, &cancel, cap).await,
+    let (mut results, end) = match raw_cap {
+        Some((cap, slots)) => super::load::drive_workers(&plan, &client, &counters, &cancel, cap, slots).await,
         _ => {
             let results = drive_tasks(&plan, &client, &counters[0], &cancel).await;
             (results, Instant::now())
