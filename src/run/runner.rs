@@ -274,11 +274,6 @@ impl Plan {
         self.offsets.len()
     }
 
-    /// Whether every endpoint is on this machine (its server shares our cores).
-    pub(super) fn all_local(&self) -> bool {
-        self.spec.endpoints.iter().all(|endpoint| crate::http::is_loopback(&endpoint.url))
-    }
-
     /// The request at `index`, or `None` if the spec has no endpoint for it.
     pub(super) fn request(&self, index: usize) -> Option<RequestSpec> {
         let request = self.requests.get(*self.endpoints.get(index)?)?;
