@@ -27,7 +27,7 @@ pub use batch::{BatchError, BatchFormat, BatchPlan, BatchSettings, BatchTemplate
 pub use client::middleware::RateLimitMiddleware;
 pub use client::{
     Adaptive, AttemptRecord, ClientBuilder, ClientError, LimitedClient, LimitedResponse, RequestSpec, Settlement,
-    install_tls_provider, is_loopback,
+    install_tls_provider,
 };
 pub use cost::{CostRule, RemainingMemory};
 pub use events::{Event, EventKind, EventSink};

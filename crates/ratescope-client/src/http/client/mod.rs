@@ -27,8 +27,6 @@ pub mod middleware;
 mod request;
 mod wire;
 
-pub use wire::is_loopback;
-
 use request::Request;
 use wire::proxy_configured;
 

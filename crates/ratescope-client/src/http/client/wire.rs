@@ -49,8 +49,7 @@ enum Wire<'a> {
     Http1(&'a Http1Transport),
 }
 
-/// Whether `url`'s host is this machine (a loopback address, or `localhost`).
-pub fn is_loopback(url: &url::Url) -> bool {
+fn is_loopback(url: &url::Url) -> bool {
     match url.host() {
         Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
         Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
