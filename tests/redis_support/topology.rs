@@ -26,14 +26,48 @@ fn free_port_pair() -> Option<u16> {
     None
 }
 
-fn spawn_server(dir: &Path, args: &[String]) -> Result<Child, String> {
+/// Starts `redis-server` in `dir`, its log (stdout and stderr) going to `dir/log`.
+fn spawn_server(dir: &Path, log: &str, args: &[String]) -> Result<Child, String> {
+    let log = std::fs::File::create(dir.join(log)).map_err(|err| format!("{log}: {err}"))?;
+    let log_too = log.try_clone().map_err(|err| err.to_string())?;
     Command::new("redis-server")
         .args(args)
         .current_dir(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stdout(log)
+        .stderr(log_too)
         .spawn()
         .map_err(|err| format!("redis-server: {err}"))
+}
+
+/// The last lines of a server's log, for an error that says why it did not come up.
+fn log_tail(dir: &Path, log: &str) -> String {
+    let text = std::fs::read_to_string(dir.join(log)).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(5)..].join(" | ")
+}
+
+/// How a freshly spawned server's wait for PING ended.
+enum Startup {
+    Answered,
+    Exited(std::process::ExitStatus),
+    TimedOut,
+}
+
+/// Waits until the server answers PING on `url`, exits, or `patience` passes.
+async fn wait_for_startup(child: &mut Child, url: &str, patience: Duration) -> Startup {
+    let deadline = tokio::time::Instant::now() + patience;
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Startup::Exited(status);
+        }
+        if ping(url, None).await {
+            return Startup::Answered;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Startup::TimedOut;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
 }
 
 async fn ping(url: &str, ca: Option<&Path>) -> bool {
@@ -90,9 +124,38 @@ impl PrivateCluster {
 
     async fn try_start(masters: usize, replicas: usize) -> Result<Self, String> {
         let dir = tempfile::tempdir().map_err(|err| err.to_string())?;
-        let mut nodes = Vec::new();
+        let mut nodes: Vec<ClusterNode> = Vec::new();
         for _ in 0..masters * (1 + replicas) {
+            nodes.push(Self::start_node(dir.path(), &nodes).await?);
+        }
+        let cluster = Self { nodes, _dir: dir };
+        let addresses: Vec<String> = cluster.nodes.iter().map(|node| format!("127.0.0.1:{}", node.port)).collect();
+        let created = Command::new("redis-cli")
+            .arg("--cluster")
+            .arg("create")
+            .args(&addresses)
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output()
+            .map_err(|err| format!("redis-cli: {err}"))?;
+        if !created.status.success() {
+            return Err(format!("redis-cli --cluster create: {}", String::from_utf8_lossy(&created.stderr)));
+        }
+        cluster.wait_until_healthy(masters).await?;
+        Ok(cluster)
+    }
+
+    /// Starts one cluster node that answers PING. A free port can be taken between our probe
+    /// and the server's bind (tests run side by side), so a node that exits or stays silent is
+    /// started again on another port, up to five times; the error then carries its log.
+    async fn start_node(dir: &Path, others: &[ClusterNode]) -> Result<ClusterNode, String> {
+        let mut failures = Vec::new();
+        for _ in 0..5 {
             let port = free_port_pair().ok_or("no free loopback port pair")?;
+            if others.iter().any(|node| node.port == port || node.port.abs_diff(port) == 10_000) {
+                continue;
+            }
             let args: Vec<String> = [
                 "--port",
                 &port.to_string(),
@@ -116,29 +179,20 @@ impl PrivateCluster {
             ]
             .map(str::to_owned)
             .to_vec();
-            let child = spawn_server(dir.path(), &args)?;
-            nodes.push(ClusterNode { port, child: Some(child) });
+            let log = format!("node-{port}.log");
+            let mut child = spawn_server(dir, &log, &args)?;
+            let url = format!("redis://127.0.0.1:{port}");
+            match wait_for_startup(&mut child, &url, Duration::from_secs(15)).await {
+                Startup::Answered => return Ok(ClusterNode { port, child: Some(child) }),
+                Startup::Exited(status) => failures.push(format!("port {port}: {status}: {}", log_tail(dir, &log))),
+                Startup::TimedOut => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    failures.push(format!("port {port}: no PONG in 15 s: {}", log_tail(dir, &log)));
+                }
+            }
         }
-        let cluster = Self { nodes, _dir: dir };
-        for node in &cluster.nodes {
-            let url = format!("redis://127.0.0.1:{}", node.port);
-            wait_for("a cluster node answered PING", async || ping(&url, None).await).await?;
-        }
-        let addresses: Vec<String> = cluster.nodes.iter().map(|node| format!("127.0.0.1:{}", node.port)).collect();
-        let created = Command::new("redis-cli")
-            .arg("--cluster")
-            .arg("create")
-            .args(&addresses)
-            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .output()
-            .map_err(|err| format!("redis-cli: {err}"))?;
-        if !created.status.success() {
-            return Err(format!("redis-cli --cluster create: {}", String::from_utf8_lossy(&created.stderr)));
-        }
-        cluster.wait_until_healthy(masters).await?;
-        Ok(cluster)
+        Err(format!("no cluster node came up in five tries: {}", failures.join("; ")))
     }
 
     /// Waits until every live node says the cluster is ok and `masters` masters serve all slots.
@@ -295,7 +349,7 @@ impl TlsRedis {
              user admin on >admin-{ACL_PASSWORD} ~* &* +@all\n"
         );
         std::fs::write(dir.path().join("redis.conf"), conf).map_err(|err| err.to_string())?;
-        let child = spawn_server(dir.path(), &["redis.conf".to_owned()])?;
+        let child = spawn_server(dir.path(), "redis.log", &["redis.conf".to_owned()])?;
         let ca_file = dir.path().join("ca.crt");
         let server = Self { port, ca_file, child, _dir: dir };
         let admin = server.admin_url();
