@@ -6,9 +6,11 @@
 use std::cell::RefCell;
 use std::str::FromStr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use crossbeam_utils::CachePadded;
 use futures_util::future::BoxFuture;
 use http::header::{HOST, HeaderValue};
 use http::uri::{Authority, PathAndQuery, Scheme};
@@ -34,10 +36,11 @@ pub struct Http1Transport {
 /// Idle keep-alive HTTP/1.1 connections by owner and `host:port`, most recently used last,
 /// for requests with bodies of type `B`: the raw bursts' wire and the proxy's share it. Cheap
 /// to clone; clones share the connections. A list, not a hash map: it holds a handful of keys,
-/// and comparing them is cheaper than hashing one.
+/// and comparing them is cheaper than hashing one. The lists are sharded by owner (see
+/// [`Owner::shard`]), so single-threaded runtimes on other cores never take the same lock.
 #[derive(Debug)]
 pub struct Http1Pool<B> {
-    idle: Arc<Mutex<IdleSenders<B>>>,
+    idle: Arc<[CachePadded<Mutex<IdleSenders<B>>>]>,
     connect_timeout: Option<Duration>,
     /// How long an idle connection is kept and how many are kept per key (`None`: as long as
     /// the server keeps them, all of them).
@@ -59,8 +62,16 @@ impl<B> Clone for Http1Pool<B> {
 
 impl<B> Default for Http1Pool<B> {
     fn default() -> Self {
-        Self { idle: Arc::default(), connect_timeout: None, keep_idle: None }
+        Self { idle: idle_shards(), connect_timeout: None, keep_idle: None }
     }
+}
+
+/// How many idle lists a pool keeps: one for multi-threaded runtimes, the rest for
+/// single-threaded ones, each on the list its thread was numbered for.
+const SHARDS: usize = 8;
+
+fn idle_shards<B>() -> Arc<[CachePadded<Mutex<IdleSenders<B>>>]> {
+    std::iter::repeat_with(|| CachePadded::new(Mutex::new(Vec::new()))).take(SHARDS).collect()
 }
 
 /// A connection taken from an [`Http1Pool`] (or newly made), to be given back with
@@ -73,6 +84,8 @@ pub struct Pooled<B> {
     /// Whether it had served a request before (a server may have closed it meanwhile: a
     /// request it hands back unsent may go once more on a fresh one).
     pub reused: bool,
+    /// The idle list it goes back to.
+    shard: usize,
 }
 
 type PoolKey = (Owner, Authority);
@@ -102,6 +115,21 @@ impl Owner {
         match tokio::runtime::Handle::try_current().map(|runtime| runtime.runtime_flavor()) {
             Ok(tokio::runtime::RuntimeFlavor::CurrentThread) => Owner::Thread(std::thread::current().id()),
             _ => Owner::Common,
+        }
+    }
+
+    /// The idle list this owner's connections are kept on: the first for multi-threaded
+    /// runtimes, and for a single-threaded one the list its thread was numbered for, so the
+    /// load threads of a burst (started one after another) each have a list, and a lock, of
+    /// their own: two cores taking one lock twice a request made its line bounce between them.
+    fn shard(self) -> usize {
+        static THREADS: AtomicUsize = AtomicUsize::new(0);
+        thread_local! {
+            static SHARD: usize = 1 + THREADS.fetch_add(1, Ordering::Relaxed) % (SHARDS - 1);
+        }
+        match self {
+            Owner::Common => 0,
+            Owner::Thread(_) => SHARD.with(|shard| *shard),
         }
     }
 }
@@ -278,7 +306,7 @@ where
 {
     /// A pool whose new connections must be made within `connect_timeout` (`None`: no limit).
     pub fn new(connect_timeout: Option<Duration>) -> Self {
-        Self { idle: Arc::default(), connect_timeout, keep_idle: None }
+        Self { idle: idle_shards(), connect_timeout, keep_idle: None }
     }
 
     /// Keeps an idle connection `for_at_most` and at most `at_most` of them per host and
@@ -313,22 +341,23 @@ where
 
     /// An idle connection to `key`'s authority that is ready for a request, or a new one.
     async fn checkout(&self, key: &PoolKey, fresh: bool) -> Result<Pooled<B>, TransportError> {
-        if !fresh {
+        let shard = key.0.shard();
+        if !fresh && let Some(idle) = self.idle.get(shard) {
             loop {
                 let popped =
-                    self.idle.lock().iter_mut().find(|(held, _)| same_key(held, key)).and_then(|(_, idle)| idle.pop());
+                    idle.lock().iter_mut().find(|(held, _)| same_key(held, key)).and_then(|(_, idle)| idle.pop());
                 let Some((mut sender, since)) = popped else { break };
                 if self.expired(since) {
                     continue;
                 }
                 if sender.ready().await.is_ok() {
-                    return Ok(Pooled { key: key.clone(), sender, reused: true });
+                    return Ok(Pooled { key: key.clone(), sender, reused: true, shard });
                 }
             }
         }
         // Boxed: connecting is rare and its future large, and every exchange would carry it.
         let sender = Box::pin(self.connect(&key.1)).await?;
-        Ok(Pooled { key: key.clone(), sender, reused: false })
+        Ok(Pooled { key: key.clone(), sender, reused: false, shard })
     }
 
     /// A new connection to `authority`, its connection task spawned on the current runtime.
@@ -363,12 +392,13 @@ where
     /// Gives a connection back once its answer has been read (a closed one is dropped, and so
     /// are the oldest idle ones past the pool's bounds).
     pub fn checkin(&self, pooled: Pooled<B>) {
-        let Pooled { key, sender, .. } = pooled;
+        let Pooled { key, sender, shard, .. } = pooled;
+        let Some(idle) = self.idle.get(shard) else { return };
         if sender.is_closed() {
             return;
         }
         let idle_since = self.keep_idle.map(|_| Instant::now());
-        let mut idle = self.idle.lock();
+        let mut idle = idle.lock();
         if let Some((_, senders)) = idle.iter_mut().find(|(held, _)| same_key(held, &key)) {
             senders.push((sender, idle_since));
             if let Some(keep) = self.keep_idle {
@@ -378,7 +408,7 @@ where
             }
             return;
         }
-        // A new owner or host: forget the connections of runtimes that have ended.
+        // A new owner or host on this list: forget the connections of runtimes that have ended.
         idle.retain_mut(|(_, senders)| {
             senders.retain(|(sender, since)| !sender.is_closed() && !self.expired(*since));
             !senders.is_empty()
