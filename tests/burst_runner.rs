@@ -45,6 +45,13 @@ async fn a_paced_burst_summarises_every_attempt() {
     assert_eq!(summary.status_counts.get("429"), Some(&1));
     assert_eq!(summary.status_counts.get("200"), Some(&6));
     assert_eq!(results.len(), 6);
+    // A record's attempts take no more room than they need for the usual one attempt (an
+    // empty Vec's first push reserved four: 864 bytes a request, a burst's biggest memory).
+    let single: Vec<_> = results.iter().filter(|result| result.attempts.len() == 1).collect();
+    assert_eq!(single.len(), 5, "all but the retried one");
+    for result in single {
+        assert_eq!(result.attempts.capacity(), 1, "request {}", result.index);
+    }
     assert!(summary.queue_wait_ms.max >= 1000.0, "the bucket made later requests queue");
     assert!(summary.total_ms.max >= summary.service_ms.max);
     let json = summary.to_json();
