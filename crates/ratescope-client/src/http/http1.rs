@@ -36,8 +36,9 @@ pub struct Http1Transport {
 /// Idle keep-alive HTTP/1.1 connections by owner and `host:port`, most recently used last,
 /// for requests with bodies of type `B`: the raw bursts' wire and the proxy's share it. Cheap
 /// to clone; clones share the connections. A list, not a hash map: it holds a handful of keys,
-/// and comparing them is cheaper than hashing one. The lists are sharded by owner (see
-/// [`Owner::shard`]), so single-threaded runtimes on other cores never take the same lock.
+/// and comparing them is cheaper than hashing one. The lists are sharded by owner (one
+/// for multi-threaded runtimes, one per single-threaded runtime's thread), so single-threaded
+/// runtimes on other cores never take the same lock.
 #[derive(Debug)]
 pub struct Http1Pool<B> {
     idle: Arc<[CachePadded<Mutex<IdleSenders<B>>>]>,
