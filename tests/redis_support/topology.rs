@@ -53,14 +53,15 @@ enum Startup {
     TimedOut,
 }
 
-/// Waits until the server answers PING on `url`, exits, or `patience` passes.
-async fn wait_for_startup(child: &mut Child, url: &str, patience: Duration) -> Startup {
+/// Waits until the server answers PING on `url` (over TLS trusting `ca`, when given), exits,
+/// or `patience` passes.
+async fn wait_for_startup(child: &mut Child, url: &str, ca: Option<&Path>, patience: Duration) -> Startup {
     let deadline = tokio::time::Instant::now() + patience;
     loop {
         if let Ok(Some(status)) = child.try_wait() {
             return Startup::Exited(status);
         }
-        if ping(url, None).await {
+        if ping(url, ca).await {
             return Startup::Answered;
         }
         if tokio::time::Instant::now() >= deadline {
@@ -182,7 +183,7 @@ impl PrivateCluster {
             let log = format!("node-{port}.log");
             let mut child = spawn_server(dir, &log, &args)?;
             let url = format!("redis://127.0.0.1:{port}");
-            match wait_for_startup(&mut child, &url, Duration::from_secs(15)).await {
+            match wait_for_startup(&mut child, &url, None, Duration::from_secs(15)).await {
                 Startup::Answered => return Ok(ClusterNode { port, child: Some(child) }),
                 Startup::Exited(status) => failures.push(format!("port {port}: {status}: {}", log_tail(dir, &log))),
                 Startup::TimedOut => {
@@ -335,10 +336,34 @@ impl TlsRedis {
         }
     }
 
+    /// Like a cluster node, a server that loses its probed port to another connection (and
+    /// exits) or stays silent is started again on another port, up to five times.
     async fn try_start() -> Result<Self, String> {
         let dir = tempfile::tempdir().map_err(|err| err.to_string())?;
         make_certificates(dir.path())?;
-        let port = free_port_pair().ok_or("no free loopback port")?;
+        let ca_file = dir.path().join("ca.crt");
+        let mut failures = Vec::new();
+        for _ in 0..5 {
+            let port = free_port_pair().ok_or("no free loopback port")?;
+            let mut child = Self::spawn(dir.path(), port)?;
+            let admin = admin_url(port);
+            match wait_for_startup(&mut child, &admin, Some(&ca_file), Duration::from_secs(15)).await {
+                Startup::Answered => return Ok(Self { port, ca_file, child, _dir: dir }),
+                Startup::Exited(status) => {
+                    failures.push(format!("port {port}: {status}: {}", log_tail(dir.path(), "redis.log")));
+                }
+                Startup::TimedOut => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    failures.push(format!("port {port}: no PONG in 15 s: {}", log_tail(dir.path(), "redis.log")));
+                }
+            }
+        }
+        Err(format!("no TLS server came up in five tries: {}", failures.join("; ")))
+    }
+
+    /// Writes the server's configuration for `port` and starts it.
+    fn spawn(dir: &Path, port: u16) -> Result<Child, String> {
         let conf = format!(
             "port 0\ntls-port {port}\nbind 127.0.0.1\nsave \"\"\nappendonly no\n\
              tls-cert-file server.crt\ntls-key-file server.key\ntls-ca-cert-file ca.crt\ntls-auth-clients no\n\
@@ -348,14 +373,8 @@ impl TlsRedis {
              +zremrangebyscore +zadd +incrby +pexpire\n\
              user admin on >admin-{ACL_PASSWORD} ~* &* +@all\n"
         );
-        std::fs::write(dir.path().join("redis.conf"), conf).map_err(|err| err.to_string())?;
-        let child = spawn_server(dir.path(), "redis.log", &["redis.conf".to_owned()])?;
-        let ca_file = dir.path().join("ca.crt");
-        let server = Self { port, ca_file, child, _dir: dir };
-        let admin = server.admin_url();
-        let ca = server.ca_file.clone();
-        wait_for("the TLS server answered PING", async || ping(&admin, Some(&ca)).await).await?;
-        Ok(server)
+        std::fs::write(dir.join("redis.conf"), conf).map_err(|err| err.to_string())?;
+        spawn_server(dir, "redis.log", &["redis.conf".to_owned()])
     }
 
     /// `rediss://USER:PASSWORD@127.0.0.1:PORT` for the ACL user.
@@ -365,7 +384,7 @@ impl TlsRedis {
 
     /// The same server as an administrator who may run anything (for reading state).
     pub fn admin_url(&self) -> String {
-        format!("rediss://admin:admin-{ACL_PASSWORD}@127.0.0.1:{}", self.port)
+        admin_url(self.port)
     }
 
     /// An administrator connection over TLS.
@@ -387,6 +406,11 @@ impl Drop for TlsRedis {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The administrator's URL of a TLS server on `port`.
+fn admin_url(port: u16) -> String {
+    format!("rediss://admin:admin-{ACL_PASSWORD}@127.0.0.1:{port}")
 }
 
 /// A CA and a server certificate for 127.0.0.1 and localhost signed by it (`ca.crt`,
