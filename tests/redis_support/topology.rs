@@ -71,6 +71,40 @@ async fn wait_for_startup(child: &mut Child, url: &str, ca: Option<&Path>, patie
     }
 }
 
+/// Starts a server with `spawn(port)` (its process and its log's file name in `dir`) on a free
+/// port and waits until it answers PING at `url(port)` (over TLS trusting `ca`, when given). A
+/// free port can be taken between our probe and the server's bind (tests run side by side),
+/// so a server that exits or stays silent is started again on another port, up to five
+/// times, never on a port in `avoid` or on one's cluster bus port; the error then carries the
+/// logs' last lines.
+async fn start_on_a_free_port(
+    dir: &Path,
+    avoid: &[u16],
+    url: impl Fn(u16) -> String,
+    ca: Option<&Path>,
+    mut spawn: impl FnMut(u16) -> Result<(Child, String), String>,
+) -> Result<(u16, Child), String> {
+    let mut failures = Vec::new();
+    for _ in 0..5 {
+        let port = free_port_pair().ok_or("no free loopback port pair")?;
+        if avoid.iter().any(|taken| *taken == port || taken.abs_diff(port) == 10_000) {
+            continue;
+        }
+        let (mut child, log) = spawn(port)?;
+        let failure = match wait_for_startup(&mut child, &url(port), ca, Duration::from_secs(15)).await {
+            Startup::Answered => return Ok((port, child)),
+            Startup::Exited(status) => status.to_string(),
+            Startup::TimedOut => {
+                let _ = child.kill();
+                let _ = child.wait();
+                "no PONG in 15 s".to_owned()
+            }
+        };
+        failures.push(format!("port {port}: {failure}: {}", log_tail(dir, &log)));
+    }
+    Err(format!("nothing came up in five tries: {}", failures.join("; ")))
+}
+
 async fn ping(url: &str, ca: Option<&Path>) -> bool {
     let client = match ca {
         Some(ca) => {
@@ -147,16 +181,11 @@ impl PrivateCluster {
         Ok(cluster)
     }
 
-    /// Starts one cluster node that answers PING. A free port can be taken between our probe
-    /// and the server's bind (tests run side by side), so a node that exits or stays silent is
-    /// started again on another port, up to five times; the error then carries its log.
+    /// Starts one cluster node that answers PING, on a port no other node has.
     async fn start_node(dir: &Path, others: &[ClusterNode]) -> Result<ClusterNode, String> {
-        let mut failures = Vec::new();
-        for _ in 0..5 {
-            let port = free_port_pair().ok_or("no free loopback port pair")?;
-            if others.iter().any(|node| node.port == port || node.port.abs_diff(port) == 10_000) {
-                continue;
-            }
+        let taken: Vec<u16> = others.iter().map(|node| node.port).collect();
+        let url = |port| format!("redis://127.0.0.1:{port}");
+        let spawn = |port: u16| {
             let args: Vec<String> = [
                 "--port",
                 &port.to_string(),
@@ -181,19 +210,12 @@ impl PrivateCluster {
             .map(str::to_owned)
             .to_vec();
             let log = format!("node-{port}.log");
-            let mut child = spawn_server(dir, &log, &args)?;
-            let url = format!("redis://127.0.0.1:{port}");
-            match wait_for_startup(&mut child, &url, None, Duration::from_secs(15)).await {
-                Startup::Answered => return Ok(ClusterNode { port, child: Some(child) }),
-                Startup::Exited(status) => failures.push(format!("port {port}: {status}: {}", log_tail(dir, &log))),
-                Startup::TimedOut => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    failures.push(format!("port {port}: no PONG in 15 s: {}", log_tail(dir, &log)));
-                }
-            }
-        }
-        Err(format!("no cluster node came up in five tries: {}", failures.join("; ")))
+            Ok((spawn_server(dir, &log, &args)?, log))
+        };
+        let (port, child) = start_on_a_free_port(dir, &taken, url, None, spawn)
+            .await
+            .map_err(|err| format!("a cluster node: {err}"))?;
+        Ok(ClusterNode { port, child: Some(child) })
     }
 
     /// Waits until every live node says the cluster is ok and `masters` masters serve all slots.
@@ -336,30 +358,13 @@ impl TlsRedis {
         }
     }
 
-    /// Like a cluster node, a server that loses its probed port to another connection (and
-    /// exits) or stays silent is started again on another port, up to five times.
     async fn try_start() -> Result<Self, String> {
         let dir = tempfile::tempdir().map_err(|err| err.to_string())?;
         make_certificates(dir.path())?;
         let ca_file = dir.path().join("ca.crt");
-        let mut failures = Vec::new();
-        for _ in 0..5 {
-            let port = free_port_pair().ok_or("no free loopback port")?;
-            let mut child = Self::spawn(dir.path(), port)?;
-            let admin = admin_url(port);
-            match wait_for_startup(&mut child, &admin, Some(&ca_file), Duration::from_secs(15)).await {
-                Startup::Answered => return Ok(Self { port, ca_file, child, _dir: dir }),
-                Startup::Exited(status) => {
-                    failures.push(format!("port {port}: {status}: {}", log_tail(dir.path(), "redis.log")));
-                }
-                Startup::TimedOut => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    failures.push(format!("port {port}: no PONG in 15 s: {}", log_tail(dir.path(), "redis.log")));
-                }
-            }
-        }
-        Err(format!("no TLS server came up in five tries: {}", failures.join("; ")))
+        let spawn = |port| Ok((Self::spawn(dir.path(), port)?, "redis.log".to_owned()));
+        let (port, child) = start_on_a_free_port(dir.path(), &[], admin_url, Some(&ca_file), spawn).await?;
+        Ok(Self { port, ca_file, child, _dir: dir })
     }
 
     /// Writes the server's configuration for `port` and starts it.
