@@ -48,6 +48,16 @@ impl Echo {
             )
             .route("/close", get(|| async { ([("connection", "close")], "bye") }))
             .route(
+                "/empty",
+                get({
+                    let record = Arc::clone(&peers);
+                    move |ConnectInfo(peer): ConnectInfo<SocketAddr>| async move {
+                        record.lock().push(peer.port());
+                        axum::http::StatusCode::NO_CONTENT
+                    }
+                }),
+            )
+            .route(
                 "/chunks",
                 get(|| async {
                     let chunks = ["one ", "two ", "three"].map(|chunk| Ok::<_, std::io::Error>(Bytes::from(chunk)));
@@ -117,6 +127,57 @@ async fn a_server_that_closes_gets_a_fresh_connection_per_request() {
     }
     // And a normal request after that still works.
     assert_eq!(wire.exchange(server.request("/echo")).await.unwrap().status(), 200);
+}
+
+#[tokio::test]
+async fn bodiless_answers_give_their_connection_back() {
+    let server = Echo::start().await;
+    let wire = Http1Transport::new(None, None);
+    let head = http::Request::head(format!("http://{}/echo", server.address)).body(Bytes::new()).unwrap();
+    let response = wire.exchange(head).await.unwrap();
+    assert_eq!((response.status(), response.body().len()), (http::StatusCode::OK, 0));
+    let response = wire.exchange(server.request("/empty")).await.unwrap();
+    assert_eq!(response.status(), http::StatusCode::NO_CONTENT);
+    assert_eq!(wire.exchange(server.request("/echo")).await.unwrap().status(), 200);
+    assert_eq!(server.peers.lock().len(), 3);
+    assert_eq!(server.connections(), 1, "an answer to HEAD and a 204 leave the connection ready for the next");
+}
+
+/// A server that answers each connection's first request as keep-alive, then closes it
+/// without a word, and says when it has.
+async fn answer_once_then_close() -> (SocketAddr, tokio::sync::mpsc::UnboundedReceiver<()>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let (closed, closes) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let mut head = Vec::new();
+            let mut buffer = [0; 1024];
+            while !head.windows(4).any(|window| window == b"\r\n\r\n") {
+                match stream.read(&mut buffer).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(read) => head.extend_from_slice(&buffer[..read]),
+                }
+            }
+            stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").await.unwrap();
+            drop(stream);
+            closed.send(()).unwrap();
+        }
+    });
+    (address, closes)
+}
+
+#[tokio::test]
+async fn a_pooled_connection_the_server_closed_while_idle_is_never_sent_on() {
+    let (address, mut closes) = answer_once_then_close().await;
+    let wire = Http1Transport::new(None, None);
+    for round in 0..3 {
+        let request = http::Request::get(format!("http://{address}/x")).body(Bytes::new()).unwrap();
+        let response = wire.exchange(request).await.unwrap_or_else(|err| panic!("request {round}: {err}"));
+        assert_eq!(response.body(), &Bytes::from_static(b"ok"));
+        closes.recv().await.unwrap();
+    }
 }
 
 #[tokio::test]

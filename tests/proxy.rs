@@ -560,8 +560,8 @@ async fn a_revalidated_answer_is_reported_as_a_cache_hit_like_the_clients() {
     assert_eq!(hits, [true], "one revalidated hit, reported");
 }
 
-#[tokio::test(start_paused = true)]
-async fn an_upstream_connection_idle_past_ninety_seconds_is_not_used_again() {
+/// `app` served on loopback, counting the connections it accepted.
+async fn counting_connections(app: Router) -> (SocketAddr, Arc<std::sync::atomic::AtomicUsize>) {
     use axum::serve::ListenerExt;
     let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counter = Arc::clone(&accepted);
@@ -570,9 +570,34 @@ async fn an_upstream_connection_idle_past_ninety_seconds_is_not_used_again() {
     let listener = listener.tap_io(move |_| {
         counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     });
-    tokio::spawn(async move {
-        axum::serve(listener, Router::new().route("/x", axum::routing::get(|| async { "x" }))).await
-    });
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (addr, accepted)
+}
+
+#[tokio::test]
+async fn bodiless_upstream_answers_leave_their_upstream_connection_in_the_pool() {
+    let app = Router::new()
+        .route("/x", axum::routing::get(|| async { "x" }))
+        .route("/none", axum::routing::get(|| async { axum::http::StatusCode::NO_CONTENT }));
+    let (addr, accepted) = counting_connections(app).await;
+    let route = Route::new("u", &format!("http://{addr}")).unwrap();
+    let proxy = ProxyServer::start(ProxyConfig { listen: loopback(), ..ProxyConfig::new(vec![route]) }).await.unwrap();
+    let client = caller();
+    let url = |path: &str| format!("{}u/{path}", proxy.url());
+    let head = client.head(url("x")).send().await.unwrap();
+    assert_eq!((head.status(), head.bytes().await.unwrap().len()), (reqwest::StatusCode::OK, 0));
+    assert_eq!(client.get(url("none")).send().await.unwrap().status(), reqwest::StatusCode::NO_CONTENT);
+    assert_eq!(client.get(url("x")).send().await.unwrap().text().await.unwrap(), "x");
+    assert_eq!(
+        accepted.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "the answers to HEAD and a 204 have no body to read: their connection went back to the pool"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_upstream_connection_idle_past_ninety_seconds_is_not_used_again() {
+    let (addr, accepted) = counting_connections(Router::new().route("/x", axum::routing::get(|| async { "x" }))).await;
     let route = Route::new("u", &format!("http://{addr}")).unwrap();
     let proxy =
         ProxyServer::start(ProxyConfig { listen: loopback(), ..ProxyConfig::new(vec![route]).without_timers() })

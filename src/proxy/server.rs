@@ -151,8 +151,9 @@ impl ProxyServer {
         self.connections.load(Ordering::Acquire)
     }
 
-    /// Tokio tasks alive on the serving threads (connections, upstream connections): with the
-    /// tasks of the runtime that started the proxy, every task it has.
+    /// Tokio tasks alive on the serving threads (callers' connections; each drives the upstream
+    /// connections its requests use): with the tasks of the runtime that started the proxy,
+    /// every task it has.
     pub fn serving_tasks(&self) -> usize {
         self.serving.iter().map(|runtime| runtime.metrics().num_alive_tasks()).sum()
     }

@@ -1,25 +1,23 @@
 //! The proxy's wire to its upstreams: a plain-HTTP upstream over the lean HTTP/1.1 pool the
-//! raw bursts use ([`Http1Pool`]: bodies streamed both ways, a connection back in the pool once
-//! the caller has read the whole answer, closed if it has not), an HTTPS one through reqwest (TLS, HTTP/2).
+//! raw bursts use ([`Http1Pool`]: bodies streamed both ways, the connection driven by the
+//! caller's own connection as it reads the answer, back in the pool once the caller has read
+//! it whole, closed if it has not), an HTTPS one through reqwest (TLS, HTTP/2).
 
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::Body;
 use bytes::Bytes;
 use http::uri::Authority;
 use http::{HeaderMap, HeaderValue, Method};
-use hyper::body::Incoming;
-use hyper::body::{Body as HttpBody, Frame, SizeHint};
 use tokio::time::Instant;
 use url::Url;
 
 use super::error::ProxyError;
 use crate::http::client::error_chain;
 use crate::http::transport::TransportError;
-use crate::http::{Http1Pool, Pooled, origin_request};
+use crate::http::{Http1Pool, origin_request};
 
 /// How long an idle upstream connection is kept (reqwest's default, longer than most servers'
 /// keep-alive), and how many per upstream and serving thread (nginx's `keepalive` of our bench).
@@ -123,10 +121,8 @@ impl Upstreams {
             Err(err) => return no_answer(err),
         };
         match self.plain.send(authority, request).await {
-            Ok((response, pooled)) => Upstream::Response(
-                response
-                    .map(|body| Body::new(PooledBody { body, back: Some((self.plain.clone(), pooled)), ended: false })),
-            ),
+            // Its body drives the connection and gives it back to the pool once read.
+            Ok(response) => Upstream::Response(response.map(Body::new)),
             Err(err) => no_answer(err),
         }
     }
@@ -173,51 +169,6 @@ fn no_answer(err: TransportError) -> Upstream {
     match err {
         TransportError::TimedOut => Upstream::TimedOut,
         TransportError::Failed(message) => Upstream::Unreachable(message),
-    }
-}
-
-/// An upstream answer's body that gives its connection back to the pool once read to the end
-/// (then it is ready for the next request); dropped before that (a caller that hung up mid-body,
-/// an endless stream), the connection is closed instead, never handed to another request.
-struct PooledBody {
-    body: Incoming,
-    back: Option<(Http1Pool<Body>, Pooled<Body>)>,
-    ended: bool,
-}
-
-impl HttpBody for PooledBody {
-    type Data = Bytes;
-    type Error = hyper::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
-        let polled = Pin::new(&mut self.body).poll_frame(cx);
-        match &polled {
-            Poll::Ready(None) => self.ended = true,
-            Poll::Ready(Some(Ok(_))) => self.ended = self.body.is_end_stream(),
-            Poll::Ready(Some(Err(_))) | Poll::Pending => {}
-        }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
-    }
-}
-
-impl Drop for PooledBody {
-    fn drop(&mut self) {
-        if let Some((pool, pooled)) = self.back.take()
-            && self.ended
-        {
-            pool.checkin(pooled);
-        }
     }
 }
 

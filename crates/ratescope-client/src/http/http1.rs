@@ -2,11 +2,19 @@
 //! keep-alive connections per host, nothing else (no proxy, no redirects, no TLS). Raw bursts
 //! use it, so ratescope measures an unthrottled server at load-generator speed, and the proxy
 //! forwards to plain-HTTP upstreams over the same pool with bodies streamed both ways.
+//!
+//! A connection has no task of its own: the request that holds it drives it (writes the
+//! request, reads the answer) in its own polls, and its answer's body drives it on until read.
+//! Nothing hops between tasks on the way, so an answer reaches its reader in the wake-up that
+//! read it off the socket, its head and first bytes together.
 
 use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -16,6 +24,7 @@ use http::header::{HOST, HeaderValue};
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{HeaderMap, Method};
 use http_body_util::{BodyExt, Full};
+use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
 use parking_lot::Mutex;
@@ -40,8 +49,8 @@ pub struct Http1Transport {
 /// for multi-threaded runtimes, one per single-threaded runtime's thread), so single-threaded
 /// runtimes on other cores never take the same lock.
 #[derive(Debug)]
-pub struct Http1Pool<B> {
-    idle: Arc<[CachePadded<Mutex<IdleSenders<B>>>]>,
+pub struct Http1Pool<B: RequestBody> {
+    idle: Arc<[CachePadded<Mutex<IdleWires<B>>>]>,
     connect_timeout: Option<Duration>,
     /// How long an idle connection is kept and how many are kept per key (`None`: as long as
     /// the server keeps them, all of them).
@@ -55,13 +64,13 @@ struct KeepIdle {
     at_most: usize,
 }
 
-impl<B> Clone for Http1Pool<B> {
+impl<B: RequestBody> Clone for Http1Pool<B> {
     fn clone(&self) -> Self {
         Self { idle: Arc::clone(&self.idle), connect_timeout: self.connect_timeout, keep_idle: self.keep_idle }
     }
 }
 
-impl<B> Default for Http1Pool<B> {
+impl<B: RequestBody> Default for Http1Pool<B> {
     fn default() -> Self {
         Self { idle: idle_shards(), connect_timeout: None, keep_idle: None }
     }
@@ -71,32 +80,78 @@ impl<B> Default for Http1Pool<B> {
 /// single-threaded ones, each on the list its thread was numbered for.
 const SHARDS: usize = 8;
 
-fn idle_shards<B>() -> Arc<[CachePadded<Mutex<IdleSenders<B>>>]> {
+fn idle_shards<B: RequestBody>() -> Arc<[CachePadded<Mutex<IdleWires<B>>>]> {
     std::iter::repeat_with(|| CachePadded::new(Mutex::new(Vec::new()))).take(SHARDS).collect()
 }
 
-/// A connection taken from an [`Http1Pool`] (or newly made), to be given back with
-/// [`Http1Pool::checkin`] once its answer has been read.
+/// What a request body sent over an [`Http1Pool`] must be: a body hyper can send from any
+/// thread (every `B` below stands for one).
+pub trait RequestBody:
+    Body<Data: Send, Error: Into<Box<dyn std::error::Error + Send + Sync>>> + Send + 'static
+{
+}
+
+impl<B> RequestBody for B where
+    B: Body<Data: Send, Error: Into<Box<dyn std::error::Error + Send + Sync>>> + Send + 'static
+{
+}
+
+/// A connection taken from an [`Http1Pool`] (or newly made) for one exchange.
 #[derive(Debug)]
-pub struct Pooled<B> {
+struct Pooled<B: RequestBody> {
     key: PoolKey,
-    /// The connection's request handle.
-    pub sender: SendRequest<B>,
+    wire: Wire<B>,
     /// Whether it had served a request before (a server may have closed it meanwhile: a
     /// request it hands back unsent may go once more on a fresh one).
-    pub reused: bool,
+    reused: bool,
     /// The idle list it goes back to.
     shard: usize,
+}
+
+/// One keep-alive connection: its request handle and the connection itself, which whoever
+/// holds it drives ([`Wire::drive`]); no task runs it.
+struct Wire<B: RequestBody> {
+    sender: SendRequest<B>,
+    /// `None` once it has ended (closed by either side, or broken).
+    connection: Option<Box<http1::Connection<TokioIo<TcpStream>, B>>>,
+}
+
+impl<B: RequestBody> std::fmt::Debug for Wire<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Wire").field("open", &self.connection.is_some()).finish_non_exhaustive()
+    }
+}
+
+impl<B: RequestBody> Wire<B> {
+    /// Takes the connection as far as it can go now (writes what is queued, reads what has
+    /// come, hands a read answer to its request), waking `cx` when it can go further.
+    fn drive(&mut self, cx: &mut Context<'_>) {
+        let Some(connection) = self.connection.as_deref_mut() else { return };
+        if let Poll::Ready(ended) = Pin::new(connection).poll(cx) {
+            if let Err(err) = ended {
+                tracing::debug!("connection closed: {err}");
+            }
+            self.connection = None;
+        }
+    }
+
+    /// Whether the connection can take a new request now, driven once to find out (a server
+    /// that closed it meanwhile is seen here, not on the next request).
+    fn is_idle_and_open(&mut self) -> bool {
+        self.drive(&mut Context::from_waker(Waker::noop()));
+        self.connection.is_some() && self.sender.is_ready()
+    }
 }
 
 type PoolKey = (Owner, Authority);
 
 /// Idle connections by key, oldest first, each with when it went idle (when the pool bounds that).
-type IdleSenders<B> = Vec<(PoolKey, Vec<(SendRequest<B>, Option<Instant>)>)>;
+type IdleWires<B> = Vec<(PoolKey, Vec<(Wire<B>, Option<Instant>)>)>;
 
-/// Which runtime drives a connection: a connection is a task of the runtime that opened it
-/// and dies with it, so a single-threaded runtime (one per load thread, see `run::load`, or
-/// per proxy thread) keeps its connections to itself. Multi-threaded runtimes share theirs.
+/// Which runtime a connection belongs to: its socket is registered with the runtime that
+/// opened it and works only while that runtime runs, so a single-threaded runtime (one per
+/// load thread, see `run::load`, or per proxy thread) keeps its connections to itself.
+/// Multi-threaded runtimes share theirs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Owner {
     /// Any multi-threaded runtime (they share their connections).
@@ -196,12 +251,10 @@ impl Http1Transport {
     /// Sends an origin-form `request` to `authority` and reads its answer whole; the
     /// connection goes back to the pool once it has.
     async fn read_answer(&self, authority: Authority, request: http::Request<Full<Bytes>>) -> Exchanged {
-        let (response, pooled) = self.pool.send(&authority, request).await?;
-        let (parts, body) = response.into_parts();
+        let (parts, body) = self.pool.send(&authority, request).await?.into_parts();
         let body = read_whole(body)
             .await
             .map_err(|err| TransportError::Failed(format!("reading the response body failed: {err}")))?;
-        self.pool.checkin(pooled);
         Ok(http::Response::from_parts(parts, body))
     }
 }
@@ -231,7 +284,7 @@ pub fn origin_request<B>(
 
 /// A body read to its end: its one chunk as it came (the usual answer with a length), or its
 /// chunks joined. Trailers are not kept.
-async fn read_whole(mut body: hyper::body::Incoming) -> Result<Bytes, hyper::Error> {
+async fn read_whole<B: Body<Data = Bytes> + Unpin>(mut body: B) -> Result<Bytes, B::Error> {
     let mut whole = Bytes::new();
     let mut joined: Option<BytesMut> = None;
     while let Some(frame) = body.frame().await {
@@ -318,19 +371,30 @@ where
     }
 
     /// Sends `request` (in origin form: its target the path and query only) to `authority` on an idle
-    /// connection, or a new one, and returns the response head with the connection, to be
-    /// checked in once the body has been read. A pooled connection the server closed
-    /// meanwhile hands the request back unsent: it goes once more on a fresh connection.
+    /// connection, or a new one, and returns the answer once its head has come. Its body
+    /// drives the connection on: read to its end, it gives the connection back to the pool;
+    /// dropped before, it closes it. A pooled connection the server closed meanwhile hands
+    /// the request back unsent: it goes once more on a fresh connection.
     pub async fn send(
         &self,
         authority: &Authority,
         mut request: http::Request<B>,
-    ) -> Result<(hyper::Response<hyper::body::Incoming>, Pooled<B>), TransportError> {
+    ) -> Result<http::Response<PooledBody<B>>, TransportError> {
         let key = (Owner::current(), authority.clone());
         for fresh in [false, true] {
             let mut pooled = self.checkout(&key, fresh).await?;
-            match pooled.sender.try_send_request(request).await {
-                Ok(response) => return Ok((response, pooled)),
+            let wire = &mut pooled.wire;
+            let mut answer = std::pin::pin!(wire.sender.try_send_request(request));
+            let answered = std::future::poll_fn(|cx| {
+                wire.drive(cx);
+                answer.as_mut().poll(cx)
+            })
+            .await;
+            match answered {
+                Ok(response) => {
+                    let pool = self.clone();
+                    return Ok(response.map(|body| PooledBody { body, back: Some((pool, pooled)) }));
+                }
                 Err(mut err) => match err.take_message() {
                     Some(unsent) if pooled.reused => request = unsent,
                     _ => return Err(TransportError::Failed(error_chain(err.error()))),
@@ -347,22 +411,26 @@ where
             loop {
                 let popped =
                     idle.lock().iter_mut().find(|(held, _)| same_key(held, key)).and_then(|(_, idle)| idle.pop());
-                let Some((mut sender, since)) = popped else { break };
+                let Some((mut wire, since)) = popped else { break };
                 if self.expired(since) {
                     continue;
                 }
-                if sender.ready().await.is_ok() {
-                    return Ok(Pooled { key: key.clone(), sender, reused: true, shard });
+                let ready = std::future::poll_fn(|cx| {
+                    wire.drive(cx);
+                    wire.sender.poll_ready(cx)
+                });
+                if ready.await.is_ok() {
+                    return Ok(Pooled { key: key.clone(), wire, reused: true, shard });
                 }
             }
         }
         // Boxed: connecting is rare and its future large, and every exchange would carry it.
-        let sender = Box::pin(self.connect(&key.1)).await?;
-        Ok(Pooled { key: key.clone(), sender, reused: false, shard })
+        let wire = Box::pin(self.connect(&key.1)).await?;
+        Ok(Pooled { key: key.clone(), wire, reused: false, shard })
     }
 
-    /// A new connection to `authority`, its connection task spawned on the current runtime.
-    async fn connect(&self, authority: &Authority) -> Result<SendRequest<B>, TransportError> {
+    /// A new connection to `authority`.
+    async fn connect(&self, authority: &Authority) -> Result<Wire<B>, TransportError> {
         let address =
             (authority.host().trim_start_matches('[').trim_end_matches(']'), authority.port_u16().unwrap_or(80));
         let connect = TcpStream::connect(address);
@@ -377,12 +445,7 @@ where
         let (sender, connection) = http1::handshake(TokioIo::new(stream))
             .await
             .map_err(|err| TransportError::Failed(format!("HTTP/1.1 handshake with {authority} failed: {err}")))?;
-        tokio::spawn(async move {
-            if let Err(err) = connection.await {
-                tracing::debug!("connection closed: {err}");
-            }
-        });
-        Ok(sender)
+        Ok(Wire { sender, connection: Some(Box::new(connection)) })
     }
 
     /// Whether a connection idle since `since` has been kept long enough.
@@ -390,31 +453,99 @@ where
         matches!((self.keep_idle, since), (Some(keep), Some(since)) if since.elapsed() > keep.for_at_most)
     }
 
-    /// Gives a connection back once its answer has been read (a closed one is dropped, and so
-    /// are the oldest idle ones past the pool's bounds).
-    pub fn checkin(&self, pooled: Pooled<B>) {
-        let Pooled { key, sender, shard, .. } = pooled;
+    /// Gives a connection back once its answer has been read, if it can take another request
+    /// (one that has ended, or is still sending a request body the server answered early, is
+    /// dropped, and so are the oldest idle ones past the pool's bounds).
+    fn checkin(&self, pooled: Pooled<B>) {
+        let Pooled { key, mut wire, shard, .. } = pooled;
         let Some(idle) = self.idle.get(shard) else { return };
-        if sender.is_closed() {
+        if !wire.is_idle_and_open() {
             return;
         }
         let idle_since = self.keep_idle.map(|_| Instant::now());
         let mut idle = idle.lock();
-        if let Some((_, senders)) = idle.iter_mut().find(|(held, _)| same_key(held, &key)) {
-            senders.push((sender, idle_since));
+        if let Some((_, wires)) = idle.iter_mut().find(|(held, _)| same_key(held, &key)) {
+            wires.push((wire, idle_since));
             if let Some(keep) = self.keep_idle {
-                let stale = senders.iter().take_while(|(_, since)| self.expired(*since)).count();
-                let excess = senders.len().saturating_sub(keep.at_most);
-                senders.drain(..stale.max(excess));
+                let stale = wires.iter().take_while(|(_, since)| self.expired(*since)).count();
+                let excess = wires.len().saturating_sub(keep.at_most);
+                wires.drain(..stale.max(excess));
             }
             return;
         }
-        // A new owner or host on this list: forget the connections of runtimes that have ended.
-        idle.retain_mut(|(_, senders)| {
-            senders.retain(|(sender, since)| !sender.is_closed() && !self.expired(*since));
-            !senders.is_empty()
+        // A new owner or host on this list: forget the connections that have ended (those
+        // of runtimes that have ended among them: their sockets no longer work).
+        idle.retain_mut(|(_, wires)| {
+            wires.retain_mut(|(wire, since)| !self.expired(*since) && wire.is_idle_and_open());
+            !wires.is_empty()
         });
-        idle.push((key, vec![(sender, idle_since)]));
+        idle.push((key, vec![(wire, idle_since)]));
+    }
+}
+
+/// An answer's body from an [`Http1Pool`] connection, driving the connection as it is read.
+/// Read to its end, it gives the connection back to the pool (ready for the next request);
+/// dropped before that (a reader that hung up mid-body, an endless stream), the connection is
+/// closed instead, never handed to another request.
+#[derive(Debug)]
+pub struct PooledBody<B: RequestBody> {
+    body: Incoming,
+    /// The pool and the connection, until it goes back.
+    back: Option<(Http1Pool<B>, Pooled<B>)>,
+}
+
+impl<B: RequestBody> PooledBody<B> {
+    /// The connection back to its pool, once the body has ended.
+    fn give_back(&mut self) {
+        if let Some((pool, pooled)) = self.back.take() {
+            pool.checkin(pooled);
+        }
+    }
+}
+
+impl<B: RequestBody> Body for PooledBody<B> {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        let this = &mut *self;
+        let mut polled = Pin::new(&mut this.body).poll_frame(cx);
+        if polled.is_pending()
+            && let Some((_, pooled)) = &mut this.back
+        {
+            // The body has asked for more: the connection reads it (most often already in
+            // its buffer), and the body has it at once.
+            pooled.wire.drive(cx);
+            polled = Pin::new(&mut this.body).poll_frame(cx);
+        }
+        match &polled {
+            Poll::Ready(None) => this.give_back(),
+            Poll::Ready(Some(Ok(_))) if this.body.is_end_stream() => this.give_back(),
+            Poll::Ready(Some(Err(_))) => this.back = None,
+            Poll::Ready(Some(Ok(_))) | Poll::Pending => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+impl<B: RequestBody> Drop for PooledBody<B> {
+    fn drop(&mut self) {
+        // A body with nothing to read (an answer to HEAD, a 204, a length of 0) is often
+        // never polled: it has ended all the same.
+        if self.body.is_end_stream() {
+            self.give_back();
+        }
     }
 }
 
