@@ -11,8 +11,9 @@ use axum::extract::ConnectInfo;
 use axum::http::{HeaderMap, Uri};
 use axum::routing::get;
 use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
 use parking_lot::Mutex;
-use ratescope::http::{Http1Transport, Transport, TransportError};
+use ratescope::http::{Http1Pool, Http1Transport, Transport, TransportError};
 use ratescope::run::{Burst, BurstSpec};
 use tokio::net::TcpListener;
 
@@ -176,6 +177,35 @@ async fn a_pooled_connection_the_server_closed_while_idle_is_never_sent_on() {
         let request = http::Request::get(format!("http://{address}/x")).body(Bytes::new()).unwrap();
         let response = wire.exchange(request).await.unwrap_or_else(|err| panic!("request {round}: {err}"));
         assert_eq!(response.body(), &Bytes::from_static(b"ok"));
+        closes.recv().await.unwrap();
+    }
+}
+
+/// One exchange of `GET path` (or `HEAD`) over `pool` to `address`, its body read whole.
+async fn over_pool(pool: &Http1Pool<Full<Bytes>>, address: SocketAddr, method: http::Method, path: &str) -> Bytes {
+    let authority: http::uri::Authority = address.to_string().parse().unwrap();
+    let request = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header(http::header::HOST, address.to_string())
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let response = pool.send(&authority, request).await.unwrap();
+    response.into_body().collect().await.unwrap().to_bytes()
+}
+
+#[tokio::test]
+async fn a_pool_whose_requests_drive_its_connections_reuses_and_replaces_them_alike() {
+    let pool = Http1Pool::new(None).driving_connections();
+    let server = Echo::start().await;
+    assert_eq!(over_pool(&pool, server.address, http::Method::HEAD, "/echo").await, Bytes::new());
+    assert_eq!(over_pool(&pool, server.address, http::Method::GET, "/empty").await, Bytes::new());
+    assert_eq!(over_pool(&pool, server.address, http::Method::GET, "/echo").await, Bytes::from_static(b"/echo"));
+    assert_eq!(server.connections(), 1, "one connection, driven by each request in turn");
+
+    let (address, mut closes) = answer_once_then_close().await;
+    for _ in 0..3 {
+        assert_eq!(over_pool(&pool, address, http::Method::GET, "/x").await, Bytes::from_static(b"ok"));
         closes.recv().await.unwrap();
     }
 }

@@ -71,7 +71,9 @@ impl Upstreams {
             tls = tls.pool_idle_timeout(None);
         }
         let tls = tls.build().map_err(|err| ProxyError::Client(err.to_string()))?;
-        let plain = Http1Pool::new(connect_timeout).keeping_idle(IDLE_FOR_AT_MOST, IDLE_AT_MOST);
+        // Each caller's connection drives the upstream connection its request is on: the answer
+        // goes back in the wake-up that read it, its head and body in one write.
+        let plain = Http1Pool::new(connect_timeout).keeping_idle(IDLE_FOR_AT_MOST, IDLE_AT_MOST).driving_connections();
         Ok(Self { plain, tls, timeout, step: head_timeout.filter(|step| !step.is_zero()) })
     }
 

@@ -3,10 +3,12 @@
 //! use it, so ratescope measures an unthrottled server at load-generator speed, and the proxy
 //! forwards to plain-HTTP upstreams over the same pool with bodies streamed both ways.
 //!
-//! A connection has no task of its own: the request that holds it drives it (writes the
-//! request, reads the answer) in its own polls, and its answer's body drives it on until read.
-//! Nothing hops between tasks on the way, so an answer reaches its reader in the wake-up that
-//! read it off the socket, its head and first bytes together.
+//! A connection runs as a task of its own (the raw bursts': the fewest polls a request, for
+//! throughput), or, in a pool that [drives its connections](Http1Pool::driving_connections)
+//! (the proxy's), has none: the request that holds it drives it (writes the request, reads the
+//! answer) in its own polls, and its answer's body drives it on until read. Nothing hops
+//! between tasks on the way, so an answer reaches its reader in the wake-up that read it off
+//! the socket, its head and first bytes together: less latency, a few more polls.
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -55,6 +57,8 @@ pub struct Http1Pool<B: RequestBody> {
     /// How long an idle connection is kept and how many are kept per key (`None`: as long as
     /// the server keeps them, all of them).
     keep_idle: Option<KeepIdle>,
+    /// Whether a request drives its connection itself (no task for the connection).
+    drive_in_request: bool,
 }
 
 /// Bounds on the idle connections a pool keeps.
@@ -66,13 +70,13 @@ struct KeepIdle {
 
 impl<B: RequestBody> Clone for Http1Pool<B> {
     fn clone(&self) -> Self {
-        Self { idle: Arc::clone(&self.idle), connect_timeout: self.connect_timeout, keep_idle: self.keep_idle }
+        Self { idle: Arc::clone(&self.idle), ..*self }
     }
 }
 
 impl<B: RequestBody> Default for Http1Pool<B> {
     fn default() -> Self {
-        Self { idle: idle_shards(), connect_timeout: None, keep_idle: None }
+        Self::new(None)
     }
 }
 
@@ -108,38 +112,57 @@ struct Pooled<B: RequestBody> {
     shard: usize,
 }
 
-/// One keep-alive connection: its request handle and the connection itself, which whoever
-/// holds it drives ([`Wire::drive`]); no task runs it.
+/// One keep-alive connection: its request handle and what runs the connection.
 struct Wire<B: RequestBody> {
     sender: SendRequest<B>,
-    /// `None` once it has ended (closed by either side, or broken).
-    connection: Option<Box<http1::Connection<TokioIo<TcpStream>, B>>>,
+    driver: Driver<B>,
+}
+
+/// What runs a connection.
+enum Driver<B: RequestBody> {
+    /// A task of its own.
+    Task,
+    /// Whoever holds it ([`Wire::drive`]).
+    Held(Box<http1::Connection<TokioIo<TcpStream>, B>>),
+    /// Nothing: a held connection that has ended (closed by either side, or broken).
+    Ended,
 }
 
 impl<B: RequestBody> std::fmt::Debug for Wire<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Wire").field("open", &self.connection.is_some()).finish_non_exhaustive()
+        let driver = match self.driver {
+            Driver::Task => "task",
+            Driver::Held(_) => "held",
+            Driver::Ended => "ended",
+        };
+        f.debug_struct("Wire").field("driver", &driver).finish_non_exhaustive()
     }
 }
 
 impl<B: RequestBody> Wire<B> {
     /// Takes the connection as far as it can go now (writes what is queued, reads what has
     /// come, hands a read answer to its request), waking `cx` when it can go further.
+    /// A connection with a task of its own has it do this.
     fn drive(&mut self, cx: &mut Context<'_>) {
-        let Some(connection) = self.connection.as_deref_mut() else { return };
-        if let Poll::Ready(ended) = Pin::new(connection).poll(cx) {
+        let Driver::Held(connection) = &mut self.driver else { return };
+        if let Poll::Ready(ended) = Pin::new(&mut **connection).poll(cx) {
             if let Err(err) = ended {
                 tracing::debug!("connection closed: {err}");
             }
-            self.connection = None;
+            self.driver = Driver::Ended;
         }
     }
 
-    /// Whether the connection can take a new request now, driven once to find out (a server
-    /// that closed it meanwhile is seen here, not on the next request).
+    /// Whether the connection can go back to the pool: open, and (a held one, driven once to
+    /// find out) ready for a new request, so a server that closed it meanwhile is seen here,
+    /// and one still sending a request body the server answered early is not kept.
     fn is_idle_and_open(&mut self) -> bool {
         self.drive(&mut Context::from_waker(Waker::noop()));
-        self.connection.is_some() && self.sender.is_ready()
+        match self.driver {
+            Driver::Task => !self.sender.is_closed(),
+            Driver::Held(_) => self.sender.is_ready(),
+            Driver::Ended => false,
+        }
     }
 }
 
@@ -360,7 +383,15 @@ where
 {
     /// A pool whose new connections must be made within `connect_timeout` (`None`: no limit).
     pub fn new(connect_timeout: Option<Duration>) -> Self {
-        Self { idle: idle_shards(), connect_timeout, keep_idle: None }
+        Self { idle: idle_shards(), connect_timeout, keep_idle: None, drive_in_request: false }
+    }
+
+    /// Has each request drive its connection itself instead of giving the connection a task
+    /// (see the module's documentation): what a proxy wants, whose answers should reach their
+    /// callers with the least delay.
+    pub fn driving_connections(mut self) -> Self {
+        self.drive_in_request = true;
+        self
     }
 
     /// Keeps an idle connection `for_at_most` and at most `at_most` of them per host and
@@ -429,7 +460,8 @@ where
         Ok(Pooled { key: key.clone(), wire, reused: false, shard })
     }
 
-    /// A new connection to `authority`.
+    /// A new connection to `authority` (its task spawned on the current runtime unless requests
+    /// drive it).
     async fn connect(&self, authority: &Authority) -> Result<Wire<B>, TransportError> {
         let address =
             (authority.host().trim_start_matches('[').trim_end_matches(']'), authority.port_u16().unwrap_or(80));
@@ -445,7 +477,17 @@ where
         let (sender, connection) = http1::handshake(TokioIo::new(stream))
             .await
             .map_err(|err| TransportError::Failed(format!("HTTP/1.1 handshake with {authority} failed: {err}")))?;
-        Ok(Wire { sender, connection: Some(Box::new(connection)) })
+        let driver = if self.drive_in_request {
+            Driver::Held(Box::new(connection))
+        } else {
+            tokio::spawn(async move {
+                if let Err(err) = connection.await {
+                    tracing::debug!("connection closed: {err}");
+                }
+            });
+            Driver::Task
+        };
+        Ok(Wire { sender, driver })
     }
 
     /// Whether a connection idle since `since` has been kept long enough.
