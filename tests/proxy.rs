@@ -595,6 +595,87 @@ async fn bodiless_upstream_answers_leave_their_upstream_connection_in_the_pool()
     );
 }
 
+/// An upstream speaking HTTP/1.1 by hand: `/early` is answered 413 at once, its body never
+/// read and the connection held open; anything else `ok`, keep-alive. Returns each
+/// connection's request heads.
+async fn early_answering_upstream() -> (SocketAddr, Arc<Mutex<Vec<Vec<String>>>>) {
+    let listener = tokio::net::TcpListener::bind(loopback()).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen: Arc<Mutex<Vec<Vec<String>>>> = Arc::default();
+    let record = Arc::clone(&seen);
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let record = Arc::clone(&record);
+            let connection = {
+                let mut seen = record.lock();
+                seen.push(Vec::new());
+                seen.len() - 1
+            };
+            tokio::spawn(async move {
+                let mut pending = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    let Some(end) = pending.windows(4).position(|window| window == b"\r\n\r\n") else {
+                        match stream.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(read) => pending.extend_from_slice(&chunk[..read]),
+                        }
+                        continue;
+                    };
+                    let head = String::from_utf8_lossy(&pending[..end]).into_owned();
+                    pending.drain(..end + 4);
+                    record.lock()[connection].push(head.clone());
+                    if head.starts_with("POST /early ") {
+                        stream.write_all(b"HTTP/1.1 413 Payload Too Large\r\ncontent-length: 0\r\n\r\n").await.unwrap();
+                        // Holds the connection, the rest of the body unread.
+                        std::future::pending::<()>().await;
+                    }
+                    stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").await.unwrap();
+                }
+            });
+        }
+    });
+    (addr, seen)
+}
+
+#[tokio::test]
+async fn an_upstream_connection_answered_before_its_request_body_was_sent_is_not_used_again() {
+    let (addr, seen) = early_answering_upstream().await;
+    let route = Route::new("u", &format!("http://{addr}")).unwrap();
+    let config = ProxyConfig {
+        listen: loopback(),
+        replay_limit: 16,
+        upstream_timeout: Some(Duration::from_secs(5)),
+        ..ProxyConfig::new(vec![route])
+    };
+    let proxy = ProxyServer::start(config).await.unwrap();
+    // A caller that sends 32 bytes of a 100,000-byte body (past the replay limit, so streamed
+    // upstream as it comes) and then stalls.
+    let mut uploading = TcpStream::connect(proxy.addr()).await.unwrap();
+    uploading
+        .write_all(
+            b"POST /u/early HTTP/1.1\r\nHost: proxy\r\nContent-Length: 100000\r\n\r\n0123456789abcdef0123456789abcdef",
+        )
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    let mut chunk = [0u8; 1024];
+    while !answer.windows(4).any(|window| window == b"\r\n\r\n") {
+        let read = uploading.read(&mut chunk).await.unwrap();
+        assert!(read > 0, "the proxy hung up before answering: {}", String::from_utf8_lossy(&answer));
+        answer.extend_from_slice(&chunk[..read]);
+    }
+    assert!(answer.starts_with(b"HTTP/1.1 413 "), "{}", String::from_utf8_lossy(&answer));
+    // The next request must not go on the connection still owing the upstream a body.
+    let next = caller().get(format!("{}u/ok", proxy.url())).send().await.unwrap();
+    assert_eq!(next.status(), 200, "not stuck behind the unsent body");
+    assert_eq!(next.text().await.unwrap(), "ok");
+    let seen = seen.lock().clone();
+    assert_eq!(seen.len(), 2, "a fresh connection for the next request: {seen:?}");
+    assert!(seen[1][0].starts_with("GET /ok HTTP/1.1"), "{seen:?}");
+    drop(uploading);
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_upstream_connection_idle_past_ninety_seconds_is_not_used_again() {
     let (addr, accepted) = counting_connections(Router::new().route("/x", axum::routing::get(|| async { "x" }))).await;
