@@ -10,6 +10,7 @@
 //! between tasks on the way, so an answer reaches its reader in the wake-up that read it off
 //! the socket, its head and first bytes together: less latency, a few more polls.
 
+use std::borrow::Borrow;
 use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
@@ -146,11 +147,16 @@ impl<B: RequestBody> Wire<B> {
     fn drive(&mut self, cx: &mut Context<'_>) {
         let Driver::Held(connection) = &mut self.driver else { return };
         if let Poll::Ready(ended) = Pin::new(&mut **connection).poll(cx) {
-            if let Err(err) = ended {
-                tracing::debug!("connection closed: {err}");
-            }
+            connection_ended(ended);
             self.driver = Driver::Ended;
         }
+    }
+
+    /// Whether the connection can take a request, driven first (a held one becomes ready only
+    /// as it is driven).
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<hyper::Result<()>> {
+        self.drive(cx);
+        self.sender.poll_ready(cx)
     }
 
     /// Whether the connection can go back to the pool: open, and (a held one, driven once to
@@ -163,6 +169,13 @@ impl<B: RequestBody> Wire<B> {
             Driver::Held(_) => self.sender.is_ready(),
             Driver::Ended => false,
         }
+    }
+}
+
+/// How a connection ended, for the debug log.
+fn connection_ended(ended: hyper::Result<()>) {
+    if let Err(err) = ended {
+        tracing::debug!("connection closed: {err}");
     }
 }
 
@@ -274,7 +287,9 @@ impl Http1Transport {
     /// Sends an origin-form `request` to `authority` and reads its answer whole; the
     /// connection goes back to the pool once it has.
     async fn read_answer(&self, authority: Authority, request: http::Request<Full<Bytes>>) -> Exchanged {
-        let (parts, body) = self.pool.send(&authority, request).await?.into_parts();
+        // The pool borrowed, not cloned: a clone's count is one cache line every load thread
+        // would write twice a request.
+        let (parts, body) = Http1Pool::send_via(&self.pool, &authority, request).await?.into_parts();
         let body = read_whole(body)
             .await
             .map_err(|err| TransportError::Failed(format!("reading the response body failed: {err}")))?;
@@ -409,11 +424,21 @@ where
     pub async fn send(
         &self,
         authority: &Authority,
-        mut request: http::Request<B>,
+        request: http::Request<B>,
     ) -> Result<http::Response<PooledBody<B>>, TransportError> {
+        Self::send_via(self.clone(), authority, request).await
+    }
+
+    /// [`send`](Self::send) over `pool`, owned or borrowed: the answer's body holds it until
+    /// the connection goes back.
+    pub async fn send_via<P: Borrow<Self>>(
+        pool: P,
+        authority: &Authority,
+        mut request: http::Request<B>,
+    ) -> Result<http::Response<PooledBody<B, P>>, TransportError> {
         let key = (Owner::current(), authority.clone());
         for fresh in [false, true] {
-            let mut pooled = self.checkout(&key, fresh).await?;
+            let mut pooled = pool.borrow().checkout(&key, fresh).await?;
             let wire = &mut pooled.wire;
             let mut answer = std::pin::pin!(wire.sender.try_send_request(request));
             let answered = std::future::poll_fn(|cx| {
@@ -422,10 +447,7 @@ where
             })
             .await;
             match answered {
-                Ok(response) => {
-                    let pool = self.clone();
-                    return Ok(response.map(|body| PooledBody { body, back: Some((pool, pooled)) }));
-                }
+                Ok(response) => return Ok(response.map(|body| PooledBody { body, back: Some((pool, pooled)) })),
                 Err(mut err) => match err.take_message() {
                     Some(unsent) if pooled.reused => request = unsent,
                     _ => return Err(TransportError::Failed(error_chain(err.error()))),
@@ -446,11 +468,7 @@ where
                 if self.expired(since) {
                     continue;
                 }
-                let ready = std::future::poll_fn(|cx| {
-                    wire.drive(cx);
-                    wire.sender.poll_ready(cx)
-                });
-                if ready.await.is_ok() {
+                if std::future::poll_fn(|cx| wire.poll_ready(cx)).await.is_ok() {
                     return Ok(Pooled { key: key.clone(), wire, reused: true, shard });
                 }
             }
@@ -480,11 +498,7 @@ where
         let driver = if self.drive_in_request {
             Driver::Held(Box::new(connection))
         } else {
-            tokio::spawn(async move {
-                if let Err(err) = connection.await {
-                    tracing::debug!("connection closed: {err}");
-                }
-            });
+            tokio::spawn(async move { connection_ended(connection.await) });
             Driver::Task
         };
         Ok(Wire { sender, driver })
@@ -530,22 +544,22 @@ where
 /// dropped before that (a reader that hung up mid-body, an endless stream), the connection is
 /// closed instead, never handed to another request.
 #[derive(Debug)]
-pub struct PooledBody<B: RequestBody> {
+pub struct PooledBody<B: RequestBody, P: Borrow<Http1Pool<B>> = Http1Pool<B>> {
     body: Incoming,
     /// The pool and the connection, until it goes back.
-    back: Option<(Http1Pool<B>, Pooled<B>)>,
+    back: Option<(P, Pooled<B>)>,
 }
 
-impl<B: RequestBody> PooledBody<B> {
+impl<B: RequestBody, P: Borrow<Http1Pool<B>>> PooledBody<B, P> {
     /// The connection back to its pool, once the body has ended.
     fn give_back(&mut self) {
         if let Some((pool, pooled)) = self.back.take() {
-            pool.checkin(pooled);
+            pool.borrow().checkin(pooled);
         }
     }
 }
 
-impl<B: RequestBody> Body for PooledBody<B> {
+impl<B: RequestBody, P: Borrow<Http1Pool<B>> + Unpin> Body for PooledBody<B, P> {
     type Data = Bytes;
     type Error = hyper::Error;
 
@@ -581,7 +595,7 @@ impl<B: RequestBody> Body for PooledBody<B> {
     }
 }
 
-impl<B: RequestBody> Drop for PooledBody<B> {
+impl<B: RequestBody, P: Borrow<Http1Pool<B>>> Drop for PooledBody<B, P> {
     fn drop(&mut self) {
         // A body with nothing to read (an answer to HEAD, a 204, a length of 0) is often
         // never polled: it has ended all the same.
