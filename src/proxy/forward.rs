@@ -38,7 +38,7 @@ use super::error::ProxyError;
 use super::hop::{caller_response_headers, upstream_request_headers};
 use super::metrics::{Ended, KeyMetrics, ProxyMetrics};
 use super::shed::shed;
-use super::upstream::{Outgoing, Upstream, Upstreams};
+use super::upstream::{Outgoing, Upstream, UpstreamBody, Upstreams};
 use crate::engine::{Cost, Limiter, Overload, Permit, Priority, QueueCounts, format_wait};
 use crate::http::admission::{Admission, AdmissionStep, Refusal};
 use crate::http::answer::Answer;
@@ -223,7 +223,7 @@ async fn cache_and_answer(
     uri: &http::Uri,
     (method, headers): (&Method, &HeaderMap),
     host: &str,
-    response: Response,
+    response: http::Response<UpstreamBody>,
     report: &Reporter<'_>,
 ) -> Response {
     let (parts, body) = response.into_parts();
@@ -390,7 +390,9 @@ impl Proxy {
         let Routed { limiter, adaptive, retry, report } = policy.routed(limiter, &self.next_id);
         // The request's key in the metrics: its limiter's, or the upstream's `host[:port]`.
         let metrics = self.metrics.key(limiter.as_ref().map_or(authority, Limiter::key));
-        let mut headers = upstream_request_headers(std::mem::take(&mut parts.headers), peer, &route.secrets);
+        // A plain-HTTP upstream's `Host` is set here, once: each attempt's copy then has it.
+        let host = route.origin().map(|(_, host)| host);
+        let mut headers = upstream_request_headers(std::mem::take(&mut parts.headers), peer, &route.secrets, host);
         // Before admission: a caller's broken body must not cost a token.
         let body = match RequestBody::read(body, self.config.replay_limit).await {
             Ok(body) => body,
@@ -456,7 +458,7 @@ struct Forwarding<'p> {
 }
 
 impl Face for Forwarding<'_> {
-    type Held = Response;
+    type Held = http::Response<UpstreamBody>;
     type Output = Response;
 
     fn steps(&self) -> Steps<'_> {
@@ -516,7 +518,7 @@ impl Face for Forwarding<'_> {
         Err(shed.into_response())
     }
 
-    async fn send(&mut self, attempt: u32, admission: &Admission) -> Sent<Response> {
+    async fn send(&mut self, attempt: u32, admission: &Admission) -> Sent<Self::Held> {
         if self.report.listening() {
             let (method, path) = (self.parts.method.to_string(), self.url.path().to_owned());
             self.report.emit(EventKind::Sent { attempt, method, path });
@@ -551,7 +553,12 @@ impl Face for Forwarding<'_> {
     /// Not an async fn: everything but the cache's read of the whole body is done at the call,
     /// so a request carries (and copies) no state for it but the answer, and the cache's rare
     /// wait is boxed.
-    fn finish(self, attempt: u32, sent: Sent<Response>, admission: Admission) -> impl Future<Output = Response> + Send {
+    fn finish(
+        self,
+        attempt: u32,
+        sent: Sent<Self::Held>,
+        admission: Admission,
+    ) -> impl Future<Output = Response> + Send {
         let upstream_ms = millis(sent.service_time);
         let response = match sent.answer {
             Answer::Response { held, .. } => held,
@@ -586,7 +593,7 @@ impl Face for Forwarding<'_> {
     fn give_up(
         self,
         attempt: u32,
-        sent: Sent<Response>,
+        sent: Sent<Self::Held>,
         admission: Admission,
         _reason: GiveUpReason,
     ) -> impl Future<Output = Response> + Send {
@@ -616,7 +623,7 @@ impl Forwarding<'_> {
 }
 
 /// The upstream response streamed to the caller; `permit` is held until the body is done.
-fn streamed(response: Response, permit: Option<Permit>) -> Response {
+fn streamed(response: http::Response<UpstreamBody>, permit: Option<Permit>) -> Response {
     let (mut parts, body) = response.into_parts();
     parts.headers = caller_response_headers(std::mem::take(&mut parts.headers));
     // The caller's hop is HTTP/1.1 whatever the upstream's was (an HTTP/2 or HTTP/1.0 upstream,

@@ -3,8 +3,8 @@
 //! A proxy must not forward `Connection`, the fields it names, or the classic hop-by-hop set
 //! (`Keep-Alive`, `Proxy-Connection`, `Proxy-Authenticate`, `Proxy-Authorization`, `TE`,
 //! `Trailer`, `Transfer-Encoding`, `Upgrade`); hyper and reqwest frame each hop themselves.
-//! Requests also lose `Host` (the upstream's comes from its URL) and `Expect`, and gain `Via` and
-//! `X-Forwarded-For`/`-Proto`/`-Host`, so the upstream can tell who asked.
+//! Requests also lose `Expect` and the caller's `Host` (the upstream's is its own authority),
+//! and gain `Via` and `X-Forwarded-For`/`-Proto`/`-Host`, so the upstream can tell who asked.
 
 use std::net::IpAddr;
 
@@ -69,13 +69,23 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
-/// The request headers sent upstream: hop-by-hop and `Host` removed, forwarding headers added,
-/// and the route's secrets in place of any caller header of the same name.
-pub(crate) fn upstream_request_headers(mut headers: HeaderMap, peer: &HeaderValue, secrets: &HeaderMap) -> HeaderMap {
+/// The request headers sent upstream: hop-by-hop ones removed, `Host` the upstream's (`host`,
+/// or none when the client sets it from the URL), forwarding headers added, and the route's
+/// secrets in place of any caller header of the same name.
+pub(crate) fn upstream_request_headers(
+    mut headers: HeaderMap,
+    peer: &HeaderValue,
+    secrets: &HeaderMap,
+    host: Option<&HeaderValue>,
+) -> HeaderMap {
     strip_hop_by_hop(&mut headers);
     // The caller's `Expect: 100-continue` was answered by our server; the upstream hop has its own.
     headers.remove(EXPECT);
-    let host = headers.remove(HOST);
+    // The caller's `Host` named this proxy: it goes on as `X-Forwarded-Host`.
+    let host = match host {
+        Some(upstream) => headers.insert(HOST, upstream.clone()),
+        None => headers.remove(HOST),
+    };
     append_list(&mut headers, X_FORWARDED_FOR.clone(), peer);
     if let Some(host) = host {
         headers.insert(X_FORWARDED_HOST.clone(), host);
@@ -155,13 +165,20 @@ mod tests {
             ("x-forwarded-for", "10.0.0.1"),
         ]);
         let secrets = map(&[("x-api-key", "the-real-key")]);
-        let sent = upstream_request_headers(caller, &forwarded_for("127.0.0.1".parse().unwrap()), &secrets);
+        let peer = forwarded_for("127.0.0.1".parse().unwrap());
+        let sent = upstream_request_headers(caller.clone(), &peer, &secrets, None);
         let keys: Vec<&HeaderValue> = sent.get_all("x-api-key").iter().collect();
         assert_eq!(keys, [&HeaderValue::from_static("the-real-key")]);
         assert_eq!(sent["x-forwarded-for"], "10.0.0.1, 127.0.0.1");
         assert_eq!(sent["x-forwarded-host"], "127.0.0.1:8788");
         assert_eq!(sent["via"], "1.1 ratescope");
         assert!(!sent.contains_key("host"));
+
+        // A plain-HTTP upstream's own `Host` takes the caller's place.
+        let upstream = HeaderValue::from_static("api.example:8080");
+        let sent = upstream_request_headers(caller, &peer, &secrets, Some(&upstream));
+        assert_eq!(sent.get_all("host").iter().collect::<Vec<_>>(), [&upstream]);
+        assert_eq!(sent["x-forwarded-host"], "127.0.0.1:8788");
     }
 
     #[test]

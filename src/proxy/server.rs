@@ -11,6 +11,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::Poll;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -376,10 +377,23 @@ async fn serve(
     });
     let connection = builder.serve_connection(TokioIo::new(stream), service);
     let mut connection = std::pin::pin!(connection);
-    let finished = tokio::select! {
-        result = connection.as_mut() => Some(result),
-        _ = drain.wait_for(|draining| *draining) => None,
-    };
+    // The drain is looked at on the first poll (which leaves its waiter registered, waking
+    // this task when the drain begins) and then only once the watch has moved: an atomic load
+    // a wake-up, where polling the watch each time would take its lock four times a request.
+    let moved = drain.clone();
+    let mut drained = std::pin::pin!(drain.wait_for(|draining| *draining));
+    let mut first_look = true;
+    let finished = std::future::poll_fn(|cx| {
+        if let Poll::Ready(result) = connection.as_mut().poll(cx) {
+            return Poll::Ready(Some(result));
+        }
+        let look = std::mem::take(&mut first_look) || !matches!(moved.has_changed(), Ok(false));
+        if look && drained.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(None);
+        }
+        Poll::Pending
+    })
+    .await;
     let result = match finished {
         Some(result) => result,
         // Shutdown (or the accept loop gone): finish the request in progress, then close.

@@ -5,19 +5,21 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::body::Body;
+use axum::body::{Body, HttpBody};
 use bytes::Bytes;
 use http::uri::Authority;
 use http::{HeaderMap, HeaderValue, Method};
+use hyper::body::{Frame, SizeHint};
 use tokio::time::Instant;
 use url::Url;
 
 use super::error::ProxyError;
 use crate::http::client::error_chain;
 use crate::http::transport::TransportError;
-use crate::http::{Http1Pool, origin_request};
+use crate::http::{Http1Pool, PooledBody, origin_request};
 
 /// How long an idle upstream connection is kept (reqwest's default, longer than most servers'
 /// keep-alive), and how many per upstream and serving thread (nginx's `keepalive` of our bench).
@@ -27,11 +29,48 @@ const IDLE_AT_MOST: usize = 64;
 /// What one attempt upstream produced.
 pub(crate) enum Upstream {
     /// The upstream's answer, its body still streaming.
-    Response(http::Response<Body>),
+    Response(http::Response<UpstreamBody>),
     /// No connection, or the exchange broke before an answer.
     Unreachable(String),
     /// No answer within the upstream timeout.
     TimedOut,
+}
+
+/// An upstream answer's body as it streams to the caller: straight from the plain-HTTP pool's
+/// connection (which it drives as it is read, and gives back at its end), or from reqwest.
+/// One concrete type, so the caller's body calls it directly, not through a second dynamic
+/// body of its own. Each is boxed: a request's answer is moved a few times on its way, and a
+/// small one moves in registers.
+pub(crate) enum UpstreamBody {
+    Plain(Box<PooledBody<Body>>),
+    Tls(Box<reqwest::Body>),
+}
+
+impl HttpBody for UpstreamBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        // Both bodies are `Unpin`: the enum is moved nowhere, only reborrowed.
+        match self.get_mut() {
+            UpstreamBody::Plain(body) => Pin::new(&mut **body).poll_frame(cx).map_err(axum::Error::new),
+            UpstreamBody::Tls(body) => Pin::new(&mut **body).poll_frame(cx).map_err(axum::Error::new),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            UpstreamBody::Plain(body) => body.is_end_stream(),
+            UpstreamBody::Tls(body) => body.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            UpstreamBody::Plain(body) => body.size_hint(),
+            UpstreamBody::Tls(body) => body.size_hint(),
+        }
+    }
 }
 
 /// A request body as it goes upstream.
@@ -124,7 +163,7 @@ impl Upstreams {
         };
         match self.plain.send(authority, request).await {
             // Its body drives the connection and gives it back to the pool once read.
-            Ok(response) => Upstream::Response(response.map(Body::new)),
+            Ok(response) => Upstream::Response(response.map(|body| UpstreamBody::Plain(Box::new(body)))),
             Err(err) => no_answer(err),
         }
     }
@@ -137,7 +176,9 @@ impl Upstreams {
             Outgoing::Stream(body) => request.body(reqwest::Body::wrap_stream(body.into_data_stream())),
         };
         match request.send().await {
-            Ok(response) => Upstream::Response(http::Response::from(response).map(Body::new)),
+            Ok(response) => {
+                Upstream::Response(http::Response::from(response).map(|body| UpstreamBody::Tls(Box::new(body))))
+            }
             Err(err) if err.is_timeout() => Upstream::TimedOut,
             Err(err) => Upstream::Unreachable(error_chain(&err)),
         }
