@@ -144,11 +144,8 @@ impl Route {
         }
         let base = self.upstream.path().trim_end_matches('/');
         let path = if rest.is_empty() && base.is_empty() { "/" } else { rest };
-        let mut joined = String::with_capacity(base.len() + path.len());
-        joined.push_str(base);
-        joined.push_str(path);
         let mut url = self.upstream.clone();
-        url.set_path(&joined);
+        url.set_path(&[base, path].concat());
         url.set_query(query);
         url.set_fragment(None);
         Ok(url)

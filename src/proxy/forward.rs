@@ -232,7 +232,7 @@ async fn cache_and_answer(
             let fresh = CachedResponse { status: parts.status, headers: parts.headers, body: collected.to_bytes() };
             cached_response(cache.keep(method, uri, headers, fresh, report).0)
         }
-        Err(err) => plain(StatusCode::BAD_GATEWAY, &format!("{host}: {}", error_chain(&err))),
+        Err(err) => plain(StatusCode::BAD_GATEWAY, &format!("{host}: {}", error_chain(&*err))),
     }
 }
 

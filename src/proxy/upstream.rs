@@ -5,14 +5,13 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::body::{Body, HttpBody};
+use axum::body::Body;
 use bytes::Bytes;
 use http::uri::Authority;
 use http::{HeaderMap, HeaderValue, Method};
-use hyper::body::{Frame, SizeHint};
+use http_body_util::Either;
 use tokio::time::Instant;
 use url::Url;
 
@@ -39,39 +38,9 @@ pub(crate) enum Upstream {
 /// An upstream answer's body as it streams to the caller: straight from the plain-HTTP pool's
 /// connection (which it drives as it is read, and gives back at its end), or from reqwest.
 /// One concrete type, so the caller's body calls it directly, not through a second dynamic
-/// body of its own. Each is boxed: a request's answer is moved a few times on its way, and a
-/// small one moves in registers.
-pub(crate) enum UpstreamBody {
-    Plain(Box<PooledBody<Body>>),
-    Tls(Box<reqwest::Body>),
-}
-
-impl HttpBody for UpstreamBody {
-    type Data = Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        // Both bodies are `Unpin`: the enum is moved nowhere, only reborrowed.
-        match self.get_mut() {
-            UpstreamBody::Plain(body) => Pin::new(&mut **body).poll_frame(cx).map_err(axum::Error::new),
-            UpstreamBody::Tls(body) => Pin::new(&mut **body).poll_frame(cx).map_err(axum::Error::new),
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        match self {
-            UpstreamBody::Plain(body) => body.is_end_stream(),
-            UpstreamBody::Tls(body) => body.is_end_stream(),
-        }
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        match self {
-            UpstreamBody::Plain(body) => body.size_hint(),
-            UpstreamBody::Tls(body) => body.size_hint(),
-        }
-    }
-}
+/// body of its own. Each side is boxed: a request's answer is moved a few times on its way,
+/// and a small one moves in registers.
+pub(crate) type UpstreamBody = Either<Box<PooledBody<Body>>, Box<reqwest::Body>>;
 
 /// A request body as it goes upstream.
 pub(crate) enum Outgoing {
@@ -163,7 +132,7 @@ impl Upstreams {
         };
         match self.plain.send(authority, request).await {
             // Its body drives the connection and gives it back to the pool once read.
-            Ok(response) => Upstream::Response(response.map(|body| UpstreamBody::Plain(Box::new(body)))),
+            Ok(response) => Upstream::Response(response.map(|body| Either::Left(Box::new(body)))),
             Err(err) => no_answer(err),
         }
     }
@@ -177,7 +146,7 @@ impl Upstreams {
         };
         match request.send().await {
             Ok(response) => {
-                Upstream::Response(http::Response::from(response).map(|body| UpstreamBody::Tls(Box::new(body))))
+                Upstream::Response(http::Response::from(response).map(|body| Either::Right(Box::new(body))))
             }
             Err(err) if err.is_timeout() => Upstream::TimedOut,
             Err(err) => Upstream::Unreachable(error_chain(&err)),
