@@ -34,6 +34,7 @@ use tokio::time::Instant;
 use url::Url;
 
 use super::config::{ProxyConfig, Route};
+use super::deadlines::Answering;
 use super::error::ProxyError;
 use super::hop::{caller_response_headers, upstream_request_headers};
 use super::metrics::{Ended, KeyMetrics, ProxyMetrics};
@@ -246,11 +247,17 @@ impl Drop for InFlight<'_> {
 }
 
 /// Every request of every connection, from the caller `forwarded_for` names.
-pub(crate) async fn handle(proxy: Arc<Proxy>, forwarded_for: HeaderValue, request: Request) -> Response {
+/// `answering` marks the request in progress on its connection until its answer is handed over.
+pub(crate) async fn handle(
+    proxy: Arc<Proxy>,
+    forwarded_for: HeaderValue,
+    answering: Answering,
+    request: Request,
+) -> Response {
     proxy.in_flight.fetch_add(1, Ordering::AcqRel);
     let _in_flight = InFlight(&proxy.in_flight);
     // Made where it is pinned: a request's state is a few KiB, and each move copies all of it.
-    let mut forwarding = std::pin::pin!(proxy.forward(&forwarded_for, request));
+    let mut forwarding = std::pin::pin!(proxy.forward(&forwarded_for, answering, request));
     // Its connection wakes it when the drain deadline passes (`server::serve`).
     std::future::poll_fn(|cx| {
         if proxy.cut_off.is_cut() {
@@ -284,7 +291,7 @@ impl Proxy {
             reloader: RwLock::new(None),
             metrics,
             cache: config.cache.map(ResponseCache::new),
-            upstreams: Upstreams::new(config.connect_timeout, config.upstream_timeout, config.head_timeout)?,
+            upstreams: Upstreams::new(config.connect_timeout)?,
             gates,
             shared,
             config,
@@ -368,7 +375,7 @@ impl Proxy {
     /// One caller's request: its route and upstream URL, its body (read before admission, so a
     /// broken one costs no token), the cache, then the attempt loop every face shares, over the
     /// upstream ([`Forwarding`]); the answer streams back holding the concurrency slot.
-    async fn forward(&self, peer: &HeaderValue, request: Request) -> Response {
+    async fn forward(&self, peer: &HeaderValue, answering: Answering, request: Request) -> Response {
         let started = Instant::now();
         let (mut parts, body) = request.into_parts();
         // The path is normalised and checked before anything else: the route's secrets go only
@@ -425,6 +432,7 @@ impl Proxy {
             estimate,
             started,
             metrics,
+            answering,
         };
         attempts::run(forwarding).await
     }
@@ -455,6 +463,9 @@ struct Forwarding<'p> {
     started: Instant,
     /// Its key's series in the metrics.
     metrics: KeyMetrics<'p>,
+    /// In progress on its connection (whose timer holds the attempt's upstream deadline) until
+    /// the answer's body is handed over.
+    answering: Answering,
 }
 
 impl Face for Forwarding<'_> {
@@ -525,7 +536,9 @@ impl Face for Forwarding<'_> {
         }
         let sent_at = Instant::now();
         let (method, origin, body) = (&self.parts.method, self.route.origin(), self.body.outgoing());
-        let upstream = self.proxy.upstreams.send(method, &self.url, origin, &self.headers, body).await;
+        // Pinned where it is made: the exchange is most of a request's state.
+        let exchange = std::pin::pin!(self.proxy.upstreams.send(method, &self.url, origin, &self.headers, body));
+        let upstream = self.answering.deadlines().within_upstream_timeout(exchange).await.unwrap_or(Upstream::TimedOut);
         let service_time = sent_at.elapsed();
         let answer = match upstream {
             Upstream::Response(response) => {
@@ -576,7 +589,7 @@ impl Face for Forwarding<'_> {
         // The caller's path without its query (whose values may be secrets), never a header.
         tracing::info!(key, %method, path, status, attempts = attempt, queue_wait_ms, upstream_ms, "forwarded");
         let Some((cache, uri)) = self.cache else {
-            return Either::Left(ready(streamed(response, admission.permit)));
+            return Either::Left(ready(streamed(response, (admission.permit, self.answering))));
         };
         let Self { parts, headers, route, report, .. } = self;
         Either::Right(Box::pin(async move {
@@ -622,8 +635,9 @@ impl Forwarding<'_> {
     }
 }
 
-/// The upstream response streamed to the caller; `permit` is held until the body is done.
-fn streamed(response: http::Response<UpstreamBody>, permit: Option<Permit>) -> Response {
+/// The upstream response streamed to the caller; `held` (the permit, the request's place on its
+/// connection) is held until the body is done.
+fn streamed(response: http::Response<UpstreamBody>, held: (Option<Permit>, Answering)) -> Response {
     let (mut parts, body) = response.into_parts();
     parts.headers = caller_response_headers(std::mem::take(&mut parts.headers));
     // The caller's hop is HTTP/1.1 whatever the upstream's was (an HTTP/2 or HTTP/1.0 upstream,
@@ -631,7 +645,7 @@ fn streamed(response: http::Response<UpstreamBody>, permit: Option<Permit>) -> R
     parts.version = http::Version::HTTP_11;
     parts.extensions = http::Extensions::new();
     let body = body.map_frame(move |frame| {
-        let _held = &permit;
+        let _held = &held;
         frame
     });
     Response::from_parts(parts, Body::new(body))

@@ -3,6 +3,7 @@
 //!
 //! - [`config`]: routes `PREFIX=UPSTREAM`, listen address, shedding, timeouts, validated;
 //! - `forward`: one request's path (admission, upstream, retries, cache, 502/504);
+//! - `deadlines`: a caller connection's head and upstream deadlines on its one timer;
 //! - `hop`: hop-by-hop headers (RFC 9110) and forwarding headers;
 //! - [`path`]: a caller's path normalised, and refused when it could leave its route;
 //! - `profile`: routes, limits, retries and secrets from a profile;
@@ -14,6 +15,7 @@
 
 mod admin;
 pub mod config;
+mod deadlines;
 mod error;
 mod forward;
 mod hop;

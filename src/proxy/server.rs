@@ -2,11 +2,13 @@
 //! and its graceful shutdown (stop accepting, let requests in flight finish up to the drain
 //! deadline, then cut the rest off).
 //!
-//! Connections are served by hyper's HTTP/1 connection builder rather than `axum::serve`:
-//! only the builder takes a timer, which `header_read_timeout` needs. The deadline runs from
-//! the moment a connection waits for a head (its first, or the next one on a kept-alive
-//! connection) until the head is complete, so a caller that trickles a head (slowloris), sends
-//! nothing at all, or idles between requests is disconnected and its socket freed.
+//! Connections are served by hyper's HTTP/1 connection builder rather than `axum::serve`, whose
+//! h2c sniffing read had no deadline. The head deadline runs from the moment a connection has
+//! no request in progress (on connecting, or once the previous answer's body is handed over)
+//! until hyper has a whole head and calls the proxy, so a caller that trickles a head
+//! (slowloris), sends nothing at all, or idles between requests is disconnected and its socket
+//! freed. It is kept on the connection's one timer with its requests' upstream deadlines
+//! (`deadlines::Watchdog`), not on a timer hyper would arm and drop for each head.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -17,13 +19,14 @@ use std::time::Duration;
 use axum::body::Body;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use url::Url;
 
 use super::config::{ProxyConfig, Route};
+use super::deadlines::{Deadlines, Expired, Watchdog};
 use super::error::ProxyError;
 use super::forward::{Proxy, Reloaded, Reloader, handle};
 use super::hop::forwarded_for;
@@ -62,8 +65,7 @@ impl ProxyServer {
         let addr = listener.local_addr().map_err(|source| ProxyError::Bind { addr, source })?;
         let url = Url::parse(&format!("http://{addr}/"))
             .map_err(|err| ProxyError::Bind { addr, source: std::io::Error::other(err) })?;
-        let mut builder = http1::Builder::new();
-        builder.timer(TokioTimer::new()).header_read_timeout(config.head_timeout);
+        let builder = http1::Builder::new();
         let admin_listener = match config.admin {
             Some(admin) => {
                 let listener =
@@ -370,10 +372,13 @@ async fn serve(
     counted: (Open, watch::Receiver<()>),
 ) {
     let forwarded_for = forwarded_for(peer.ip());
-    let draining = Arc::clone(&proxy);
+    let deadlines = Deadlines::new(proxy.config.head_timeout, proxy.config.upstream_timeout);
+    let (draining, requests) = (Arc::clone(&proxy), Arc::clone(&deadlines));
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
-        let (proxy, forwarded_for) = (Arc::clone(&proxy), forwarded_for.clone());
-        async move { Ok::<_, std::convert::Infallible>(handle(proxy, forwarded_for, request.map(Body::new)).await) }
+        let (proxy, forwarded_for, answering) = (Arc::clone(&proxy), forwarded_for.clone(), requests.answering());
+        async move {
+            Ok::<_, std::convert::Infallible>(handle(proxy, forwarded_for, answering, request.map(Body::new)).await)
+        }
     });
     let connection = builder.serve_connection(TokioIo::new(stream), service);
     let mut connection = std::pin::pin!(connection);
@@ -383,34 +388,57 @@ async fn serve(
     let moved = drain.clone();
     let mut drained = std::pin::pin!(drain.wait_for(|draining| *draining));
     let mut first_look = true;
-    let finished = std::future::poll_fn(|cx| {
-        if let Poll::Ready(result) = connection.as_mut().poll(cx) {
-            return Poll::Ready(Some(result));
+    // Once draining: the request in progress finishes, or is cut off at the drain deadline.
+    let mut cut_off = std::pin::pin!(draining.cut_off.cut_at_last());
+    let mut stage = Stage::Serving;
+    let mut timer = std::pin::pin!(tokio::time::sleep(Duration::ZERO));
+    let mut watchdog = Watchdog::new(&deadlines, timer.as_mut());
+    let result = std::future::poll_fn(|cx| {
+        loop {
+            if let Poll::Ready(result) = connection.as_mut().poll(cx) {
+                return Poll::Ready(result.map_err(|err| err.to_string()));
+            }
+            match stage {
+                Stage::Serving => {
+                    let look = std::mem::take(&mut first_look) || !matches!(moved.has_changed(), Ok(false));
+                    if look && drained.as_mut().poll(cx).is_ready() {
+                        // Shutdown (or the accept loop gone): finish the request in progress, then close.
+                        connection.as_mut().graceful_shutdown();
+                        stage = Stage::Draining;
+                        continue;
+                    }
+                }
+                Stage::Draining => {
+                    if cut_off.as_mut().poll(cx).is_ready() {
+                        // Past the drain deadline, its request answers 503 once polled again (`handle`).
+                        stage = Stage::CutOff;
+                        continue;
+                    }
+                }
+                Stage::CutOff => {}
+            }
+            return match watchdog.poll(cx) {
+                Poll::Pending => Poll::Pending,
+                // Its request's attempt ends (a 504, or a retry) once polled again.
+                Poll::Ready(Expired::Upstream) => continue,
+                Poll::Ready(Expired::Head) => Poll::Ready(Err("no request head within the head timeout".to_owned())),
+            };
         }
-        let look = std::mem::take(&mut first_look) || !matches!(moved.has_changed(), Ok(false));
-        if look && drained.as_mut().poll(cx).is_ready() {
-            return Poll::Ready(None);
-        }
-        Poll::Pending
     })
     .await;
-    let result = match finished {
-        Some(result) => result,
-        // Shutdown (or the accept loop gone): finish the request in progress, then close.
-        None => {
-            connection.as_mut().graceful_shutdown();
-            // Past the drain deadline, its request answers 503 once polled again (`handle`).
-            tokio::select! {
-                result = connection.as_mut() => result,
-                () = draining.cut_off.cut_at_last() => connection.await,
-            }
-        }
-    };
     if let Err(err) = result {
         // Timeouts, malformed heads (hyper answered 400 itself), callers hanging up.
         tracing::debug!("connection from {peer} ended: {err}");
     }
     drop(counted);
+}
+
+/// Where a connection is in the proxy's shutdown.
+#[derive(Clone, Copy)]
+enum Stage {
+    Serving,
+    Draining,
+    CutOff,
 }
 
 /// Errors of one pending connection, not of the listener.

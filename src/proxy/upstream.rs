@@ -3,8 +3,6 @@
 //! caller's own connection as it reads the answer, back in the pool once the caller has read
 //! it whole, closed if it has not), an HTTPS one through reqwest (TLS, HTTP/2).
 
-use std::future::Future;
-use std::pin::Pin;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -12,7 +10,6 @@ use bytes::Bytes;
 use http::uri::Authority;
 use http::{HeaderMap, HeaderValue, Method};
 use http_body_util::Either;
-use tokio::time::Instant;
 use url::Url;
 
 use super::error::ProxyError;
@@ -57,19 +54,12 @@ pub(crate) enum Outgoing {
 pub(crate) struct Upstreams {
     plain: Http1Pool<Body>,
     tls: reqwest::Client,
-    timeout: Option<Duration>,
-    /// The upstream wait is armed in steps of this long at most: the callers' head timeout.
-    step: Option<Duration>,
 }
 
 impl Upstreams {
-    /// `connect_timeout` bounds making a connection, `timeout` the wait for an answer's head;
-    /// `head_timeout` is the callers' (see [`wait_for_answer`]).
-    pub(crate) fn new(
-        connect_timeout: Option<Duration>,
-        timeout: Option<Duration>,
-        head_timeout: Option<Duration>,
-    ) -> Result<Self, ProxyError> {
+    /// `connect_timeout` bounds making a connection (the wait for an answer is bounded by the
+    /// caller's connection: `deadlines::Deadlines::within_upstream_timeout`).
+    pub(crate) fn new(connect_timeout: Option<Duration>) -> Result<Self, ProxyError> {
         crate::http::install_tls_provider();
         let mut tls = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none());
         if let Some(limit) = connect_timeout {
@@ -82,12 +72,11 @@ impl Upstreams {
         // Each caller's connection drives the upstream connection its request is on: the answer
         // goes back in the wake-up that read it, its head and body in one write.
         let plain = Http1Pool::new(connect_timeout).keeping_idle(IDLE_FOR_AT_MOST, IDLE_AT_MOST).driving_connections();
-        Ok(Self { plain, tls, timeout, step: head_timeout.filter(|step| !step.is_zero()) })
+        Ok(Self { plain, tls })
     }
 
     /// One attempt: `method url` with `headers` (hop-by-hop ones already out) and `body`, to
-    /// `origin` (a plain-`http` upstream's authority and `Host`) or else over TLS, bounded by
-    /// the upstream timeout until the answer's head arrives.
+    /// `origin` (a plain-`http` upstream's authority and `Host`) or else over TLS.
     pub(crate) async fn send(
         &self,
         method: &Method,
@@ -96,17 +85,9 @@ impl Upstreams {
         headers: &HeaderMap,
         body: Outgoing,
     ) -> Upstream {
-        // Pinned where it is made: the exchange is most of a request's state, and each move
-        // copies all of it.
-        let exchange = std::pin::pin!(async {
-            match origin {
-                Some(origin) => self.send_plain(method, url, origin, headers, body).await,
-                None => self.send_tls(method, url, headers, body).await,
-            }
-        });
-        match self.timeout {
-            Some(limit) => wait_for_answer(limit, self.step, exchange).await,
-            None => exchange.await,
+        match origin {
+            Some(origin) => self.send_plain(method, url, origin, headers, body).await,
+            None => self.send_tls(method, url, headers, body).await,
         }
     }
 
@@ -154,73 +135,9 @@ impl Upstreams {
     }
 }
 
-/// `exchange` bounded by `limit`, its timer armed `step` ahead at most and re-armed until the
-/// deadline. A serving thread then arms every timer the same distance ahead (a caller
-/// connection's head timer is `step`): a new one never falls before the thread's next
-/// wake-up, which tokio would otherwise move earlier by waking the thread through its poller,
-/// two system calls a request. A slow upstream costs one more timer each `step`.
-async fn wait_for_answer(
-    limit: Duration,
-    step: Option<Duration>,
-    mut exchange: Pin<&mut impl Future<Output = Upstream>>,
-) -> Upstream {
-    let mut now = Instant::now();
-    // A deadline past what the clock can tell is none.
-    let Some(deadline) = now.checked_add(limit) else { return exchange.await };
-    loop {
-        let wake = step.and_then(|step| now.checked_add(step)).map_or(deadline, |wake| wake.min(deadline));
-        match tokio::time::timeout_at(wake, exchange.as_mut()).await {
-            Ok(answer) => return answer,
-            Err(_) if wake >= deadline => return Upstream::TimedOut,
-            Err(_) => now = Instant::now(),
-        }
-    }
-}
-
 fn no_answer(err: TransportError) -> Upstream {
     match err {
         TransportError::TimedOut => Upstream::TimedOut,
         TransportError::Failed(message) => Upstream::Unreachable(message),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// An exchange that answers after `after` (never, for `None`).
-    async fn answering(after: Option<Duration>) -> Upstream {
-        match after {
-            Some(after) => tokio::time::sleep(after).await,
-            None => std::future::pending::<()>().await,
-        }
-        Upstream::Unreachable("answered".to_owned())
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn the_upstream_wait_armed_in_steps_ends_at_its_whole_deadline() {
-        let (limit, step) = (Duration::from_millis(3_500), Some(Duration::from_secs(1)));
-        let start = Instant::now();
-        let answer = wait_for_answer(limit, step, std::pin::pin!(answering(Some(Duration::from_millis(2_500))))).await;
-        assert!(
-            matches!(answer, Upstream::Unreachable(text) if text == "answered"),
-            "an answer within the limit, after two steps"
-        );
-        assert_eq!(start.elapsed(), Duration::from_millis(2_500));
-
-        let start = Instant::now();
-        assert!(matches!(wait_for_answer(limit, step, std::pin::pin!(answering(None))).await, Upstream::TimedOut));
-        assert_eq!(start.elapsed(), limit, "the deadline is the limit's, not a step's multiple");
-
-        let start = Instant::now();
-        assert!(matches!(wait_for_answer(limit, None, std::pin::pin!(answering(None))).await, Upstream::TimedOut));
-        assert_eq!(start.elapsed(), limit);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_limit_past_the_clocks_range_is_no_deadline() {
-        let answering = std::pin::pin!(answering(Some(Duration::from_secs(1_000))));
-        let answer = wait_for_answer(Duration::MAX, Some(Duration::MAX), answering);
-        assert!(matches!(answer.await, Upstream::Unreachable(text) if text == "answered"));
     }
 }

@@ -113,10 +113,12 @@ struct Pooled<B: RequestBody> {
     shard: usize,
 }
 
-/// One keep-alive connection: its request handle and what runs the connection.
+/// One keep-alive connection: its request handle, what runs the connection, and (held) the
+/// waker it is driven with.
 struct Wire<B: RequestBody> {
     sender: SendRequest<B>,
     driver: Driver<B>,
+    wakes: OwnWakes,
 }
 
 /// What runs a connection.
@@ -140,23 +142,32 @@ impl<B: RequestBody> std::fmt::Debug for Wire<B> {
     }
 }
 
-impl<B: RequestBody> Wire<B> {
+impl<B: RequestBody> Driver<B> {
     /// Takes the connection as far as it can go now (writes what is queued, reads what has
     /// come, hands a read answer to its request), waking `cx` when it can go further.
     /// A connection with a task of its own has it do this.
     fn drive(&mut self, cx: &mut Context<'_>) {
-        let Driver::Held(connection) = &mut self.driver else { return };
+        let Driver::Held(connection) = self else { return };
         if let Poll::Ready(ended) = Pin::new(&mut **connection).poll(cx) {
             connection_ended(ended);
-            self.driver = Driver::Ended;
+            *self = Driver::Ended;
         }
+    }
+}
+
+impl<B: RequestBody> Wire<B> {
+    fn drive(&mut self, cx: &mut Context<'_>) {
+        self.driver.drive(cx);
     }
 
     /// Whether the connection can take a request, driven first (a held one becomes ready only
     /// as it is driven).
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<hyper::Result<()>> {
-        self.drive(cx);
-        self.sender.poll_ready(cx)
+        let Self { sender, driver, wakes } = self;
+        wakes.pass(cx, |cx| {
+            driver.drive(cx);
+            sender.poll_ready(cx)
+        })
     }
 
     /// Whether the connection can go back to the pool: open, and (a held one, driven once to
@@ -168,6 +179,96 @@ impl<B: RequestBody> Wire<B> {
             Driver::Task => !self.sender.is_closed(),
             Driver::Held(_) => self.sender.is_ready(),
             Driver::Ended => false,
+        }
+    }
+}
+
+/// The waker a held connection is driven with. A connection held by a request is driven in
+/// that request's task, and most of what it wakes it wakes during those very polls: queuing
+/// the request wakes the connection's reader, the connection hands the answer over and wakes
+/// its receiver, the answer's body asks for more and wakes the connection. Passed on, each of
+/// those wakes would poll the whole task again (the caller's connection, its request, this
+/// connection) for nothing: the steps they concern run later in the same pass.
+/// So a wake during a pass ([`OwnWakes::pass`]) is only noted, and a pass that ends waiting
+/// with one noted runs again; a wake from outside a pass (the socket, from the poller) goes
+/// to the task. Each connection's own: another connection's wakes pass through untouched.
+struct OwnWakes(Option<(Arc<WakeFilter>, Waker)>);
+
+/// Where a held connection's driving stands, for its waker.
+#[derive(Debug)]
+struct WakeFilter {
+    state: std::sync::atomic::AtomicU8,
+    /// The task that drives the connection now (its request's, then its answer's reader's).
+    task: Mutex<Waker>,
+}
+
+/// Not in a pass: a wake goes to the task.
+const OUTSIDE: u8 = 0;
+/// In a pass: a wake is noted.
+const PASSING: u8 = 1;
+/// In a pass, and woken during it.
+const WOKEN_IN_PASS: u8 = 2;
+
+/// How many passes run back to back for wakes noted during them before the task is woken
+/// instead: a step that yields (tokio's budget spent, hyper's read loop) wakes its task at
+/// once and would otherwise never stop passing.
+const PASSES_AT_MOST: u32 = 4;
+
+impl std::task::Wake for WakeFilter {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        let noted = self.state.compare_exchange(PASSING, WOKEN_IN_PASS, Ordering::AcqRel, Ordering::Acquire);
+        if noted == Err(OUTSIDE) {
+            self.task.lock().wake_by_ref();
+        }
+    }
+}
+
+impl OwnWakes {
+    /// For a connection held by its requests; `none` for one with a task of its own.
+    fn held() -> Self {
+        let filter = Arc::new(WakeFilter { state: OUTSIDE.into(), task: Mutex::new(Waker::noop().clone()) });
+        let waker = Waker::from(Arc::clone(&filter));
+        Self(Some((filter, waker)))
+    }
+
+    fn none() -> Self {
+        Self(None)
+    }
+
+    /// Runs `steps` (driving the connection, then polling what it feeds) with the connection's
+    /// own waker, again while they wait with a wake noted during them; a finished pass returns
+    /// at once (what it noted concerns the connection, which its holder drives on its next
+    /// poll). The task behind `cx` is the one woken from outside.
+    fn pass<T>(&self, cx: &mut Context<'_>, mut steps: impl FnMut(&mut Context<'_>) -> Poll<T>) -> Poll<T> {
+        let Some((filter, waker)) = &self.0 else { return steps(cx) };
+        {
+            let mut task = filter.task.lock();
+            if !task.will_wake(cx.waker()) {
+                task.clone_from(cx.waker());
+            }
+        }
+        let mut own = Context::from_waker(waker);
+        for _ in 0..PASSES_AT_MOST {
+            filter.state.store(PASSING, Ordering::Release);
+            let polled = steps(&mut own);
+            let woken = filter.state.swap(OUTSIDE, Ordering::AcqRel) == WOKEN_IN_PASS;
+            if polled.is_ready() || !woken {
+                return polled;
+            }
+        }
+        // Still woken after as many passes: the task runs again once the others have had a turn.
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+
+    /// Forgets the wakes noted so far in this pass (the steps they concern come next in it).
+    fn forget(&self) {
+        if let Some((filter, _)) = &self.0 {
+            filter.state.store(PASSING, Ordering::Release);
         }
     }
 }
@@ -434,22 +535,30 @@ where
     pub async fn send_via<P: Borrow<Self>>(
         pool: P,
         authority: &Authority,
-        mut request: http::Request<B>,
+        request: http::Request<B>,
     ) -> Result<http::Response<PooledBody<B, P>>, TransportError> {
         let key = (Owner::current(), authority.clone());
+        let mut request = Some(request);
         for fresh in [false, true] {
             let mut pooled = pool.borrow().checkout(&key, fresh).await?;
-            let wire = &mut pooled.wire;
-            let mut answer = std::pin::pin!(wire.sender.try_send_request(request));
+            let Wire { sender, driver, wakes } = &mut pooled.wire;
+            let mut answer = std::pin::pin!(None);
             let answered = std::future::poll_fn(|cx| {
-                wire.drive(cx);
-                answer.as_mut().poll(cx)
+                wakes.pass(cx, |cx| {
+                    // Queued within the pass: the connection, driven next, takes it at once.
+                    if let Some(request) = request.take() {
+                        answer.set(Some(sender.try_send_request(request)));
+                        wakes.forget();
+                    }
+                    driver.drive(cx);
+                    answer.as_mut().as_pin_mut().map_or(Poll::Pending, |answer| answer.poll(cx))
+                })
             })
             .await;
             match answered {
                 Ok(response) => return Ok(response.map(|body| PooledBody { body, back: Some((pool, pooled)) })),
                 Err(mut err) => match err.take_message() {
-                    Some(unsent) if pooled.reused => request = unsent,
+                    Some(unsent) if pooled.reused => request = Some(unsent),
                     _ => return Err(TransportError::Failed(error_chain(err.error()))),
                 },
             }
@@ -495,13 +604,13 @@ where
         let (sender, connection) = http1::handshake(TokioIo::new(stream))
             .await
             .map_err(|err| TransportError::Failed(format!("HTTP/1.1 handshake with {authority} failed: {err}")))?;
-        let driver = if self.drive_in_request {
-            Driver::Held(Box::new(connection))
+        let (driver, wakes) = if self.drive_in_request {
+            (Driver::Held(Box::new(connection)), OwnWakes::held())
         } else {
             tokio::spawn(async move { connection_ended(connection.await) });
-            Driver::Task
+            (Driver::Task, OwnWakes::none())
         };
-        Ok(Wire { sender, driver })
+        Ok(Wire { sender, driver, wakes })
     }
 
     /// Whether a connection idle since `since` has been kept long enough.
@@ -568,15 +677,22 @@ impl<B: RequestBody, P: Borrow<Http1Pool<B>> + Unpin> Body for PooledBody<B, P> 
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
         let this = &mut *self;
-        let mut polled = Pin::new(&mut this.body).poll_frame(cx);
-        if polled.is_pending()
-            && let Some((_, pooled)) = &mut this.back
-        {
-            // The body has asked for more: the connection reads it (most often already in
-            // its buffer), and the body has it at once.
-            pooled.wire.drive(cx);
-            polled = Pin::new(&mut this.body).poll_frame(cx);
-        }
+        let polled = match &mut this.back {
+            Some((_, pooled)) => {
+                let (body, Wire { driver, wakes, .. }) = (&mut this.body, &mut pooled.wire);
+                wakes.pass(cx, |cx| {
+                    let polled = Pin::new(&mut *body).poll_frame(cx);
+                    if polled.is_ready() {
+                        return polled;
+                    }
+                    // The body has asked for more: the connection reads it (most often
+                    // already in its buffer), and the body has it at once.
+                    driver.drive(cx);
+                    Pin::new(&mut *body).poll_frame(cx)
+                })
+            }
+            None => Pin::new(&mut this.body).poll_frame(cx),
+        };
         match &polled {
             Poll::Ready(None) => this.give_back(),
             Poll::Ready(Some(Ok(_))) if this.body.is_end_stream() => this.give_back(),
