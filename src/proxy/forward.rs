@@ -591,12 +591,13 @@ impl Face for Forwarding<'_> {
         let Some((cache, uri)) = self.cache else {
             return Either::Left(ready(streamed(response, (admission.permit, self.answering))));
         };
-        let Self { parts, headers, route, report, .. } = self;
+        let Self { parts, headers, route, report, answering, .. } = self;
         Either::Right(Box::pin(async move {
             let answer =
                 cache_and_answer(cache, &uri, (&parts.method, &headers), route.host(), response, &report).await;
-            // The slot is held until the whole body has been read.
-            drop(admission);
+            // The slot is held until the whole body has been read, and the request is in
+            // progress on its connection until then (no head timeout runs meanwhile).
+            drop((admission, answering));
             answer
         }))
     }

@@ -732,6 +732,77 @@ impl Transport for Http1Transport {
 mod tests {
     use super::*;
 
+    /// A task's waker that counts its wakes.
+    #[derive(Default)]
+    struct Counted(AtomicUsize);
+
+    impl std::task::Wake for Counted {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn task() -> (Arc<Counted>, Waker) {
+        let counted = Arc::new(Counted::default());
+        (Arc::clone(&counted), Waker::from(counted))
+    }
+
+    #[test]
+    fn wakes_during_a_pass_run_it_again_and_only_wakes_from_outside_reach_the_task() {
+        let (woken, waker) = task();
+        let wakes = OwnWakes::held();
+        let (mut passes, mut kept) = (0, None);
+        let polled = wakes.pass(&mut Context::from_waker(&waker), |cx| {
+            passes += 1;
+            // The first pass wakes its own connection (a queued request, an answer handed over).
+            if passes == 1 {
+                cx.waker().wake_by_ref();
+            }
+            kept = Some(cx.waker().clone());
+            Poll::<()>::Pending
+        });
+        assert!(polled.is_pending());
+        assert_eq!(passes, 2, "the pass runs again for the wake noted during it");
+        assert_eq!(woken.0.load(Ordering::Relaxed), 0, "and the task is not polled again for it");
+        // The socket's readiness, from the poller: outside any pass.
+        kept.expect("a waker was handed out").wake();
+        assert_eq!(woken.0.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn a_finished_pass_returns_at_once_and_steps_that_always_yield_wake_the_task() {
+        let (woken, waker) = task();
+        let wakes = OwnWakes::held();
+        let mut passes = 0;
+        let polled = wakes.pass(&mut Context::from_waker(&waker), |cx| {
+            passes += 1;
+            cx.waker().wake_by_ref();
+            Poll::Ready(passes)
+        });
+        assert_eq!((polled, woken.0.load(Ordering::Relaxed)), (Poll::Ready(1), 0));
+
+        // A step that yields (its budget spent) wakes its task each time: a few passes, then the task.
+        let mut passes = 0;
+        let polled = wakes.pass(&mut Context::from_waker(&waker), |cx| {
+            passes += 1;
+            cx.waker().wake_by_ref();
+            Poll::<()>::Pending
+        });
+        assert!(polled.is_pending());
+        assert_eq!((passes, woken.0.load(Ordering::Relaxed)), (PASSES_AT_MOST, 1));
+    }
+
+    #[test]
+    fn a_connection_with_a_task_of_its_own_is_polled_with_the_callers_waker() {
+        let (woken, waker) = task();
+        let polled = OwnWakes::none().pass(&mut Context::from_waker(&waker), |cx| {
+            cx.waker().wake_by_ref();
+            Poll::Ready(cx.waker().will_wake(&waker))
+        });
+        assert_eq!(polled, Poll::Ready(true));
+        assert_eq!(woken.0.load(Ordering::Relaxed), 1, "its wakes go straight to the task");
+    }
+
     #[test]
     fn the_wire_serves_plain_http_urls_without_credentials_only() {
         let serves = |text: &str| Http1Transport::serves(&url::Url::parse(text).expect("a URL"));
