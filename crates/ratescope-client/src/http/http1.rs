@@ -173,7 +173,12 @@ impl<B: RequestBody> Wire<B> {
     /// Whether the connection can go back to the pool: open, and (a held one, driven once to
     /// find out) ready for a new request, so a server that closed it meanwhile is seen here,
     /// and one still sending a request body the server answered early is not kept.
+    /// A held one that already asks for its next request (most often its answer's last read
+    /// left it so) is not driven again here: the checkout that takes it next drives it first.
     fn is_idle_and_open(&mut self) -> bool {
+        if matches!(self.driver, Driver::Held(_)) && self.sender.is_ready() {
+            return true;
+        }
         self.drive(&mut Context::from_waker(Waker::noop()));
         match self.driver {
             Driver::Task => !self.sender.is_closed(),
