@@ -97,7 +97,8 @@ pub struct ProxyMetrics {
     reloads: Family<ReloadLabels, Counter>,
     /// Each key's series, looked up in the families once per key rather than once per request
     /// (a family lookup hashes and allocates its labels).
-    keys: RwLock<HashMap<String, Arc<KeySeries>>>,
+    /// Found by every request: hashed with foldhash (the keys are the configuration's, not a caller's).
+    keys: RwLock<HashMap<String, Arc<KeySeries>, foldhash::fast::RandomState>>,
 }
 
 /// One key's series in the families, each taken on its first use (so a series shows in the
