@@ -582,7 +582,11 @@ where
                 if self.expired(since) {
                     continue;
                 }
-                if std::future::poll_fn(|cx| wire.poll_ready(cx)).await.is_ok() {
+                // A held one that still asks for a request is taken as it is: the exchange's
+                // first pass drives it, reading before it writes, and a close that came
+                // meanwhile hands the request back unsent (`send_via` then takes a new one).
+                let asks = matches!(wire.driver, Driver::Held(_)) && wire.sender.is_ready();
+                if asks || std::future::poll_fn(|cx| wire.poll_ready(cx)).await.is_ok() {
                     return Ok(Pooled { key: key.clone(), wire, reused: true, shard });
                 }
             }
