@@ -5,9 +5,10 @@
 //!
 //! Requests write their deadlines as numbers ([`Deadlines`]); the connection's one timer
 //! ([`Watchdog`]) is re-armed only when it fires or when a deadline comes before the one it is
-//! armed for. A kept-alive connection's timer then fires about once a head timeout, where a
-//! timer armed and dropped for each head and each attempt cost two timer-wheel insertions and
-//! removals and an allocation a request, and every later deadline is found on the next firing.
+//! armed for: a deadline later than the armed one is found when the timer fires. A kept-alive
+//! connection's timer then fires about once a head timeout, where a timer armed and dropped for
+//! each head and each attempt cost two timer-wheel insertions and removals and an allocation a
+//! request.
 
 use std::pin::Pin;
 use std::sync::Arc;
