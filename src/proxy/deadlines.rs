@@ -93,27 +93,34 @@ impl Deadlines {
         nanos(Some(self.origin.elapsed()))
     }
 
-    /// The earliest deadline not yet found passed.
-    fn earliest(&self) -> u64 {
-        let head = match self.busy.load(Ordering::Relaxed) {
+    /// When the head timeout passes: `NEVER` while a request is in progress.
+    fn head_due(&self) -> u64 {
+        match self.busy.load(Ordering::Relaxed) {
             0 => self.idle_since.load(Ordering::Relaxed).saturating_add(self.head_timeout),
             _ => NEVER,
-        };
-        let upstream = match self.upstream_expired.load(Ordering::Relaxed) {
+        }
+    }
+
+    /// When the attempt in progress times out: `NEVER` without one, or once found passed.
+    fn upstream_due(&self) -> u64 {
+        match self.upstream_expired.load(Ordering::Relaxed) {
             true => NEVER,
             false => self.upstream_by.load(Ordering::Relaxed),
-        };
-        head.min(upstream)
+        }
+    }
+
+    /// The earliest deadline not yet found passed.
+    fn earliest(&self) -> u64 {
+        self.head_due().min(self.upstream_due())
     }
 
     /// What has passed by `now`, if anything (the head timeout first: nothing is in progress then).
     fn expire(&self, now: u64) -> Option<Expired> {
-        let idle = self.busy.load(Ordering::Relaxed) == 0;
-        if idle && self.idle_since.load(Ordering::Relaxed).saturating_add(self.head_timeout) <= now {
+        if self.head_due() <= now {
             return Some(Expired::Head);
         }
-        let upstream_by = self.upstream_by.load(Ordering::Relaxed);
-        if upstream_by <= now && !self.upstream_expired.swap(true, Ordering::Relaxed) {
+        if self.upstream_due() <= now {
+            self.upstream_expired.store(true, Ordering::Relaxed);
             return Some(Expired::Upstream);
         }
         None

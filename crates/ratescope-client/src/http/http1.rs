@@ -156,10 +156,6 @@ impl<B: RequestBody> Driver<B> {
 }
 
 impl<B: RequestBody> Wire<B> {
-    fn drive(&mut self, cx: &mut Context<'_>) {
-        self.driver.drive(cx);
-    }
-
     /// Whether the connection can take a request, driven first (a held one becomes ready only
     /// as it is driven).
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<hyper::Result<()>> {
@@ -173,18 +169,25 @@ impl<B: RequestBody> Wire<B> {
     /// Whether the connection can go back to the pool: open, and (a held one, driven once to
     /// find out) ready for a new request, so a server that closed it meanwhile is seen here,
     /// and one still sending a request body the server answered early is not kept.
-    /// A held one that already asks for its next request (most often its answer's last read
-    /// left it so) is not driven again here: the checkout that takes it next drives it first.
+    /// A held one that already asks for its next request is not driven again here.
     fn is_idle_and_open(&mut self) -> bool {
-        if matches!(self.driver, Driver::Held(_)) && self.sender.is_ready() {
+        if self.held_and_asking() {
             return true;
         }
-        self.drive(&mut Context::from_waker(Waker::noop()));
+        self.driver.drive(&mut Context::from_waker(Waker::noop()));
         match self.driver {
             Driver::Task => !self.sender.is_closed(),
             Driver::Held(_) => self.sender.is_ready(),
             Driver::Ended => false,
         }
+    }
+
+    /// Whether it is held and already asks for its next request (most often its answer's last
+    /// read left it so): it needs no drive to go back to the pool or to be taken from it, as the
+    /// exchange's first pass drives it, reading before it writes, and a close that came
+    /// meanwhile hands the request back unsent (`send_via` then takes a new connection).
+    fn held_and_asking(&self) -> bool {
+        matches!(self.driver, Driver::Held(_)) && self.sender.is_ready()
     }
 }
 
@@ -582,11 +585,7 @@ where
                 if self.expired(since) {
                     continue;
                 }
-                // A held one that still asks for a request is taken as it is: the exchange's
-                // first pass drives it, reading before it writes, and a close that came
-                // meanwhile hands the request back unsent (`send_via` then takes a new one).
-                let asks = matches!(wire.driver, Driver::Held(_)) && wire.sender.is_ready();
-                if asks || std::future::poll_fn(|cx| wire.poll_ready(cx)).await.is_ok() {
+                if wire.held_and_asking() || std::future::poll_fn(|cx| wire.poll_ready(cx)).await.is_ok() {
                     return Ok(Pooled { key: key.clone(), wire, reused: true, shard });
                 }
             }
