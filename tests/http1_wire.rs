@@ -11,6 +11,7 @@ use axum::extract::ConnectInfo;
 use axum::http::{HeaderMap, Uri};
 use axum::routing::get;
 use bytes::Bytes;
+use futures_util::StreamExt;
 use http_body_util::{BodyExt, Full};
 use parking_lot::Mutex;
 use ratescope::http::{Http1Pool, Http1Transport, Transport, TransportError};
@@ -65,7 +66,15 @@ impl Echo {
                     axum::body::Body::from_stream(futures_util::stream::iter(chunks))
                 }),
             )
-            .route("/never", get(std::future::pending::<&'static str>));
+            .route("/never", get(std::future::pending::<&'static str>))
+            .route(
+                "/stall",
+                get(|| async {
+                    // The head and a first chunk, then nothing: the body never ends.
+                    let first = futures_util::stream::iter([Ok::<_, std::io::Error>(Bytes::from("part"))]);
+                    axum::body::Body::from_stream(first.chain(futures_util::stream::pending()))
+                }),
+            );
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
         tokio::spawn(async move {
@@ -229,6 +238,39 @@ async fn a_response_that_never_comes_times_out_at_the_deadline() {
     let start = tokio::time::Instant::now();
     assert_eq!(wire.exchange(server.request("/never")).await.unwrap_err(), TransportError::TimedOut);
     assert_eq!(start.elapsed(), Duration::from_secs(5));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_body_that_stops_coming_times_out_at_the_deadline_and_its_connection_is_not_reused() {
+    let server = Echo::start().await;
+    let wire = Http1Transport::new(None, Some(Duration::from_secs(5)));
+    wire.exchange(server.request("/echo")).await.unwrap();
+    let start = tokio::time::Instant::now();
+    assert_eq!(wire.exchange(server.request("/stall")).await.unwrap_err(), TransportError::TimedOut);
+    assert_eq!(start.elapsed(), Duration::from_secs(5));
+    wire.exchange(server.request("/echo")).await.unwrap();
+    let peers = server.peers.lock().clone();
+    assert_eq!(peers.len(), 2);
+    assert_ne!(peers[0], peers[1], "the connection the late body was on was closed, not reused");
+}
+
+/// The deadline is each request's own, though a connection keeps one timer for all of them:
+/// requests spread over longer than the timeout on one kept-alive connection all succeed, and
+/// one that gets no answer fails its own timeout after it was sent, not the first request's.
+#[tokio::test(start_paused = true)]
+async fn each_request_on_a_kept_alive_connection_has_its_own_deadline() {
+    let server = Echo::start().await;
+    let wire = Http1Transport::new(None, Some(Duration::from_secs(5)));
+    for _ in 0..4 {
+        wire.exchange(server.request("/echo")).await.unwrap();
+        tokio::time::sleep(Duration::from_secs(3)).await;
+    }
+    let start = tokio::time::Instant::now();
+    assert_eq!(wire.exchange(server.request("/never")).await.unwrap_err(), TransportError::TimedOut);
+    assert_eq!(start.elapsed(), Duration::from_secs(5));
+    let peers = server.peers.lock().clone();
+    assert_eq!(peers.len(), 4);
+    assert!(peers.iter().all(|peer| *peer == peers[0]), "one kept-alive connection: {peers:?}");
 }
 
 #[tokio::test]

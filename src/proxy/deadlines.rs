@@ -68,16 +68,19 @@ impl Deadlines {
         Answering(Arc::clone(self))
     }
 
-    /// `exchange`, unless the upstream timeout passes first (`None`). Taken pinned where it
-    /// was made: an exchange is most of a request's state, and a move copies all of it.
+    /// `exchange`, sent at `sent_at`, unless the upstream timeout passes first (`None`). Taken
+    /// pinned where it was made: an exchange is most of a request's state, and a move copies
+    /// all of it. The attempt's own start is the deadline's: the clock is read once for both.
     pub(crate) async fn within_upstream_timeout<T>(
         &self,
+        sent_at: Instant,
         mut exchange: Pin<&mut impl Future<Output = T>>,
     ) -> Option<T> {
         if self.upstream_timeout == NEVER {
             return Some(exchange.await);
         }
-        self.upstream_by.store(self.now().saturating_add(self.upstream_timeout), Ordering::Relaxed);
+        let sent = nanos(Some(sent_at.saturating_duration_since(self.origin)));
+        self.upstream_by.store(sent.saturating_add(self.upstream_timeout), Ordering::Relaxed);
         self.upstream_expired.store(false, Ordering::Relaxed);
         let _waiting = UpstreamWait(self);
         std::future::poll_fn(|cx| {
@@ -257,7 +260,7 @@ mod tests {
         let _answering = deadlines.answering();
         let start = Instant::now();
         let never = std::pin::pin!(std::future::pending::<()>());
-        let mut attempt = std::pin::pin!(deadlines.within_upstream_timeout(never));
+        let mut attempt = std::pin::pin!(deadlines.within_upstream_timeout(Instant::now(), never));
         // The serving task's turn: the attempt, then the watchdog; once it fires, the attempt again.
         let ended = std::future::poll_fn(|cx| {
             loop {
@@ -280,7 +283,7 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(1_999)).await;
             "answer"
         });
-        assert_eq!(deadlines.within_upstream_timeout(in_time).await, Some("answer"));
+        assert_eq!(deadlines.within_upstream_timeout(Instant::now(), in_time).await, Some("answer"));
     }
 
     #[tokio::test(start_paused = true)]
@@ -291,6 +294,6 @@ mod tests {
         let waited = tokio::time::timeout(Duration::from_secs(1_000_000), fired(&mut watchdog)).await;
         assert!(waited.is_err(), "{waited:?}");
         let late = std::pin::pin!(tokio::time::sleep(Duration::from_secs(1_000)));
-        assert_eq!(deadlines.within_upstream_timeout(late).await, Some(()));
+        assert_eq!(deadlines.within_upstream_timeout(Instant::now(), late).await, Some(()));
     }
 }

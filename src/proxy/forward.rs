@@ -538,7 +538,8 @@ impl Face for Forwarding<'_> {
         let (method, origin, body) = (&self.parts.method, self.route.origin(), self.body.outgoing());
         // Pinned where it is made: the exchange is most of a request's state.
         let exchange = std::pin::pin!(self.proxy.upstreams.send(method, &self.url, origin, &self.headers, body));
-        let upstream = self.answering.deadlines().within_upstream_timeout(exchange).await.unwrap_or(Upstream::TimedOut);
+        let upstream =
+            self.answering.deadlines().within_upstream_timeout(sent_at, exchange).await.unwrap_or(Upstream::TimedOut);
         let service_time = sent_at.elapsed();
         let answer = match upstream {
             Upstream::Response(response) => {

@@ -26,7 +26,7 @@ use futures_util::future::BoxFuture;
 use http::header::{HOST, HeaderValue};
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{HeaderMap, Method};
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
@@ -119,6 +119,33 @@ struct Wire<B: RequestBody> {
     sender: SendRequest<B>,
     driver: Driver<B>,
     wakes: OwnWakes,
+    /// The deadline of the request on it, when it has one.
+    deadline: Deadline,
+}
+
+/// The deadline of a connection's request: one timer the connection keeps for all its
+/// requests, moved later for each. tokio extends an armed timer in place (its wheel sees the
+/// later time only once the earlier one comes, and then files it again), so a request neither
+/// registers a timer of its own nor removes it, as `tokio::time::timeout` around each did.
+/// While the connection is idle the timer stays armed at its last request's deadline, and
+/// fires there for nothing (once: nothing polls it again until a request sets a new one).
+#[derive(Default)]
+struct Deadline(Option<Pin<Box<tokio::time::Sleep>>>);
+
+impl Deadline {
+    /// The request now on the connection must be answered (its body read) by `due`.
+    fn set(&mut self, due: Instant) {
+        match &mut self.0 {
+            Some(timer) => timer.as_mut().reset(due),
+            None => self.0 = Some(Box::pin(tokio::time::sleep_until(due))),
+        }
+    }
+
+    /// Whether the deadline set has passed; if not, `cx` is woken when it does. A connection
+    /// whose requests have no deadline never has one.
+    fn passed(&mut self, cx: &mut Context<'_>) -> bool {
+        self.0.as_mut().is_some_and(|timer| timer.as_mut().poll(cx).is_ready())
+    }
 }
 
 /// What runs a connection.
@@ -159,7 +186,7 @@ impl<B: RequestBody> Wire<B> {
     /// Whether the connection can take a request, driven first (a held one becomes ready only
     /// as it is driven).
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<hyper::Result<()>> {
-        let Self { sender, driver, wakes } = self;
+        let Self { sender, driver, wakes, .. } = self;
         wakes.pass(cx, |cx| {
             driver.drive(cx);
             sender.poll_ready(cx)
@@ -379,29 +406,27 @@ impl Http1Transport {
         self.answer_within_deadline(authority, request).await
     }
 
-    /// [`read_answer`](Self::read_answer) under the request deadline. It makes the exchange's
-    /// future itself: an async fn given a future as an argument holds it twice (the argument,
-    /// then the timeout around it), and each layer built that way doubles a request's state.
+    /// [`read_answer`](Self::read_answer) under the request deadline, kept by the connection
+    /// the request goes on (`Deadline`: no timer registered and removed per request).
     async fn answer_within_deadline(&self, authority: Authority, request: http::Request<Full<Bytes>>) -> Exchanged {
-        let answer = self.read_answer(authority, request);
-        match self.request_timeout {
-            Some(limit) => {
-                let bounded = tokio::time::timeout(limit, answer);
-                bounded.await.unwrap_or(Err(TransportError::TimedOut))
-            }
-            None => answer.await,
-        }
+        // Past what the clock holds (a timeout of years): no deadline.
+        let due = self.request_timeout.and_then(|limit| Instant::now().checked_add(limit));
+        self.read_answer(authority, request, due).await
     }
 
-    /// Sends an origin-form `request` to `authority` and reads its answer whole; the
-    /// connection goes back to the pool once it has.
-    async fn read_answer(&self, authority: Authority, request: http::Request<Full<Bytes>>) -> Exchanged {
+    /// Sends an origin-form `request` to `authority` and reads its answer whole, by `due`
+    /// when given (else [`TransportError::TimedOut`]); the connection goes back to the pool
+    /// once it has.
+    async fn read_answer(
+        &self,
+        authority: Authority,
+        request: http::Request<Full<Bytes>>,
+        due: Option<Instant>,
+    ) -> Exchanged {
         // The pool borrowed, not cloned: a clone's count is one cache line every load thread
         // would write twice a request.
-        let (parts, body) = Http1Pool::send_via(&self.pool, &authority, request).await?.into_parts();
-        let body = read_whole(body)
-            .await
-            .map_err(|err| TransportError::Failed(format!("reading the response body failed: {err}")))?;
+        let (parts, body) = Http1Pool::send_by(&self.pool, &authority, request, due).await?.into_parts();
+        let body = read_whole(body).await?;
         Ok(http::Response::from_parts(parts, body))
     }
 }
@@ -430,11 +455,14 @@ pub fn origin_request<B>(
 }
 
 /// A body read to its end: its one chunk as it came (the usual answer with a length), or its
-/// chunks joined. Trailers are not kept.
-async fn read_whole<B: Body<Data = Bytes> + Unpin>(mut body: B) -> Result<Bytes, B::Error> {
+/// chunks joined. Trailers are not kept. Fails once the deadline of the request it answers
+/// has passed.
+async fn read_whole<B: RequestBody, P: Borrow<Http1Pool<B>> + Unpin>(
+    mut body: PooledBody<B, P>,
+) -> Result<Bytes, TransportError> {
     let mut whole = Bytes::new();
     let mut joined: Option<BytesMut> = None;
-    while let Some(frame) = body.frame().await {
+    while let Some(frame) = body.frame_by_deadline().await {
         let Ok(chunk) = frame?.into_data() else { continue };
         match &mut joined {
             Some(joined) => joined.extend_from_slice(&chunk),
@@ -545,14 +573,28 @@ where
         authority: &Authority,
         request: http::Request<B>,
     ) -> Result<http::Response<PooledBody<B, P>>, TransportError> {
+        Self::send_by(pool, authority, request, None).await
+    }
+
+    /// [`send_via`](Self::send_via), its answer's head due by `due` (a new connection made in
+    /// time for it, the answer's body then read by it through [`PooledBody::deadline_passed`]).
+    async fn send_by<P: Borrow<Self>>(
+        pool: P,
+        authority: &Authority,
+        request: http::Request<B>,
+        due: Option<Instant>,
+    ) -> Result<http::Response<PooledBody<B, P>>, TransportError> {
         let key = (Owner::current(), authority.clone());
         let mut request = Some(request);
         for fresh in [false, true] {
-            let mut pooled = pool.borrow().checkout(&key, fresh).await?;
-            let Wire { sender, driver, wakes } = &mut pooled.wire;
+            let mut pooled = pool.borrow().checkout(&key, fresh, due).await?;
+            let Wire { sender, driver, wakes, deadline } = &mut pooled.wire;
+            if let Some(due) = due {
+                deadline.set(due);
+            }
             let mut answer = std::pin::pin!(None);
             let answered = std::future::poll_fn(|cx| {
-                wakes.pass(cx, |cx| {
+                let polled = wakes.pass(cx, |cx| {
                     // Queued within the pass: the connection, driven next, takes it at once.
                     if let Some(request) = request.take() {
                         answer.set(Some(sender.try_send_request(request)));
@@ -560,12 +602,20 @@ where
                     }
                     driver.drive(cx);
                     answer.as_mut().as_pin_mut().map_or(Poll::Pending, |answer| answer.poll(cx))
-                })
+                });
+                match polled {
+                    Poll::Pending if deadline.passed(cx) => Poll::Ready(None),
+                    polled => polled.map(Some),
+                }
             })
             .await;
             match answered {
-                Ok(response) => return Ok(response.map(|body| PooledBody { body, back: Some((pool, pooled)) })),
-                Err(mut err) => match err.take_message() {
+                Some(Ok(response)) => {
+                    return Ok(response.map(|body| PooledBody { body, back: Some((pool, pooled)) }));
+                }
+                // The connection goes with the late request: its answer may still come.
+                None => return Err(TransportError::TimedOut),
+                Some(Err(mut err)) => match err.take_message() {
                     Some(unsent) if pooled.reused => request = Some(unsent),
                     _ => return Err(TransportError::Failed(error_chain(err.error()))),
                 },
@@ -574,15 +624,16 @@ where
         Err(TransportError::Failed(format!("{authority} closed every connection before the request was sent")))
     }
 
-    /// An idle connection to `key`'s authority that is ready for a request, or a new one.
-    async fn checkout(&self, key: &PoolKey, fresh: bool) -> Result<Pooled<B>, TransportError> {
+    /// An idle connection to `key`'s authority that is ready for a request, or a new one made
+    /// by `due`.
+    async fn checkout(&self, key: &PoolKey, fresh: bool, due: Option<Instant>) -> Result<Pooled<B>, TransportError> {
         let shard = key.0.shard();
         if !fresh && let Some(idle) = self.idle.get(shard) {
             loop {
                 let popped =
                     idle.lock().iter_mut().find(|(held, _)| same_key(held, key)).and_then(|(_, idle)| idle.pop());
                 let Some((mut wire, since)) = popped else { break };
-                if self.expired(since) {
+                if self.expired(since, since.map(|_| Instant::now())) {
                     continue;
                 }
                 if wire.held_and_asking() || std::future::poll_fn(|cx| wire.poll_ready(cx)).await.is_ok() {
@@ -591,7 +642,11 @@ where
             }
         }
         // Boxed: connecting is rare and its future large, and every exchange would carry it.
-        let wire = Box::pin(self.connect(&key.1)).await?;
+        let connect = Box::pin(self.connect(&key.1));
+        let wire = match due {
+            Some(due) => tokio::time::timeout_at(due, connect).await.map_err(|_| TransportError::TimedOut)?,
+            None => connect.await,
+        }?;
         Ok(Pooled { key: key.clone(), wire, reused: false, shard })
     }
 
@@ -618,12 +673,13 @@ where
             tokio::spawn(async move { connection_ended(connection.await) });
             (Driver::Task, OwnWakes::none())
         };
-        Ok(Wire { sender, driver, wakes })
+        Ok(Wire { sender, driver, wakes, deadline: Deadline::default() })
     }
 
-    /// Whether a connection idle since `since` has been kept long enough.
-    fn expired(&self, since: Option<Instant>) -> bool {
-        matches!((self.keep_idle, since), (Some(keep), Some(since)) if since.elapsed() > keep.for_at_most)
+    /// Whether a connection idle since `since` has been kept long enough by `now` (both
+    /// `None` when the pool keeps idle connections without a time limit).
+    fn expired(&self, since: Option<Instant>, now: Option<Instant>) -> bool {
+        matches!((self.keep_idle, since, now), (Some(keep), Some(since), Some(now)) if now.saturating_duration_since(since) > keep.for_at_most)
     }
 
     /// Gives a connection back once its answer has been read, if it can take another request
@@ -635,12 +691,13 @@ where
         if !wire.is_idle_and_open() {
             return;
         }
-        let idle_since = self.keep_idle.map(|_| Instant::now());
+        // One reading of the clock: the connection's idle start, and what has been idle too long.
+        let now = self.keep_idle.map(|_| Instant::now());
         let mut idle = idle.lock();
         if let Some((_, wires)) = idle.iter_mut().find(|(held, _)| same_key(held, &key)) {
-            wires.push((wire, idle_since));
+            wires.push((wire, now));
             if let Some(keep) = self.keep_idle {
-                let stale = wires.iter().take_while(|(_, since)| self.expired(*since)).count();
+                let stale = wires.iter().take_while(|(_, since)| self.expired(*since, now)).count();
                 let excess = wires.len().saturating_sub(keep.at_most);
                 wires.drain(..stale.max(excess));
             }
@@ -649,10 +706,10 @@ where
         // A new owner or host on this list: forget the connections that have ended (those
         // of runtimes that have ended among them: their sockets no longer work).
         idle.retain_mut(|(_, wires)| {
-            wires.retain_mut(|(wire, since)| !self.expired(*since) && wire.is_idle_and_open());
+            wires.retain_mut(|(wire, since)| !self.expired(*since, now) && wire.is_idle_and_open());
             !wires.is_empty()
         });
-        idle.push((key, vec![(wire, idle_since)]));
+        idle.push((key, vec![(wire, now)]));
     }
 }
 
@@ -668,6 +725,26 @@ pub struct PooledBody<B: RequestBody, P: Borrow<Http1Pool<B>> = Http1Pool<B>> {
 }
 
 impl<B: RequestBody, P: Borrow<Http1Pool<B>>> PooledBody<B, P> {
+    /// Whether the deadline of the request this answers has passed; if not, `cx` is woken
+    /// when it does. Never, for a request sent without one.
+    fn deadline_passed(&mut self, cx: &mut Context<'_>) -> bool {
+        self.back.as_mut().is_some_and(|(_, pooled)| pooled.wire.deadline.passed(cx))
+    }
+
+    /// The next frame, unless the deadline of the request this answers passes first.
+    fn frame_by_deadline(&mut self) -> impl Future<Output = Option<Result<Frame<Bytes>, TransportError>>> + '_
+    where
+        P: Unpin,
+    {
+        std::future::poll_fn(move |cx| match Pin::new(&mut *self).poll_frame(cx) {
+            Poll::Pending if self.deadline_passed(cx) => Poll::Ready(Some(Err(TransportError::TimedOut))),
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(frame) => Poll::Ready(frame.map(|frame| {
+                frame.map_err(|err| TransportError::Failed(format!("reading the response body failed: {err}")))
+            })),
+        })
+    }
+
     /// The connection back to its pool, once the body has ended.
     fn give_back(&mut self) {
         if let Some((pool, pooled)) = self.back.take() {

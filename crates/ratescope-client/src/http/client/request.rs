@@ -217,8 +217,11 @@ impl<'c> Request<'c> {
     pub(super) async fn exchange(&self, attempt: u32, admission: &Admission) -> Sent {
         let sent_at = self.sending(attempt);
         // Boxed: the HTTP exchange is the largest state, and only in-flight requests need it
-        // (thousands may wait in the limiter with a small future each).
-        let result = Box::pin(self.client.send_once(&self.spec, &self.headers)).await;
+        // (thousands may wait in the limiter with a small future each). Written into its box
+        // once made: `Box::pin` builds it on the stack first and copies all of it (kilobytes,
+        // of which only the arguments are set yet).
+        let exchange = Box::write(Box::new_uninit(), self.client.send_once(&self.spec, &self.headers));
+        let result = Box::into_pin(exchange).await;
         self.answered(attempt, sent_at, result, admission)
     }
 
