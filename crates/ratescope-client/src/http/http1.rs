@@ -129,6 +129,8 @@ struct Wire<B: RequestBody> {
 /// registers a timer of its own nor removes it, as `tokio::time::timeout` around each did.
 /// While the connection is idle the timer stays armed at its last request's deadline, and
 /// fires there for nothing (once: nothing polls it again until a request sets a new one).
+/// Kept only by a single-threaded runtime's connections, which never leave it: one shared by
+/// multi-threaded runtimes drops its timer when it goes back to the pool.
 #[derive(Default)]
 struct Deadline(Option<Pin<Box<tokio::time::Sleep>>>);
 
@@ -691,6 +693,11 @@ where
         if !wire.is_idle_and_open() {
             return;
         }
+        if key.0 == Owner::Common {
+            // A timer belongs to the runtime it was made on, and a connection multi-threaded
+            // runtimes share may next serve another (whose request makes its own).
+            wire.deadline = Deadline::default();
+        }
         // One reading of the clock: the connection's idle start, and what has been idle too long.
         let now = self.keep_idle.map(|_| Instant::now());
         let mut idle = idle.lock();
@@ -906,6 +913,60 @@ mod tests {
             "httpx://a.test/",
         ] {
             assert!(!serves(other), "{other}");
+        }
+    }
+
+    /// A keep-alive HTTP/1.1 server on loopback answering every request `ok`.
+    async fn answering_server() -> std::net::SocketAddr {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a port");
+        let address = listener.local_addr().expect("its address");
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut read = Vec::new();
+                    let mut buffer = [0u8; 1024];
+                    while let Ok(count @ 1..) = socket.read(&mut buffer).await {
+                        read.extend_from_slice(&buffer[..count]);
+                        while let Some(end) = read.windows(4).position(|window| window == b"\r\n\r\n") {
+                            read.drain(..end + 4);
+                            let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                            if socket.write_all(answer).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        address
+    }
+
+    /// A timer belongs to the runtime it was made on: a connection on the list multi-threaded
+    /// runtimes share goes back to the pool without its request's deadline timer, one of a
+    /// single-threaded runtime keeps it for its next request.
+    #[test]
+    fn only_a_single_threaded_runtimes_connections_keep_their_deadline_timer() {
+        for multi_threaded in [false, true] {
+            let mut builder = match multi_threaded {
+                true => tokio::runtime::Builder::new_multi_thread(),
+                false => tokio::runtime::Builder::new_current_thread(),
+            };
+            let runtime = builder.enable_all().build().expect("a runtime");
+            runtime.block_on(async {
+                let address = answering_server().await;
+                let transport = Http1Transport::new(None, Some(Duration::from_secs(30)));
+                for _ in 0..2 {
+                    let request =
+                        http::Request::get(format!("http://{address}/")).body(Bytes::new()).expect("a request");
+                    let answer = transport.exchange(request).await.expect("an answer");
+                    assert_eq!(answer.body(), "ok");
+                }
+                let idle = transport.pool.idle[Owner::current().shard()].lock();
+                let wires: Vec<_> = idle.iter().flat_map(|(_, wires)| wires).collect();
+                assert_eq!(wires.len(), 1, "one kept-alive connection");
+                assert_eq!(wires[0].0.deadline.0.is_some(), !multi_threaded);
+            });
         }
     }
 }
