@@ -79,8 +79,7 @@ impl Deadlines {
         if self.upstream_timeout == NEVER {
             return Some(exchange.await);
         }
-        let sent = nanos(Some(sent_at.saturating_duration_since(self.origin)));
-        self.upstream_by.store(sent.saturating_add(self.upstream_timeout), Ordering::Relaxed);
+        self.upstream_by.store(self.at(sent_at).saturating_add(self.upstream_timeout), Ordering::Relaxed);
         self.upstream_expired.store(false, Ordering::Relaxed);
         let _waiting = UpstreamWait(self);
         std::future::poll_fn(|cx| {
@@ -92,8 +91,13 @@ impl Deadlines {
         .await
     }
 
+    /// `instant` in this connection's nanoseconds (from its start).
+    fn at(&self, instant: Instant) -> u64 {
+        nanos(Some(instant.saturating_duration_since(self.origin)))
+    }
+
     fn now(&self) -> u64 {
-        nanos(Some(self.origin.elapsed()))
+        self.at(Instant::now())
     }
 
     /// When the head timeout passes: `NEVER` while a request is in progress.
