@@ -730,7 +730,7 @@ fn cached_response(
     attempts: u32,
     queue_wait: Duration,
     service_time: Duration,
-    started: Instant,
+    total: Duration,
 ) -> LimitedResponse {
     LimitedResponse {
         status: cached.status,
@@ -742,7 +742,7 @@ fn cached_response(
         coalesced: false,
         queue_wait,
         service_time,
-        total: started.elapsed(),
+        total,
     }
 }
 

@@ -110,7 +110,7 @@ impl<'c> Request<'c> {
         let (Some(cache), Some(uri)) = (&self.client.inner.cache, &self.uri) else { return None };
         let cached = cache.serve(&self.spec.method, uri, &mut self.headers, &self.report, self.started)?;
         let rate_limit = RateLimitInfo::parse(Some(cached.status.as_u16()), &cached.headers, None, SystemTime::now());
-        Some(cached_response(cached, rate_limit, 0, Duration::ZERO, Duration::ZERO, self.started))
+        Some(cached_response(cached, rate_limit, 0, Duration::ZERO, Duration::ZERO, self.started.elapsed()))
     }
 
     /// The request as the caller described it.
@@ -140,10 +140,12 @@ impl<'c> Request<'c> {
     /// The attempts of a request that goes upstream itself, on the client's wire, each
     /// appended to `log`, until a response or an error ends it. The loop's own future, not
     /// one around it: each layer of future a request's state passes through is one more copy.
-    pub(super) fn attempts<'l>(
-        self,
+    /// Borrowed, not moved: the request stays where it was prepared, and the loop's state
+    /// holds two pointers to it and the log.
+    pub(super) fn attempts<'r, 'l>(
+        &'r mut self,
         log: &'l mut Vec<AttemptRecord>,
-    ) -> impl Future<Output = Result<LimitedResponse, ClientError>> + Send + use<'c, 'l> {
+    ) -> impl Future<Output = Result<LimitedResponse, ClientError>> + Send + use<'r, 'c, 'l> {
         attempts::run(OnWire { request: self, log })
     }
 
@@ -332,7 +334,7 @@ impl<'c> Request<'c> {
 
     /// The final response: stored in the cache when it may be (a 304 then serves the cached
     /// body), reported as `Finished`.
-    pub(super) fn finish(self, attempt: u32, sent: Sent) -> Result<LimitedResponse, ClientError> {
+    pub(super) fn finish(&self, attempt: u32, sent: Sent) -> Result<LimitedResponse, ClientError> {
         let Answer::Response { status, info, held: Received { headers, body } } = sent.answer else {
             // The policy only finishes on a response; anything else is a give-up.
             return Err(self.give_up(attempt, sent, GiveUpReason::NotRetryable));
@@ -342,9 +344,11 @@ impl<'c> Request<'c> {
             (Some(cache), Some(uri)) => cache.keep(&self.spec.method, uri, &self.headers, fresh, &self.report),
             _ => (fresh, false),
         };
-        let total = self.started.elapsed();
+        // Until the final answer came: its attempt's send time and service time say when, so
+        // the clock is not read again.
+        let total = sent.sent_at.saturating_duration_since(self.started) + sent.service_time;
         self.emit(EventKind::Finished { status: served.status.as_u16(), attempts: attempt, total });
-        let mut response = cached_response(served, info, attempt, self.queue_wait, sent.service_time, self.started);
+        let mut response = cached_response(served, info, attempt, self.queue_wait, sent.service_time, total);
         response.from_cache = revalidated;
         Ok(response)
     }
@@ -366,7 +370,7 @@ impl<'c> Request<'c> {
 
     /// The error the request ends with: no response at all names the cause on the wire
     /// (could not connect, or none in time); otherwise the policy's reason and the last status.
-    pub(super) fn give_up(self, attempt: u32, sent: Sent, reason: GiveUpReason) -> ClientError {
+    pub(super) fn give_up(&self, attempt: u32, sent: Sent, reason: GiveUpReason) -> ClientError {
         let err = match (&sent.answer, reason) {
             (Answer::Timeout, GiveUpReason::NotRetryable) => {
                 ClientError::NoResponse { host: self.host(), attempts: attempt }
@@ -397,12 +401,12 @@ impl<'c> Request<'c> {
 
 /// The client's face: attempts on the client's own wire (reqwest, or the direct HTTP/1.1
 /// one), each kept in the caller's log.
-struct OnWire<'c, 'l> {
-    request: Request<'c>,
+struct OnWire<'r, 'c, 'l> {
+    request: &'r mut Request<'c>,
     log: &'l mut Vec<AttemptRecord>,
 }
 
-impl Face for OnWire<'_, '_> {
+impl Face for OnWire<'_, '_, '_> {
     type Held = Received;
     type Output = Result<LimitedResponse, ClientError>;
 
