@@ -344,9 +344,7 @@ impl<'c> Request<'c> {
             (Some(cache), Some(uri)) => cache.keep(&self.spec.method, uri, &self.headers, fresh, &self.report),
             _ => (fresh, false),
         };
-        // Until the final answer came: its attempt's send time and service time say when, so
-        // the clock is not read again.
-        let total = sent.sent_at.saturating_duration_since(self.started) + sent.service_time;
+        let total = self.total(sent.sent_at, sent.service_time);
         self.emit(EventKind::Finished { status: served.status.as_u16(), attempts: attempt, total });
         let mut response = cached_response(served, info, attempt, self.queue_wait, sent.service_time, total);
         response.from_cache = revalidated;
@@ -360,12 +358,18 @@ impl<'c> Request<'c> {
         let Answer::Response { status, held: Received { headers, .. }, .. } = sent.answer else {
             return HeaderMap::new();
         };
-        // The clock is read only for a listener: the caller measures its own streamed body.
+        // Reported only to a listener: the caller measures its own streamed body.
         if self.report.listening() {
-            let total = self.started.elapsed();
+            let total = self.total(sent.sent_at, sent.service_time);
             self.emit(EventKind::Finished { status: status.as_u16(), attempts: attempt, total });
         }
         headers
+    }
+
+    /// The request's time until its final answer came: that attempt's send time and service
+    /// time say when, so the clock is not read again.
+    fn total(&self, sent_at: Instant, service_time: Duration) -> Duration {
+        sent_at.saturating_duration_since(self.started) + service_time
     }
 
     /// The error the request ends with: no response at all names the cause on the wire
