@@ -92,6 +92,30 @@ async fn limits_changed_mid_burst_take_effect_at_once() {
     assert!(rest >= Duration::from_millis(1500) && rest <= Duration::from_millis(1600), "{rest:?}");
 }
 
+/// What the CLI's progress loop relies on: the end is awaited, not found by polling, and a
+/// wait dropped before the end (the other branch of a `select!`) loses nothing.
+#[tokio::test(start_paused = true)]
+async fn a_bursts_end_is_awaited_when_it_comes_and_a_dropped_wait_loses_nothing() {
+    let server = TestServer::start(1000, Duration::from_secs(60), 0).await;
+    let spec = BurstSpec { limits: Some(bucket(1, "1/1s")), ..BurstSpec::get(server.url("/ok"), 4) };
+    let started = Instant::now();
+    let mut burst = start(spec);
+    // Given up on halfway, as a progress tick would.
+    tokio::select! {
+        () = burst.ended() => panic!("4 requests at 1/s cannot end within 1.5 s"),
+        () = tokio::time::sleep(Duration::from_millis(1500)) => {}
+    }
+    assert!(!burst.is_finished());
+    burst.ended().await;
+    // The fourth request goes at 3 s: the end is seen then, not at the next tick of anything.
+    assert_eq!(started.elapsed(), Duration::from_secs(3));
+    assert!(burst.is_finished());
+    burst.ended().await;
+    let (summary, results) = burst.finish().await;
+    assert_eq!((summary.requests, summary.succeeded), (4, 4));
+    assert_eq!(results.len(), 4);
+}
+
 #[tokio::test(start_paused = true)]
 async fn cancelling_mid_burst_drops_queued_requests_and_leaves_nothing_running() {
     let server = TestServer::start(1000, Duration::from_secs(60), 0).await;

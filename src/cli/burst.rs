@@ -356,7 +356,7 @@ pub fn run(args: BurstArgs) -> anyhow::Result<ExitCode> {
         spec.check_costs().map_err(|err| super::as_usage(err.into()))?;
     }
     let (summary, results) = runtime.block_on(async {
-        let burst = match client {
+        let mut burst = match client {
             Some(client) => Burst::start(spec, client)?,
             None => Burst::start_with_own_client(spec)?,
         };
@@ -369,11 +369,13 @@ pub fn run(args: BurstArgs) -> anyhow::Result<ExitCode> {
         let mut interrupted = false;
         loop {
             tokio::select! {
+                // The end is awaited, not found by the next tick: a script's burst of one
+                // request returns when it has its answer, not up to a tick later.
+                () = burst.ended() => break,
                 _ = ticker.tick() => {
                     let progress = burst.progress();
                     bar.set_position(progress.done as u64);
                     bar.set_message(format!("{} in flight or queued, {} failed", progress.launched - progress.done, progress.failed));
-                    if burst.is_finished() { break; }
                 }
                 _ = tokio::signal::ctrl_c(), if !interrupted => {
                     interrupted = true;

@@ -141,8 +141,24 @@ pub struct Burst {
     client: LimitedClient,
     counters: Arc<[Counters]>,
     cancel: CancellationToken,
-    driver: tokio::task::JoinHandle<(Vec<RequestResult>, Instant, Instant)>,
+    driver: Driver,
     limiter: String,
+}
+
+/// What a burst's driver hands back: every record, and when sending began and ended.
+type Outcome = (Vec<RequestResult>, Instant, Instant);
+
+/// The task sending a burst, or what it handed back once [`Burst::ended`] saw it end.
+#[derive(Debug)]
+enum Driver {
+    Running(tokio::task::JoinHandle<Outcome>),
+    Ended(Outcome),
+}
+
+/// A driver that did not hand its records back (it panicked or was aborted): none, and no time.
+fn lost() -> Outcome {
+    let now = Instant::now();
+    (Vec::new(), now, now)
 }
 
 impl Burst {
@@ -153,7 +169,7 @@ impl Burst {
         let counters = counter_shards();
         let cancel = CancellationToken::new();
         let limiter = spec.limits.as_ref().map_or_else(|| "none".to_owned(), |limits| limits.describe());
-        let driver = tokio::spawn(drive(spec, client.clone(), Arc::clone(&counters), cancel.clone()));
+        let driver = Driver::Running(tokio::spawn(drive(spec, client.clone(), Arc::clone(&counters), cancel.clone())));
         Ok(Self { planned, client, counters, cancel, driver, limiter })
     }
 
@@ -198,14 +214,26 @@ impl Burst {
 
     /// Whether every request has ended.
     pub fn is_finished(&self) -> bool {
-        self.driver.is_finished()
+        match &self.driver {
+            Driver::Running(task) => task.is_finished(),
+            Driver::Ended(_) => true,
+        }
+    }
+
+    /// Resolves as soon as every request has ended, for a caller that shows progress until
+    /// then: dropped before (a `select!` beside a progress tick), it loses nothing.
+    pub async fn ended(&mut self) {
+        if let Driver::Running(task) = &mut self.driver {
+            let outcome = task.await.unwrap_or_else(|_| lost());
+            self.driver = Driver::Ended(outcome);
+        }
     }
 
     /// Waits for the end and summarises. Every task of the burst has ended when this returns.
     pub async fn finish(self) -> (Summary, Vec<RequestResult>) {
-        let (results, start, end) = match self.driver.await {
-            Ok(done) => done,
-            Err(_) => (Vec::new(), Instant::now(), Instant::now()),
+        let (results, start, end) = match self.driver {
+            Driver::Running(task) => task.await.unwrap_or_else(|_| lost()),
+            Driver::Ended(outcome) => outcome,
         };
         let mut summary = Summary::from_results(self.planned, &results, end - start, self.limiter);
         summary.shared = self.client.shared().map(|shared| shared.report());
