@@ -15,12 +15,8 @@ rounds=${3:-5}
 [ -n "${SKIP_BUILD:-}" ] || cargo build --release --no-default-features --quiet
 bin=target/release/ratescope
 port=18787
-work=$(mktemp -d)
-export RATESCOPE_CONFIG_DIR="$work"
-"$bin" mock --port "$port" >"$work/mock.log" 2>&1 &
-mock=$!
-trap 'kill $mock 2>/dev/null; rm -rf "$work"' EXIT
-for _ in $(seq 50); do curl -sf "http://127.0.0.1:$port/open" >/dev/null 2>&1 && break; sleep 0.1; done
+. benches/demo_api.sh
+start_demo_api "$bin" "$port"
 url="http://127.0.0.1:$port/open"
 
 echo "== raw throughput: $requests requests, $concurrency in flight, $url, $rounds rounds (ratescope and oha alternate)"

@@ -5,7 +5,8 @@
 # zeroed and REQUESTS requests sent 4 at a time (`ratescope burst`); the count is the
 # proxy's user-space instructions over them, divided by REQUESTS. Unlike latency on a shared VM,
 # the count repeats from run to run: it tells which proxy does more work, and where (the
-# callgrind files stay in OUT_DIR for callgrind_annotate).
+# callgrind files stay in OUT_DIR for callgrind_annotate). Beside it, the code each request runs
+# as 64-byte lines (benches/code_footprint.py): what a request served cold fetches again.
 # Usage: benches/proxy_instructions.sh [REQUESTS]   (SKIP_BUILD=1: the release binary as built;
 # BARE_BIN=PATH: a bare_proxy built before; OUT_DIR=DIR keeps the callgrind files; valgrind and
 # nginx from Debian's packages, nginx skipped when missing)
@@ -20,15 +21,9 @@ bare_bin=${BARE_BIN:-$(cargo build --release --quiet --bench bare_proxy --messag
     | python3 -c 'import json, sys; print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("executable") and m["target"]["name"] == "bare_proxy"][-1])')}
 mock_port=18777
 proxy_port=18778
-work=$(mktemp -d)
-out=${OUT_DIR:-$work}
-mkdir -p "$out"
-export RATESCOPE_CONFIG_DIR="$work"
-"$bin" mock --port "$mock_port" >"$work/mock.log" 2>&1 &
-mock=$!
 proxy=""
-trap 'kill $mock $proxy 2>/dev/null; rm -rf "$work"' EXIT
-for _ in $(seq 50); do curl -sf "http://127.0.0.1:$mock_port/open" >/dev/null 2>&1 && break; sleep 0.1; done
+. benches/demo_api.sh
+start_demo_api "$bin" "$mock_port"
 
 url="http://127.0.0.1:$proxy_port/demo/open"
 burst() {
@@ -39,7 +34,7 @@ burst() {
 measure() {
     local name=$1
     shift
-    valgrind --tool=callgrind --callgrind-out-file="$out/$name.callgrind" "$@" >"$work/$name.log" 2>&1 &
+    valgrind --tool=callgrind --dump-instr=yes --callgrind-out-file="$out/$name.callgrind" "$@" >"$work/$name.log" 2>&1 &
     proxy=$!
     for _ in $(seq 300); do curl -sf "$url" >/dev/null 2>&1 && break; sleep 0.1; done
     burst 2000
@@ -57,8 +52,9 @@ measure() {
 import sys
 path, requests, name = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 total = next(int(line.split()[1]) for line in open(path, errors="replace") if line.startswith("summary:"))
-print(f"{name:9} {total // requests:7,d} instructions a request")
+print(f"{name:9} {total // requests:7,d} instructions a request", end=", ")
 PY
+    python3 benches/code_footprint.py "$out/$name.callgrind.1" "$requests"
 }
 
 echo "== instructions a request, $requests requests 4 at a time through each proxy (callgrind)"

@@ -1,0 +1,14 @@
+# Sourced by the bench scripts that measure against the demo API alone: `start_demo_api BIN PORT`
+# makes a scratch directory ($work, also the run's config directory; $out is OUT_DIR for files
+# to keep, else $work), starts `BIN mock --port PORT` there and waits until its /open answers; on
+# exit the demo API stops (with the caller's `$proxy`, when one is running) and $work is removed.
+start_demo_api() {
+    work=$(mktemp -d)
+    out=${OUT_DIR:-$work}
+    mkdir -p "$out"
+    export RATESCOPE_CONFIG_DIR="$work"
+    "$1" mock --port "$2" >"$work/mock.log" 2>&1 &
+    mock=$!
+    trap 'kill $mock ${proxy:-} 2>/dev/null; rm -rf "$work"' EXIT
+    for _ in $(seq 50); do curl -sf "http://127.0.0.1:$2/open" >/dev/null 2>&1 && break; sleep 0.1; done
+}

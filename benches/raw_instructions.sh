@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Instructions a raw request costs the client (see BENCHMARKS.md, "HTTP: raw throughput"):
+# `ratescope burst --no-limit` and oha against the demo API's /open, each under valgrind's
+# callgrind, twice: REQUESTS and REQUESTS/6 requests at -c 50. The difference of the two runs'
+# totals over the difference of their requests is the count a request (start-up and exit cancel
+# out); beside it, the code lines the larger run ran at least once a request
+# (benches/code_footprint.py). Unlike req/s on a shared VM, both repeat from run to run.
+# Usage: benches/raw_instructions.sh [REQUESTS]   (SKIP_BUILD=1: the release binary as built;
+# OUT_DIR=DIR keeps the callgrind files; valgrind from Debian's packages; oha skipped when missing)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+requests=${1:-12000}
+small=$((requests / 6))
+command -v valgrind >/dev/null || { echo "valgrind is not installed (apt-get install valgrind)"; exit 1; }
+[ -n "${SKIP_BUILD:-}" ] || cargo build --release --quiet
+target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+bin="$target_dir/release/ratescope"
+port=18767
+. benches/demo_api.sh
+start_demo_api "$bin" "$port"
+url="http://127.0.0.1:$port/open"
+
+# Runs `name command...` (with {N} for the request count) at both sizes; prints its counts.
+measure() {
+    local name=$1
+    shift
+    for n in "$small" "$requests"; do
+        valgrind --tool=callgrind --dump-instr=yes --callgrind-out-file="$out/$name-$n.callgrind" \
+            "${@//\{N\}/$n}" >"$work/$name-$n.log" 2>&1
+    done
+    python3 - "$out/$name-$small.callgrind" "$out/$name-$requests.callgrind" "$small" "$requests" "$name" <<'PY'
+import sys
+small_path, large_path, small, large, name = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+def total(path):
+    return next(int(line.split()[1]) for line in open(path, errors="replace") if line.startswith("summary:"))
+print(f"{name:9} {(total(large_path) - total(small_path)) // (large - small):7,d} instructions a request", end=", ")
+PY
+    python3 benches/code_footprint.py "$out/$name-$requests.callgrind" "$requests"
+}
+
+echo "== instructions a raw request, $small and $requests requests at -c 50 (callgrind)"
+measure ratescope "$bin" burst "$url" -n '{N}' -c 50 --no-limit --retries 0
+if command -v oha >/dev/null; then
+    measure oha oha -n '{N}' -c 50 --no-tui --output-format json "$url"
+else
+    echo "oha is not installed (cargo install oha): ratescope alone"
+fi
