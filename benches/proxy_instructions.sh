@@ -6,7 +6,7 @@
 # proxy's user-space instructions over them, divided by REQUESTS. Unlike latency on a shared VM,
 # the count repeats from run to run: it tells which proxy does more work, and where (the
 # callgrind files stay in OUT_DIR for callgrind_annotate). Beside it, the code each request runs
-# as 64-byte lines (benches/code_footprint.py): what a request served cold fetches again.
+# as 64-byte lines (benches/callgrind_counts.py): what a request served cold fetches again.
 # Usage: benches/proxy_instructions.sh [REQUESTS]   (SKIP_BUILD=1: the release binary as built;
 # BARE_BIN=PATH: a bare_proxy built before; OUT_DIR=DIR keeps the callgrind files; valgrind and
 # nginx from Debian's packages, nginx skipped when missing)
@@ -47,14 +47,8 @@ measure() {
     kill -KILL "$proxy" 2>/dev/null || true
     wait "$proxy" 2>/dev/null || true
     proxy=""
-    # The dump after zeroing is the file with the `.1` suffix; its totals line is the count.
-    python3 - "$out/$name.callgrind.1" "$requests" "$name" <<'PY'
-import sys
-path, requests, name = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-total = next(int(line.split()[1]) for line in open(path, errors="replace") if line.startswith("summary:"))
-print(f"{name:9} {total // requests:7,d} instructions a request", end=", ")
-PY
-    python3 benches/code_footprint.py "$out/$name.callgrind.1" "$requests"
+    # The dump after zeroing is the file with the `.1` suffix: the measured requests alone.
+    python3 benches/callgrind_counts.py "$name" "$out/$name.callgrind.1" "$requests"
 }
 
 echo "== instructions a request, $requests requests 4 at a time through each proxy (callgrind)"

@@ -4,7 +4,7 @@
 # callgrind, twice: REQUESTS and REQUESTS/6 requests at -c 50. The difference of the two runs'
 # totals over the difference of their requests is the count a request (start-up and exit cancel
 # out); beside it, the code lines the larger run ran at least once a request
-# (benches/code_footprint.py). Unlike req/s on a shared VM, both repeat from run to run.
+# (benches/callgrind_counts.py). Unlike req/s on a shared VM, both repeat from run to run.
 # Usage: benches/raw_instructions.sh [REQUESTS]   (SKIP_BUILD=1: the release binary as built;
 # OUT_DIR=DIR keeps the callgrind files; valgrind from Debian's packages; oha skipped when missing)
 set -euo pipefail
@@ -28,14 +28,8 @@ measure() {
         valgrind --tool=callgrind --dump-instr=yes --callgrind-out-file="$out/$name-$n.callgrind" \
             "${@//\{N\}/$n}" >"$work/$name-$n.log" 2>&1
     done
-    python3 - "$out/$name-$small.callgrind" "$out/$name-$requests.callgrind" "$small" "$requests" "$name" <<'PY'
-import sys
-small_path, large_path, small, large, name = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
-def total(path):
-    return next(int(line.split()[1]) for line in open(path, errors="replace") if line.startswith("summary:"))
-print(f"{name:9} {(total(large_path) - total(small_path)) // (large - small):7,d} instructions a request", end=", ")
-PY
-    python3 benches/code_footprint.py "$out/$name-$requests.callgrind" "$requests"
+    python3 benches/callgrind_counts.py "$name" "$out/$name-$requests.callgrind" "$requests" \
+        "$out/$name-$small.callgrind" "$small"
 }
 
 echo "== instructions a raw request, $small and $requests requests at -c 50 (callgrind)"

@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
-"""The code a program runs for each request, as cache lines: reads a callgrind file written
-with `--dump-instr=yes` and counts the distinct 64-byte lines of code whose instructions ran at
-least REQUESTS times over the run (about once a request or more), with the functions that
-spread over the most of them. A request served once, straight through, fetches each of those
-lines again after the kernel and the other processes have run: the count, not the number of
-instructions, is what a cold request pays for (see BENCHMARKS.md, "Proxy overhead").
+"""What a program spends on each request, from callgrind files written with `--dump-instr=yes`:
+its instructions (the file's total over REQUESTS, or, given a second run of BASE_REQUESTS, the
+difference of the two totals over the difference of the requests, so start-up and exit cancel
+out), and the code it runs as cache lines: the distinct 64-byte lines whose instructions ran at
+least REQUESTS times (about once a request or more). A request served once, straight through,
+fetches each of those lines again after the kernel and the other processes have run: the line
+count, not the instructions, is what a cold request pays for (see BENCHMARKS.md, "Proxy
+overhead").
 
-Usage: benches/code_footprint.py CALLGRIND_FILE REQUESTS [TOP]   (TOP: how many functions to list)
+Usage: benches/callgrind_counts.py NAME FILE REQUESTS [BASE_FILE BASE_REQUESTS]
+(TOP=N also lists the N functions spread over the most lines.)
 """
 
 import collections
+import os
 import re
 import sys
 
@@ -85,11 +89,21 @@ def runs_by_address(path):
     return runs, function_of
 
 
+def total(path):
+    """The instructions a callgrind file counts in all (its `summary:` line)."""
+    with open(path, errors="replace") as lines:
+        return next(int(line.split()[1]) for line in lines if line.startswith("summary:"))
+
+
 def main():
-    if len(sys.argv) < 3:
+    if len(sys.argv) not in (4, 6):
         sys.exit(__doc__)
-    path, requests = sys.argv[1], int(sys.argv[2])
-    top = int(sys.argv[3]) if len(sys.argv) > 3 else 0
+    name, path, requests = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    if len(sys.argv) == 6:
+        base_path, base_requests = sys.argv[4], int(sys.argv[5])
+        instructions = (total(path) - total(base_path)) // (requests - base_requests)
+    else:
+        instructions = total(path) // requests
     runs, function_of = runs_by_address(path)
     lines = set()
     by_function = collections.defaultdict(set)
@@ -98,7 +112,11 @@ def main():
             line = (obj, address // LINE)
             lines.add(line)
             by_function[function_of[(obj, address)]].add(line)
-    print(f"{len(lines):,} code lines ({len(lines) * LINE // 1024} KiB) run for each request")
+    print(
+        f"{name:9} {instructions:7,d} instructions a request, "
+        f"{len(lines):,} code lines ({len(lines) * LINE // 1024} KiB) run for each request"
+    )
+    top = int(os.environ.get("TOP", "0"))
     for function, touched in sorted(by_function.items(), key=lambda item: -len(item[1]))[:top]:
         print(f"  {len(touched):5} {function}")
 
