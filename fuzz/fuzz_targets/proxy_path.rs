@@ -1,7 +1,8 @@
 //! Fuzzes the proxy's routing of a caller's request-target: whatever the bytes, a target the
-//! proxy would forward lands on its route's upstream, under the route's base path, as a path
-//! with no dot segment left in any spelling (normalising it again changes nothing); anything
-//! else is a 400 or a 404 before a key is attached.
+//! proxy would forward lies under the route's base path, as a path with no dot segment left in
+//! any spelling (normalising it again changes nothing), and made a URL (as for an HTTPS
+//! upstream) it is on the route's upstream and still so; anything else is a 400 or a 404 before
+//! a key is attached.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -23,7 +24,10 @@ fuzz_target!(|data: &[u8]| {
     let config = ProxyConfig::new(routes);
     let Ok(uri) = target.parse::<http::Uri>() else { return };
     match config.upstream_for(&uri) {
-        Ok((route, url)) => {
+        Ok((route, sent)) => {
+            assert!(is_under(sent.path(), route.upstream.path()), "{target:?} -> {sent} outside {}", route.upstream);
+            assert_eq!(normalise(sent.path()).as_deref(), Ok(sent.path()), "{target:?} -> {sent} still has dot segments");
+            let url = route.url_of(&sent).unwrap();
             assert_eq!(url.origin(), route.upstream.origin(), "{target:?} -> {url}");
             assert!(is_under(url.path(), route.upstream.path()), "{target:?} -> {url} outside {}", route.upstream);
             assert_eq!(normalise(url.path()).as_deref(), Ok(url.path()), "{target:?} -> {url} still has dot segments");

@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::str::FromStr;
 use std::time::Duration;
 
+use http::uri::PathAndQuery;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use url::Url;
 
@@ -136,17 +137,31 @@ impl Route {
         self.origin.as_ref()
     }
 
-    /// The upstream URL for the rest of a path and an optional query.
-    /// Only the path and query are parsed: the scheme and host are the upstream's own.
-    pub(crate) fn target(&self, rest: &str, query: Option<&str>) -> Result<Url, url::ParseError> {
+    /// The upstream request target (origin form) for the rest of a normalised path and an
+    /// optional query: the base path, the rest and the query as the caller sent them, checked
+    /// once by `http`'s parser (no URL is made: the scheme and host are the upstream's own).
+    pub(crate) fn target(&self, rest: &str, query: Option<&str>) -> Result<PathAndQuery, http::uri::InvalidUri> {
+        let base = self.upstream.path().trim_end_matches('/');
+        let path = if rest.is_empty() && base.is_empty() { "/" } else { rest };
+        let mut target = String::with_capacity(base.len() + path.len() + query.map_or(0, |query| query.len() + 1));
+        target.push_str(base);
+        target.push_str(path);
+        if let Some(query) = query {
+            target.push('?');
+            target.push_str(query);
+        }
+        PathAndQuery::try_from(target)
+    }
+
+    /// The whole upstream URL of `target` (for the HTTPS client, and the cache's key): the
+    /// upstream's scheme and authority, `target`'s path and query.
+    pub fn url_of(&self, target: &PathAndQuery) -> Result<Url, url::ParseError> {
         if self.upstream.cannot_be_a_base() {
             return Err(url::ParseError::RelativeUrlWithCannotBeABaseBase);
         }
-        let base = self.upstream.path().trim_end_matches('/');
-        let path = if rest.is_empty() && base.is_empty() { "/" } else { rest };
         let mut url = self.upstream.clone();
-        url.set_path(&[base, path].concat());
-        url.set_query(query);
+        url.set_path(target.path());
+        url.set_query(target.query());
         url.set_fragment(None);
         Ok(url)
     }
@@ -295,25 +310,24 @@ impl ProxyConfig {
             .max_by_key(|(route, _)| route.prefix.len())
     }
 
-    /// The route a caller's request-target names and the upstream URL to send it to: the path
-    /// normalised first ([`path::normalise`]), the route chosen on the result, and the URL
-    /// checked to lie on the route's upstream under its base path. Anything else is refused, so a
-    /// route's secrets go only to requests inside that route.
-    pub fn upstream_for(&self, uri: &http::Uri) -> Result<(&Route, Url), Unroutable> {
+    /// The route a caller's request-target names and the request target to send it upstream: the
+    /// path normalised first ([`path::normalise`]), the route chosen on the result, and the
+    /// target (the route's base path, then the rest and the query as they came) checked to lie
+    /// under the route's base path. Anything else is refused, so a route's secrets go only to
+    /// requests inside that route.
+    pub fn upstream_for(&self, uri: &http::Uri) -> Result<(&Route, PathAndQuery), Unroutable> {
         let path = path::normalise(uri.path()).map_err(Unroutable::Path)?;
         let Some((route, rest)) = self.route_for(&path) else {
             let prefixes: Vec<&str> = self.routes.iter().map(|route| route.prefix.as_str()).collect();
             return Err(Unroutable::NoRoute { path, routes: prefixes.join(", ") });
         };
-        let url = route.target(rest, uri.query()).map_err(|err| Unroutable::BadUrl(err.to_string()))?;
-        let inside = url.scheme() == route.upstream.scheme()
-            && url.host() == route.upstream.host()
-            && url.port_or_known_default() == route.upstream.port_or_known_default()
-            && path::is_under(url.path(), route.upstream.path());
-        if !inside {
+        let target = route.target(rest, uri.query()).map_err(|err| Unroutable::BadUrl(err.to_string()))?;
+        // Under the base by construction (the rest is normalised and starts with '/'); checked
+        // all the same, as the one condition every forwarded target meets.
+        if !path::is_under(target.path(), route.upstream.path()) {
             return Err(Unroutable::Escapes);
         }
-        Ok((route, url))
+        Ok((route, target))
     }
 }
 
@@ -458,8 +472,9 @@ mod tests {
     }
 
     proptest! {
-        /// Whatever the caller writes, a forwarded URL is on its route's upstream, under the
-        /// route's base path as the URL parser and as a decoding upstream read it, and its
+        /// Whatever the caller writes, a forwarded target is under its route's base path as it
+        /// is sent and as a decoding upstream reads it; made a URL (for HTTPS), it is on the
+        /// route's upstream and still under that base path as the URL parser reads it; and its
         /// route is the longest prefix of the normalised path: so a route's key goes nowhere else.
         #[test]
         fn forwarded_paths_never_leave_their_route(routes in routes(), path in caller_path(), query in "(q=[a-z%.]{0,4})?") {
@@ -472,7 +487,13 @@ mod tests {
             let target = if query.is_empty() { path.clone() } else { format!("{path}?{query}") };
             let Ok(uri) = target.parse::<http::Uri>() else { return Ok(()) };
             match config.upstream_for(&uri) {
-                Ok((route, url)) => {
+                Ok((route, target)) => {
+                    prop_assert!(path::is_under(target.path(), route.upstream.path()), "{} not under {}", target, route.upstream);
+                    let decoded = as_a_decoding_upstream_reads(target.path());
+                    let base = as_a_decoding_upstream_reads(route.upstream.path());
+                    prop_assert!(path::is_under(&decoded, &base), "{} decodes to {} outside {}", target, decoded, base);
+                    prop_assert_eq!(target.query(), uri.query(), "the query goes on as it came");
+                    let url = route.url_of(&target).unwrap();
                     prop_assert_eq!(url.host(), route.upstream.host());
                     prop_assert_eq!(url.port(), route.upstream.port());
                     prop_assert!(path::is_under(url.path(), route.upstream.path()), "{} not under {}", url, route.upstream);
@@ -517,9 +538,17 @@ mod tests {
         let route = Route::new("api", "http://127.0.0.1:9/v1/").unwrap();
         assert_eq!(route.rest("/api/items/3"), Some("/items/3"));
         assert_eq!(route.rest("/apix"), None);
-        assert_eq!(route.target("/items/3", Some("q=1")).unwrap().as_str(), "http://127.0.0.1:9/v1/items/3?q=1");
+        let target = route.target("/items/3", Some("q=1")).unwrap();
+        assert_eq!(target.as_str(), "/v1/items/3?q=1");
+        assert_eq!(route.url_of(&target).unwrap().as_str(), "http://127.0.0.1:9/v1/items/3?q=1");
         let root = Route::new("api", "http://127.0.0.1:9").unwrap();
-        assert_eq!(root.target("", None).unwrap().as_str(), "http://127.0.0.1:9/");
+        assert_eq!(root.target("", None).unwrap().as_str(), "/");
+        assert_eq!(root.url_of(&root.target("", None).unwrap()).unwrap().as_str(), "http://127.0.0.1:9/");
+        // Bytes `http` takes in a target but the URL parser would escape go on as the caller
+        // sent them (as nginx's `proxy_pass` sends them), and an empty segment stays a path.
+        assert_eq!(route.target("/a\"b{c}", Some("x='y'")).unwrap().as_str(), "/v1/a\"b{c}?x='y'");
+        assert_eq!(root.target("//evil.example/x", None).unwrap().as_str(), "//evil.example/x");
+        assert_eq!(root.url_of(&root.target("//evil.example/x", None).unwrap()).unwrap().host_str(), Some("127.0.0.1"));
     }
 
     #[test]

@@ -24,6 +24,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use futures_util::future::Either;
 use http::header::CONTENT_TYPE;
+use http::uri::PathAndQuery;
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use http_body_util::BodyExt;
 use parking_lot::{Mutex, RwLock};
@@ -31,7 +32,6 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 use tokio::sync::watch;
 use tokio::time::Instant;
-use url::Url;
 
 use super::config::{ProxyConfig, Route};
 use super::deadlines::Answering;
@@ -381,7 +381,7 @@ impl Proxy {
         // The path is normalised and checked before anything else: the route's secrets go only
         // to a URL inside that route.
         let live = Arc::clone(&self.live.read());
-        let (route, url) = match live.upstream_for(&parts.uri) {
+        let (route, target) = match live.upstream_for(&parts.uri) {
             Ok(routed) => routed,
             Err(refusal) => {
                 let status = refusal.status().as_u16();
@@ -393,7 +393,7 @@ impl Proxy {
         // The URL stays on the route's upstream: its host and `host[:port]` are the route's.
         let authority = route.authority();
         let policy = &live.policy;
-        let limiter = policy.limiter_for(route.host(), &url);
+        let limiter = policy.limiter_at(route.host(), &route.upstream, target.path());
         let Routed { limiter, adaptive, retry, report } = policy.routed(limiter, &self.next_id);
         // The request's key in the metrics: its limiter's, or the upstream's `host[:port]`.
         let metrics = self.metrics.key(limiter.as_ref().map_or(authority, Limiter::key));
@@ -409,7 +409,8 @@ impl Proxy {
             }
         };
         let cache = self.cache.as_ref().filter(|_| matches!(parts.method, Method::GET | Method::HEAD));
-        let cache = cache.and_then(|cache| Some((cache, url.as_str().parse::<http::Uri>().ok()?)));
+        let cache =
+            cache.and_then(|cache| Some((cache, route.url_of(&target).ok()?.as_str().parse::<http::Uri>().ok()?)));
         if let Some((cache, uri)) = &cache
             && let Some(fresh) = cache.serve(&parts.method, uri, &mut headers, &report, started)
         {
@@ -420,7 +421,7 @@ impl Proxy {
         let forwarding = Forwarding {
             proxy: self,
             parts,
-            url,
+            target,
             route,
             headers,
             body,
@@ -444,7 +445,8 @@ impl Proxy {
 struct Forwarding<'p> {
     proxy: &'p Proxy,
     parts: http::request::Parts,
-    url: Url,
+    /// Where it goes on the route's upstream: the path and query (origin form).
+    target: PathAndQuery,
     /// Its route (the upstream's host for messages, its `host[:port]` as the request's key in
     /// the metrics when it has no limiter).
     route: &'p Route,
@@ -531,13 +533,13 @@ impl Face for Forwarding<'_> {
 
     async fn send(&mut self, attempt: u32, admission: &Admission) -> Sent<Self::Held> {
         if self.report.listening() {
-            let (method, path) = (self.parts.method.to_string(), self.url.path().to_owned());
+            let (method, path) = (self.parts.method.to_string(), self.target.path().to_owned());
             self.report.emit(EventKind::Sent { attempt, method, path });
         }
         let sent_at = Instant::now();
-        let (method, origin, body) = (&self.parts.method, self.route.origin(), self.body.outgoing());
+        let (method, body) = (&self.parts.method, self.body.outgoing());
         // Pinned where it is made: the exchange is most of a request's state.
-        let exchange = std::pin::pin!(self.proxy.upstreams.send(method, &self.url, origin, &self.headers, body));
+        let exchange = std::pin::pin!(self.proxy.upstreams.send(method, self.route, &self.target, &self.headers, body));
         let upstream =
             self.answering.deadlines().within_upstream_timeout(sent_at, exchange).await.unwrap_or(Upstream::TimedOut);
         let service_time = sent_at.elapsed();

@@ -7,15 +7,16 @@ use std::time::Duration;
 
 use axum::body::Body;
 use bytes::Bytes;
-use http::uri::Authority;
+use http::uri::{Authority, PathAndQuery};
 use http::{HeaderMap, HeaderValue, Method};
 use http_body_util::Either;
 use url::Url;
 
+use super::config::Route;
 use super::error::ProxyError;
 use crate::http::client::error_chain;
 use crate::http::transport::TransportError;
-use crate::http::{Http1Pool, PooledBody, origin_request};
+use crate::http::{Http1Pool, PooledBody, target_request};
 
 /// How long an idle upstream connection is kept (reqwest's default, longer than most servers'
 /// keep-alive), and how many per upstream and serving thread (nginx's `keepalive` of our bench).
@@ -75,29 +76,33 @@ impl Upstreams {
         Ok(Self { plain, tls })
     }
 
-    /// One attempt: `method url` with `headers` (hop-by-hop ones already out) and `body`, to
-    /// `origin` (a plain-`http` upstream's authority and `Host`) or else over TLS.
+    /// One attempt: `method target` with `headers` (hop-by-hop ones already out) and `body`, to
+    /// `route`'s upstream: over a pooled connection to a plain-`http` one's origin, or else
+    /// over TLS (the one case a URL is made).
     pub(crate) async fn send(
         &self,
         method: &Method,
-        url: &Url,
-        origin: Option<&(Authority, HeaderValue)>,
+        route: &Route,
+        target: &PathAndQuery,
         headers: &HeaderMap,
         body: Outgoing,
     ) -> Upstream {
-        match origin {
-            Some(origin) => self.send_plain(method, url, origin, headers, body).await,
-            None => self.send_tls(method, url, headers, body).await,
+        match route.origin() {
+            Some(origin) => self.send_plain(method, target, origin, headers, body).await,
+            None => match route.url_of(target) {
+                Ok(url) => self.send_tls(method, url, headers, body).await,
+                Err(err) => Upstream::Unreachable(format!("cannot make the upstream URL: {err}")),
+            },
         }
     }
 
-    /// Over a pooled connection to `authority`: the request in origin form (its path and query
-    /// only, already checked to lie on the route), `Host` the route's (the caller's was removed
-    /// with the hop-by-hop fields).
+    /// Over a pooled connection to `authority`: the request in origin form (`target`, its path
+    /// and query, already checked to lie on the route), `Host` the route's (the caller's was
+    /// removed with the hop-by-hop fields).
     async fn send_plain(
         &self,
         method: &Method,
-        url: &Url,
+        target: &PathAndQuery,
         (authority, host): &(Authority, HeaderValue),
         headers: &HeaderMap,
         body: Outgoing,
@@ -107,10 +112,7 @@ impl Upstreams {
             Outgoing::Bytes(bytes) => Body::from(bytes),
             Outgoing::Stream(body) => body,
         };
-        let request = match origin_request(method, url, host, headers, body) {
-            Ok(request) => request,
-            Err(err) => return no_answer(err),
-        };
+        let request = target_request(method, target.clone(), host, headers, body);
         match self.plain.send(authority, request).await {
             // Its body drives the connection and gives it back to the pool once read.
             Ok(response) => Upstream::Response(response.map(|body| Either::Left(Box::new(body)))),
@@ -118,8 +120,8 @@ impl Upstreams {
         }
     }
 
-    async fn send_tls(&self, method: &Method, url: &Url, headers: &HeaderMap, body: Outgoing) -> Upstream {
-        let request = self.tls.request(method.clone(), url.clone()).headers(headers.clone());
+    async fn send_tls(&self, method: &Method, url: Url, headers: &HeaderMap, body: Outgoing) -> Upstream {
+        let request = self.tls.request(method.clone(), url).headers(headers.clone());
         let request = match body {
             Outgoing::Empty => request,
             Outgoing::Bytes(bytes) => request.body(bytes),

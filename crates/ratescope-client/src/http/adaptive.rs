@@ -43,16 +43,22 @@ pub const MAX_ADAPTIVE_PAUSE: Duration = Duration::from_secs(24 * 3600);
 /// host, a host with no limits gets an empty entry (keyed `host:port` when the URL names a
 /// port) on its first request, so the server's word becomes its limit from the scout on.
 pub fn limiter_for(registry: &Registry, adaptive: &Adaptive, host: &str, url: &Url) -> Option<Limiter> {
-    let found = registry.limiter_for(host, url.port_or_known_default(), url.path());
+    limiter_at(registry, adaptive, host, url, url.path())
+}
+
+/// [`limiter_for`] a request to `path` on `origin`'s host and port (a request target not made
+/// into a URL: the proxy's).
+pub fn limiter_at(registry: &Registry, adaptive: &Adaptive, host: &str, origin: &Url, path: &str) -> Option<Limiter> {
+    let found = registry.limiter_for(host, origin.port_or_known_default(), path);
     if found.is_some() || !matches!(adaptive, Adaptive::All) {
         return found;
     }
-    let key = match url.port() {
+    let key = match origin.port() {
         Some(port) => LimitKey::host(&format!("{host}:{port}")),
         None => LimitKey::host(host),
     };
     registry.set(key.ok()?, LimiterConfig::default()).ok()?;
-    registry.limiter_for(host, url.port_or_known_default(), url.path())
+    registry.limiter_for(host, origin.port_or_known_default(), path)
 }
 
 /// Makes `limiter` follow the server: installs its mirror once. Cheap after the first call.

@@ -434,8 +434,8 @@ impl Http1Transport {
 }
 
 /// `method url` in origin form for an HTTP/1.1 server (its target the URL's path and query),
-/// with `headers` and `host` as `Host` unless they have one: what the raw bursts and the proxy
-/// send over an [`Http1Pool`] to the URL's [`origin_of`].
+/// with `headers` and `host` as `Host` unless they have one: what the raw bursts send over an
+/// [`Http1Pool`] to the URL's [`origin_of`].
 pub fn origin_request<B>(
     method: &Method,
     url: &url::Url,
@@ -446,6 +446,18 @@ pub fn origin_request<B>(
     let target = PathAndQuery::from_str(&url[Position::BeforePath..Position::AfterQuery]).map_err(|err| {
         TransportError::Failed(format!("'{}' is not a request target: {err}", crate::redact::redact_url(url)))
     })?;
+    Ok(target_request(method, target, host, headers, body))
+}
+
+/// `method target` (a path and query, in origin form) with `headers` and `host` as `Host`
+/// unless they have one: what the proxy sends over an [`Http1Pool`], its target already checked.
+pub fn target_request<B>(
+    method: &Method,
+    target: PathAndQuery,
+    host: &HeaderValue,
+    headers: &HeaderMap,
+    body: B,
+) -> http::Request<B> {
     let mut request = http::Request::new(body);
     *request.method_mut() = method.clone();
     *request.uri_mut() = http::Uri::from(target);
@@ -453,7 +465,7 @@ pub fn origin_request<B>(
     if !request.headers().contains_key(HOST) {
         request.headers_mut().insert(HOST, host.clone());
     }
-    Ok(request)
+    request
 }
 
 /// A body read to its end: its one chunk as it came (the usual answer with a length), or its

@@ -33,7 +33,7 @@ pub use cost::{CostRule, RemainingMemory};
 pub use events::{Event, EventKind, EventSink};
 pub use extensions::{CostRules, RequestCost};
 pub use headers::{RateLimitInfo, ServerBudget};
-pub use http1::{Http1Pool, Http1Transport, PooledBody, RequestBody, origin_of, origin_request};
+pub use http1::{Http1Pool, Http1Transport, PooledBody, RequestBody, origin_of, origin_request, target_request};
 pub use policy::Policy;
 pub use redirect::RedirectPolicy;
 pub use retry::{Jitter, RetryPolicy};

@@ -60,6 +60,12 @@ impl Policy {
         adaptive::limiter_for(&self.registry, &self.adaptive, host, url)
     }
 
+    /// [`limiter_for`](Self::limiter_for) a request to `path` on `origin`'s host and port (a
+    /// request target not made into a URL: the proxy's).
+    pub fn limiter_at(&self, host: &str, origin: &Url, path: &str) -> Option<Limiter> {
+        adaptive::limiter_at(&self.registry, &self.adaptive, host, origin, path)
+    }
+
     /// A request under `limiter`, its events numbered from `ids`: whether it follows the
     /// server (installing the mirror), its retry policy and its reporter.
     pub fn routed(&self, limiter: Option<Limiter>, ids: &AtomicU64) -> Routed<'_> {
