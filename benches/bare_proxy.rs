@@ -2,6 +2,8 @@
 //! one single-threaded tokio runtime with nothing else (no limiter, routes, metrics, hop-by-hop
 //! rules or timeouts), keeping its upstream connections in a pool. Not a tool: a yardstick.
 //! Usage: `bare_proxy LISTEN UPSTREAM PREFIX` (e.g. `127.0.0.1:18796 127.0.0.1:18797 /demo`).
+//! Built with `--cfg filler` (only by `benches/footprint.sh`), each request first runs the first
+//! `FILLER` functions of the generated file `RATESCOPE_FILLER` names: code to add to its path.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -13,6 +15,11 @@ use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use parking_lot::Mutex;
 use tokio::net::{TcpListener, TcpStream};
+
+#[cfg(filler)]
+mod filler {
+    include!(env!("RATESCOPE_FILLER"));
+}
 
 type Pool = Arc<Mutex<Vec<SendRequest<Incoming>>>>;
 
@@ -27,6 +34,8 @@ async fn forward(
     upstream: Arc<Upstream>,
     mut request: hyper::Request<Incoming>,
 ) -> anyhow::Result<hyper::Response<Incoming>> {
+    #[cfg(filler)]
+    std::hint::black_box(filler::run(std::hint::black_box(1)));
     let path = request.uri().path_and_query().map_or("/", |target| target.as_str());
     let rest = path.strip_prefix(upstream.prefix.as_str()).unwrap_or(path);
     *request.uri_mut() = if rest.starts_with('/') { rest.parse()? } else { "/".parse()? };
@@ -50,6 +59,16 @@ async fn forward(
 }
 
 fn main() -> anyhow::Result<()> {
+    // The filler's cost run hot: 100,000 runs in a loop, in microseconds a run.
+    #[cfg(filler)]
+    if std::env::args().any(|arg| arg == "--hot") {
+        let start = std::time::Instant::now();
+        for _ in 0..100_000 {
+            std::hint::black_box(filler::run(std::hint::black_box(1)));
+        }
+        println!("{:.2}", start.elapsed().as_secs_f64() * 1e6 / 100_000.0);
+        return Ok(());
+    }
     let args: Vec<String> = std::env::args().skip(1).filter(|arg| !arg.starts_with("--")).collect();
     let [listen, upstream, prefix] = args.as_slice() else {
         // `cargo bench` runs every bench with no arguments: nothing to measure here alone.

@@ -1,4 +1,12 @@
-# Sourced by the bench scripts that measure against the demo API alone: `start_demo_api BIN PORT`
+# Sourced by the bench scripts. `release_without_app` builds the release binary without the app
+# (unless SKIP_BUILD=1) and sets $target_dir and $bin (its path).
+release_without_app() {
+    [ -n "${SKIP_BUILD:-}" ] || cargo build --release --quiet --no-default-features
+    target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+    bin="$target_dir/release/ratescope"
+}
+
+# For the scripts that measure against the demo API alone: `start_demo_api BIN PORT`
 # makes a scratch directory ($work, also the run's config directory; $out is OUT_DIR for files
 # to keep, else $work), starts `BIN mock --port PORT` there and waits until its /open answers; on
 # exit the demo API stops (with the caller's `$proxy`, when one is running) and $work is removed.

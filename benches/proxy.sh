@@ -14,9 +14,8 @@ cd "$(dirname "$0")/.."
 requests=${1:-20000}
 concurrency=${2:-32}
 rounds=${3:-5}
-[ -n "${SKIP_BUILD:-}" ] || cargo build --release --quiet --no-default-features
-target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
-bin="$target_dir/release/ratescope"
+. benches/demo_api.sh
+release_without_app
 mock_port=18797
 proxy_port=18798
 nginx_port=18799

@@ -14,15 +14,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 requests=${1:-10000}
 command -v valgrind >/dev/null || { echo "valgrind is not installed (apt-get install valgrind)"; exit 1; }
-[ -n "${SKIP_BUILD:-}" ] || cargo build --release --quiet --no-default-features
-target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
-bin="$target_dir/release/ratescope"
+. benches/demo_api.sh
+release_without_app
 bare_bin=${BARE_BIN:-$(cargo build --release --quiet --bench bare_proxy --message-format=json \
     | python3 -c 'import json, sys; print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("executable") and m["target"]["name"] == "bare_proxy"][-1])')}
 mock_port=18777
 proxy_port=18778
 proxy=""
-. benches/demo_api.sh
 start_demo_api "$bin" "$mock_port"
 
 url="http://127.0.0.1:$proxy_port/demo/open"
