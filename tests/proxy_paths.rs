@@ -2,16 +2,19 @@
 //! byte for byte (as `curl --path-as-is` would), and an upstream that records every request it
 //! gets shows what reached it and with which key. Dot segments in any spelling, backslashes and
 //! encoded separators never carry the route's key outside its base path; `.` segments are
-//! resolved before the route is chosen.
+//! resolved, and encoded unreserved characters decoded, before the route and the limit are chosen.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
 use axum::http::{HeaderMap, Uri};
 use parking_lot::Mutex;
-use ratescope::proxy::{ProxyConfig, ProxyServer, Route};
+use ratescope::engine::{BudgetSpec, LimitKey, LimiterConfig, Registry};
+use ratescope::http::Policy;
+use ratescope::proxy::{ProxyConfig, ProxyServer, Route, Shedding};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -138,6 +141,33 @@ async fn a_path_outside_every_route_is_a_404_naming_the_routes() {
     let (status, _) = get_as_is(addr, "/cx/y").await;
     assert_eq!(status, 404, "prefixes match whole segments");
     assert_eq!(seen.0.lock().clone(), []);
+}
+
+#[tokio::test]
+async fn an_encoded_spelling_meets_the_same_route_and_path_limit() {
+    let (upstream, seen) = recording_upstream().await;
+    // One request an hour under /api/v1/search: `%73earch` (`s` encoded) is the same path.
+    let registry = Registry::new();
+    let hourly = BudgetSpec::token_bucket("hourly", 1, "1/1h".parse().unwrap()).unwrap();
+    let key: LimitKey = format!("{upstream}/api/v1/search").parse().unwrap();
+    registry.set(key, LimiterConfig::new().with_budget(hourly)).unwrap();
+    let route = Route::new("c", &format!("http://{upstream}/api/v1")).unwrap();
+    let config = ProxyConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        policy: Policy { registry: Arc::new(registry), ..Policy::default() },
+        shedding: Shedding { max_queue_wait: Duration::from_secs(1), max_queue_len: 10 },
+        ..ProxyConfig::new(vec![route])
+    };
+    let server = ProxyServer::start(config).await.unwrap();
+    let addr = server.addr();
+    assert_eq!(get_as_is(addr, "/c/search").await.0, 200);
+    for target in ["/c/%73earch", "/%63/%73%65arch?q=1", "/c/%73earch/x"] {
+        let (status, body) = get_as_is(addr, target).await;
+        assert_eq!(status, 429, "{target} is under the spent limit: {body}");
+    }
+    assert_eq!(get_as_is(addr, "/%63/other%7E").await.0, 200, "another path has no limit");
+    let paths: Vec<String> = seen.0.lock().iter().map(|(path, _)| path.clone()).collect();
+    assert_eq!(paths, ["/api/v1/search", "/api/v1/other~"]);
 }
 
 #[test]

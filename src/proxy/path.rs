@@ -17,6 +17,13 @@
 //! and a refusal is the one answer that is right for every route table. `.` segments are
 //! harmless and dropped, so `/a/./b/x` is routed as `/a/b/x`. Encoded separators without dots
 //! (`projects/group%2Fname`, as GitLab's API uses) pass through untouched.
+//!
+//! A percent-encoded unreserved character (`%73` for `s`, `%7E` for `~`) names the same resource
+//! as the character itself (RFC 3986 §6.2.2.2), and an upstream decodes it; so it is decoded here,
+//! and routes and path-prefix limits see one spelling: `/v1/%73earch` cannot slip past a limit
+//! on `/v1/search`.
+
+use std::borrow::Cow;
 
 use thiserror::Error;
 
@@ -36,8 +43,9 @@ pub enum PathRefusal {
 
 /// The caller's path with `\` read as `/` and `.` segments dropped, or why it is refused.
 ///
-/// The result starts with `/`, holds no `.` or `..` segment in any spelling and no backslash;
-/// empty segments (`//`) and every other byte are kept as they came.
+/// The result starts with `/`, holds no `.` or `..` segment in any spelling, no backslash and no
+/// percent-encoded unreserved character (decoded); empty segments (`//`) and every other byte
+/// are kept as they came.
 pub fn normalise(raw: &str) -> Result<String, PathRefusal> {
     let Some(after_root) = raw.strip_prefix(['/', '\\']) else {
         return Err(PathRefusal::NotAbsolute);
@@ -47,7 +55,7 @@ pub fn normalise(raw: &str) -> Result<String, PathRefusal> {
         return Ok(raw.to_owned());
     }
     let segments: Vec<&str> = after_root.split(['/', '\\']).collect();
-    let mut kept: Vec<&str> = Vec::with_capacity(segments.len());
+    let mut kept: Vec<Cow<'_, str>> = Vec::with_capacity(segments.len());
     let last = segments.len() - 1;
     for (index, segment) in segments.iter().enumerate() {
         if is_double_dot(segment) {
@@ -56,24 +64,55 @@ pub fn normalise(raw: &str) -> Result<String, PathRefusal> {
         if is_single_dot(segment) {
             // `/a/.` means the directory `/a/`: keep the trailing slash as the URL parser does.
             if index == last {
-                kept.push("");
+                kept.push(Cow::Borrowed(""));
             }
             continue;
         }
         if hides_dot_segment(segment) {
             return Err(PathRefusal::EncodedDotSegment);
         }
-        kept.push(segment);
+        kept.push(decode_unreserved(segment));
     }
     let mut path = String::with_capacity(raw.len());
     for segment in kept {
         path.push('/');
-        path.push_str(segment);
+        path.push_str(&segment);
     }
     if path.is_empty() {
         path.push('/');
     }
     Ok(path)
+}
+
+/// `segment` with each percent-encoded unreserved character (RFC 3986 §2.3: letters, digits,
+/// `-`, `.`, `_`, `~`) decoded; any other escape (`%2F`, `%20`, `%C3%A9`) is kept as it came.
+fn decode_unreserved(segment: &str) -> Cow<'_, str> {
+    let unreserved = |escape: &[u8]| {
+        let [b'%', high, low] = escape else { return None };
+        let byte = u8::from_str_radix(std::str::from_utf8(&[*high, *low]).ok()?, 16).ok()?;
+        (byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~')).then_some(byte as char)
+    };
+    let bytes = segment.as_bytes();
+    if !bytes.windows(3).any(|escape| unreserved(escape).is_some()) {
+        return Cow::Borrowed(segment);
+    }
+    let mut decoded = String::with_capacity(segment.len());
+    let mut rest = segment;
+    while let Some(at) = rest.find('%') {
+        decoded.push_str(&rest[..at]);
+        match rest.as_bytes().get(at..at + 3).and_then(unreserved) {
+            Some(character) => {
+                decoded.push(character);
+                rest = &rest[at + 3..];
+            }
+            None => {
+                decoded.push('%');
+                rest = &rest[at + 1..];
+            }
+        }
+    }
+    decoded.push_str(rest);
+    Cow::Owned(decoded)
 }
 
 /// Whether `segment` is `.` as the URL parser reads it: `.` or `%2e`, any case.
@@ -159,11 +198,28 @@ mod tests {
             "/c/...",
             "/c/.well-known/x",
             "/c/a..b",
-            "/c/%2e%2e%2e",
             "/c/caf%C3%A9",
             "/c/x/",
         ] {
             assert_eq!(normalise(path).unwrap(), path, "{path}");
+        }
+    }
+
+    #[test]
+    fn encoded_unreserved_characters_are_decoded_and_nothing_else() {
+        assert_eq!(normalise("/v1/%73earch").unwrap(), "/v1/search");
+        assert_eq!(normalise("/v1/%53EARCH%7e%7E%2D%5f%30").unwrap(), "/v1/SEARCH~~-_0");
+        assert_eq!(normalise("/c/%2e%2e%2e").unwrap(), "/c/...");
+        assert_eq!(normalise("/c/a%2eb").unwrap(), "/c/a.b");
+        for kept in ["/c/group%2Fname", "/c/a%20b", "/c/caf%C3%A9", "/c/100%", "/c/%7", "/c/%zz", "/c/%2541", "/c/%%73"]
+        {
+            let expected = kept.replace("%%73", "%s");
+            assert_eq!(normalise(kept).unwrap(), expected, "{kept}");
+        }
+        // Decoded once: a second pass changes nothing (`%2541` is `%41` spelled with `%25`).
+        for path in ["/v1/%73earch", "/c/%2541", "/c/%%73"] {
+            let once = normalise(path).unwrap();
+            assert_eq!(normalise(&once).unwrap(), once, "{path}");
         }
     }
 
