@@ -379,7 +379,7 @@ impl Proxy {
         let started = Instant::now();
         let (mut parts, body) = request.into_parts();
         // The path is normalised and checked before anything else: the route's secrets go only
-        // to a URL inside that route.
+        // with a target inside that route.
         let live = Arc::clone(&self.live.read());
         let (route, target) = match live.upstream_for(&parts.uri) {
             Ok(routed) => routed,
@@ -390,7 +390,7 @@ impl Proxy {
                 return plain(refusal.status(), &refusal.to_string());
             }
         };
-        // The URL stays on the route's upstream: its host and `host[:port]` are the route's.
+        // The target goes to the route's upstream: its host and `host[:port]` are the route's.
         let authority = route.authority();
         let policy = &live.policy;
         let limiter = policy.limiter_at(route.host(), &route.upstream, target.path());

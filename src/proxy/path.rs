@@ -89,7 +89,8 @@ pub fn normalise(raw: &str) -> Result<String, PathRefusal> {
 fn decode_unreserved(segment: &str) -> Cow<'_, str> {
     let unreserved = |escape: &[u8]| {
         let [b'%', high, low] = escape else { return None };
-        let byte = u8::from_str_radix(std::str::from_utf8(&[*high, *low]).ok()?, 16).ok()?;
+        let hex = |digit: u8| char::from(digit).to_digit(16);
+        let byte = u8::try_from(hex(*high)? * 16 + hex(*low)?).ok()?;
         (byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~')).then_some(byte as char)
     };
     let bytes = segment.as_bytes();
