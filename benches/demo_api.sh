@@ -1,7 +1,7 @@
-# Sourced by the bench scripts. `release_without_app` builds the release binary without the app
-# (unless SKIP_BUILD=1) and sets $target_dir and $bin (its path).
-release_without_app() {
-    [ -n "${SKIP_BUILD:-}" ] || cargo build --release --quiet --no-default-features
+# Sourced by the bench scripts. `release_binary [FLAGS...]` builds the release binary with
+# `cargo build --release FLAGS` (unless SKIP_BUILD=1) and sets $target_dir and $bin (its path).
+release_binary() {
+    [ -n "${SKIP_BUILD:-}" ] || cargo build --release --quiet "$@"
     target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
     bin="$target_dir/release/ratescope"
 }

@@ -16,7 +16,7 @@ counts=("$@")
 [ ${#counts[@]} -gt 0 ] || counts=(400 900)
 command -v oha >/dev/null || { echo "oha is not installed (cargo install oha)"; exit 1; }
 . benches/demo_api.sh
-release_without_app
+release_binary --no-default-features
 mock_port=18807
 proxy_port=18808
 bare_port=18809
@@ -94,21 +94,20 @@ for line in sys.stdin:
 print(len({address // 64 for i in range(n) for start, size in [spans[i]] for address in range(start, start + size)}))' "$1"
 }
 
+# Every proxy's pid goes in $proxy: start_demo_api's exit trap stops them with the demo API.
 "$bin" proxy --listen "127.0.0.1:$proxy_port" --route "demo=http://127.0.0.1:$mock_port" >"$work/proxy.log" 2>&1 &
 proxy=$!
 targets=("bare=$bare_port")
-pids=()
 FILLER=0 "$filler_bin" "127.0.0.1:$bare_port" "127.0.0.1:$mock_port" /demo >/dev/null 2>&1 &
-pids+=($!)
+proxy="$proxy $!"
 port=$((bare_port + 10))
 for count in "${counts[@]}"; do
     FILLER=$count "$filler_bin" "127.0.0.1:$port" "127.0.0.1:$mock_port" /demo >/dev/null 2>&1 &
-    pids+=($!)
+    proxy="$proxy $!"
     targets+=("filler-$count=$port")
     port=$((port + 1))
 done
 targets+=("ratescope=$proxy_port")
-trap 'kill $mock ${proxy:-} ${pids[*]} 2>/dev/null; rm -rf "$work"' EXIT
 for target in "${targets[@]}"; do
     for _ in $(seq 50); do curl -sf "http://127.0.0.1:${target#*=}/demo/open" >/dev/null 2>&1 && break; sleep 0.1; done
 done

@@ -12,10 +12,9 @@ concurrency=${2:-50}
 rounds=${3:-5}
 # The CLI alone (the GUI is not measured here); SKIP_BUILD=1 measures the release binary as
 # built (`cargo build --release`, the README's, with the app).
-[ -n "${SKIP_BUILD:-}" ] || cargo build --release --no-default-features --quiet
-bin=target/release/ratescope
-port=18787
 . benches/demo_api.sh
+release_binary --no-default-features
+port=18787
 start_demo_api "$bin" "$port"
 url="http://127.0.0.1:$port/open"
 

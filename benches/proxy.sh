@@ -15,7 +15,7 @@ requests=${1:-20000}
 concurrency=${2:-32}
 rounds=${3:-5}
 . benches/demo_api.sh
-release_without_app
+release_binary --no-default-features
 mock_port=18797
 proxy_port=18798
 nginx_port=18799

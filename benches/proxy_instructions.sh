@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 requests=${1:-10000}
 command -v valgrind >/dev/null || { echo "valgrind is not installed (apt-get install valgrind)"; exit 1; }
 . benches/demo_api.sh
-release_without_app
+release_binary --no-default-features
 bare_bin=${BARE_BIN:-$(cargo build --release --quiet --bench bare_proxy --message-format=json \
     | python3 -c 'import json, sys; print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("executable") and m["target"]["name"] == "bare_proxy"][-1])')}
 mock_port=18777

@@ -12,11 +12,9 @@ cd "$(dirname "$0")/.."
 requests=${1:-12000}
 small=$((requests / 6))
 command -v valgrind >/dev/null || { echo "valgrind is not installed (apt-get install valgrind)"; exit 1; }
-[ -n "${SKIP_BUILD:-}" ] || cargo build --release --quiet
-target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
-bin="$target_dir/release/ratescope"
-port=18767
 . benches/demo_api.sh
+release_binary
+port=18767
 start_demo_api "$bin" "$port"
 url="http://127.0.0.1:$port/open"
 
