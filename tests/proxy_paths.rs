@@ -143,10 +143,10 @@ async fn a_path_outside_every_route_is_a_404_naming_the_routes() {
     assert_eq!(seen.0.lock().clone(), []);
 }
 
-#[tokio::test]
-async fn an_encoded_spelling_meets_the_same_route_and_path_limit() {
+/// A proxy with route `c` to a recording upstream's `/api/v1`, and a limit of one request an
+/// hour on the upstream's `/api/v1/search`.
+async fn searches_limited() -> (ProxyServer, Seen, SocketAddr) {
     let (upstream, seen) = recording_upstream().await;
-    // One request an hour under /api/v1/search: `%73earch` (`s` encoded) is the same path.
     let registry = Registry::new();
     let hourly = BudgetSpec::token_bucket("hourly", 1, "1/1h".parse().unwrap()).unwrap();
     let key: LimitKey = format!("{upstream}/api/v1/search").parse().unwrap();
@@ -160,6 +160,13 @@ async fn an_encoded_spelling_meets_the_same_route_and_path_limit() {
     };
     let server = ProxyServer::start(config).await.unwrap();
     let addr = server.addr();
+    (server, seen, addr)
+}
+
+#[tokio::test]
+async fn an_encoded_spelling_meets_the_same_route_and_path_limit() {
+    // `%73earch` (`s` encoded) is the same path.
+    let (_server, seen, addr) = searches_limited().await;
     assert_eq!(get_as_is(addr, "/c/search").await.0, 200);
     for target in ["/c/%73earch", "/%63/%73%65arch?q=1", "/c/%73earch/x"] {
         let (status, body) = get_as_is(addr, target).await;
@@ -168,6 +175,21 @@ async fn an_encoded_spelling_meets_the_same_route_and_path_limit() {
     assert_eq!(get_as_is(addr, "/%63/other%7E").await.0, 200, "another path has no limit");
     let paths: Vec<String> = seen.0.lock().iter().map(|(path, _)| path.clone()).collect();
     assert_eq!(paths, ["/api/v1/search", "/api/v1/other~"]);
+}
+
+#[tokio::test]
+async fn an_encoded_separator_cannot_slip_past_a_path_limit() {
+    // An upstream that decodes `%2F` reads `search%2Fx` as `search/x`, so the limit does too
+    // (the request goes on as sent).
+    let (_server, seen, addr) = searches_limited().await;
+    assert_eq!(get_as_is(addr, "/c/search%2Fx?q=1").await.0, 200);
+    for target in ["/c/search", "/c/search%2fy", "/c/search%5Cz", "/c/search/x"] {
+        let (status, body) = get_as_is(addr, target).await;
+        assert_eq!(status, 429, "{target} is under the spent limit: {body}");
+    }
+    assert_eq!(get_as_is(addr, "/c/searches%2Fx").await.0, 200, "another path has no limit");
+    let paths: Vec<String> = seen.0.lock().iter().map(|(path, _)| path.clone()).collect();
+    assert_eq!(paths, ["/api/v1/search%2Fx?q=1", "/api/v1/searches%2Fx"], "forwarded as sent");
 }
 
 #[test]

@@ -38,6 +38,7 @@ use super::deadlines::Answering;
 use super::error::ProxyError;
 use super::hop::{caller_response_headers, upstream_request_headers};
 use super::metrics::{Ended, KeyMetrics, ProxyMetrics};
+use super::path::limited_path;
 use super::shed::shed;
 use super::upstream::{Outgoing, Upstream, UpstreamBody, Upstreams};
 use crate::engine::{Cost, Limiter, Overload, Permit, Priority, QueueCounts, format_wait};
@@ -393,7 +394,8 @@ impl Proxy {
         // The target goes to the route's upstream: its host and `host[:port]` are the route's.
         let authority = route.authority();
         let policy = &live.policy;
-        let limiter = policy.limiter_at(route.host(), &route.upstream, target.path());
+        // Limits read an encoded separator as `/`: `search%2Fx` is under a limit on `search`.
+        let limiter = policy.limiter_at(route.host(), &route.upstream, &limited_path(target.path()));
         let Routed { limiter, adaptive, retry, report } = policy.routed(limiter, &self.next_id);
         // The request's key in the metrics: its limiter's, or the upstream's `host[:port]`.
         let metrics = self.metrics.key(limiter.as_ref().map_or(authority, Limiter::key));

@@ -22,6 +22,12 @@
 //! as the character itself (RFC 3986 §6.2.2.2), and an upstream decodes it; so it is decoded here,
 //! and routes and path-prefix limits see one spelling: `/v1/%73earch` cannot slip past a limit
 //! on `/v1/search`.
+//!
+//! An encoded separator is different: `group%2Fname` may be one segment (GitLab) or two (an
+//! upstream that decodes before routing), so it is forwarded as it came. Path-prefix limits
+//! take the stricter reading ([`limited_path`]): `/v1/search%2Fx` is under a limit on
+//! `/v1/search`, so the spelling cannot slip past it. A caller who meant one segment is at
+//! worst limited by a prefix its upstream would not have matched, which only slows them.
 
 use std::borrow::Cow;
 
@@ -87,21 +93,34 @@ pub fn normalise(raw: &str) -> Result<String, PathRefusal> {
 /// `segment` with each percent-encoded unreserved character (RFC 3986 §2.3: letters, digits,
 /// `-`, `.`, `_`, `~`) decoded; any other escape (`%2F`, `%20`, `%C3%A9`) is kept as it came.
 fn decode_unreserved(segment: &str) -> Cow<'_, str> {
-    let unreserved = |escape: &[u8]| {
+    decode_escapes(segment, |escape| {
         let [b'%', high, low] = escape else { return None };
         let hex = |digit: u8| char::from(digit).to_digit(16);
         let byte = u8::try_from(hex(*high)? * 16 + hex(*low)?).ok()?;
         (byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~')).then_some(byte as char)
-    };
-    let bytes = segment.as_bytes();
-    if !bytes.windows(3).any(|escape| unreserved(escape).is_some()) {
-        return Cow::Borrowed(segment);
+    })
+}
+
+/// The path a path-prefix limit is matched against: `path` (normalised) with each encoded
+/// separator (`%2F`, `%5C`, any case) read as `/`, as an upstream that decodes before
+/// routing reads it. Borrowed when the path has none.
+pub fn limited_path(path: &str) -> Cow<'_, str> {
+    decode_escapes(path, |escape| {
+        matches!(escape, [b'%', b'2', b'f' | b'F'] | [b'%', b'5', b'c' | b'C']).then_some('/')
+    })
+}
+
+/// `text` with each three-byte escape that `decode` reads as a character replaced by it; every
+/// other `%` is kept as it came. Borrowed when nothing is replaced.
+fn decode_escapes(text: &str, decode: impl Fn(&[u8]) -> Option<char>) -> Cow<'_, str> {
+    if !text.as_bytes().windows(3).any(|escape| decode(escape).is_some()) {
+        return Cow::Borrowed(text);
     }
-    let mut decoded = String::with_capacity(segment.len());
-    let mut rest = segment;
+    let mut decoded = String::with_capacity(text.len());
+    let mut rest = text;
     while let Some(at) = rest.find('%') {
         decoded.push_str(&rest[..at]);
-        match rest.as_bytes().get(at..at + 3).and_then(unreserved) {
+        match rest.as_bytes().get(at..at + 3).and_then(&decode) {
             Some(character) => {
                 decoded.push(character);
                 rest = &rest[at + 3..];
@@ -222,6 +241,16 @@ mod tests {
             let once = normalise(path).unwrap();
             assert_eq!(normalise(&once).unwrap(), once, "{path}");
         }
+    }
+
+    #[test]
+    fn limits_read_encoded_separators_as_slashes() {
+        assert!(matches!(limited_path("/v1/search/x"), Cow::Borrowed("/v1/search/x")));
+        assert!(matches!(limited_path("/c/caf%C3%A9%2"), Cow::Borrowed(_)));
+        assert_eq!(limited_path("/v1/search%2Fx"), "/v1/search/x");
+        assert_eq!(limited_path("/v1%2fsearch%5Cx%5c"), "/v1/search/x/");
+        assert_eq!(limited_path("/c/100%%2F%25"), "/c/100%/%25");
+        assert!(is_under(&limited_path("/v1/search%2Fx"), "/v1/search"));
     }
 
     #[test]

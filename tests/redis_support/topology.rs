@@ -268,6 +268,26 @@ impl PrivateCluster {
         panic!("no master serves slot {slot}")
     }
 
+    /// Whether `master`'s replica has applied every write the master had made just before it was
+    /// asked: its link is up and its applied offset has reached the master's. (Asked of the
+    /// replica itself: the master learns a replica's offset only from its once-a-second ack.)
+    pub async fn replica_caught_up(&self, master: u16) -> bool {
+        let Ok(info) = node_command(master, &["INFO", "replication"]).await else { return false };
+        let field = |text: &str, name: &str| -> Option<u64> {
+            text.lines().find_map(|line| line.trim().strip_prefix(name)?.parse().ok())
+        };
+        let Some(written) = field(&info, "master_repl_offset:") else { return false };
+        // `slave0:ip=127.0.0.1,port=7001,state=online,offset=…,lag=…`
+        let replica = info.lines().find_map(|line| {
+            let fields = line.trim().strip_prefix("slave0:")?;
+            fields.contains("state=online").then_some(())?;
+            fields.split(',').find_map(|pair| pair.strip_prefix("port=")?.parse::<u16>().ok())
+        });
+        let Some(replica) = replica else { return false };
+        let Ok(info) = node_command(replica, &["INFO", "replication"]).await else { return false };
+        info.contains("master_link_status:up") && field(&info, "slave_repl_offset:").is_some_and(|done| done >= written)
+    }
+
     /// Kills the node on `port` with SIGKILL (as a crash would).
     pub fn kill(&mut self, port: u16) {
         if let Some(node) = self.nodes.iter_mut().find(|node| node.port == port)
