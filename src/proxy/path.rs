@@ -23,11 +23,13 @@
 //! and routes and path-prefix limits see one spelling: `/v1/%73earch` cannot slip past a limit
 //! on `/v1/search`.
 //!
-//! An encoded separator is different: `group%2Fname` may be one segment (GitLab) or two (an
-//! upstream that decodes before routing), so it is forwarded as it came. Path-prefix limits
-//! take the stricter reading ([`limited_path`]): `/v1/search%2Fx` is under a limit on
-//! `/v1/search`, so the spelling cannot slip past it. A caller who meant one segment is at
-//! worst limited by a prefix its upstream would not have matched, which only slows them.
+//! Other spellings mean different things to different upstreams, so they are forwarded as they
+//! came: `group%2Fname` may be one segment (GitLab) or two (an upstream that decodes before
+//! routing); `//` is one slash to nginx (`merge_slashes`) and two to others; `;x=1` is a path
+//! parameter Tomcat drops. Path-prefix limits take the most lenient upstream's reading
+//! ([`limited_path`]), so `/v1/search%2Fx`, `/v1//search` and `/v1/search;x` are all under a
+//! limit on `/v1/search`: no spelling slips past it. A caller who meant another resource is at
+//! worst limited by a prefix their upstream would not have matched, which only slows them.
 
 use std::borrow::Cow;
 
@@ -101,13 +103,28 @@ fn decode_unreserved(segment: &str) -> Cow<'_, str> {
     })
 }
 
-/// The path a path-prefix limit is matched against: `path` (normalised) with each encoded
-/// separator (`%2F`, `%5C`, any case) read as `/`, as an upstream that decodes before
-/// routing reads it. Borrowed when the path has none.
+/// The path a path-prefix limit is matched against: `path` (normalised) read the way the most
+/// lenient upstream reads it, so no spelling of a limited path slips past its limit: an encoded
+/// separator (`%2F`, `%5C`, any case) is `/` (an upstream that decodes before routing), runs of
+/// `/` are one (nginx's `merge_slashes`), and a segment's `;` parameters are dropped (Tomcat's
+/// path parameters, `search;x=1` is `search`). Borrowed when the path needs none of it.
 pub fn limited_path(path: &str) -> Cow<'_, str> {
-    decode_escapes(path, |escape| {
+    let decoded = decode_escapes(path, |escape| {
         matches!(escape, [b'%', b'2', b'f' | b'F'] | [b'%', b'5', b'c' | b'C']).then_some('/')
-    })
+    });
+    if !decoded.contains("//") && !decoded.contains(';') {
+        return decoded;
+    }
+    let mut read = String::with_capacity(decoded.len());
+    let segments = decoded.split('/').map(|segment| segment.split_once(';').map_or(segment, |(name, _)| name));
+    for segment in segments.filter(|segment| !segment.is_empty()) {
+        read.push('/');
+        read.push_str(segment);
+    }
+    if read.is_empty() || decoded.ends_with('/') {
+        read.push('/');
+    }
+    Cow::Owned(read)
 }
 
 /// `text` with each three-byte escape that `decode` reads as a character replaced by it; every
@@ -251,6 +268,21 @@ mod tests {
         assert_eq!(limited_path("/v1%2fsearch%5Cx%5c"), "/v1/search/x/");
         assert_eq!(limited_path("/c/100%%2F%25"), "/c/100%/%25");
         assert!(is_under(&limited_path("/v1/search%2Fx"), "/v1/search"));
+    }
+
+    #[test]
+    fn limits_merge_slashes_and_drop_path_parameters() {
+        assert_eq!(limited_path("/v1//search"), "/v1/search");
+        assert_eq!(limited_path("//v1/%2Fsearch//"), "/v1/search/");
+        assert_eq!(limited_path("/v1/search;jsessionid=1/x"), "/v1/search/x");
+        assert_eq!(limited_path("/v1/;x/search;"), "/v1/search");
+        assert_eq!(limited_path("//"), "/");
+        assert_eq!(limited_path("/;x"), "/");
+        for path in ["/v1//search", "/v1/search;a=b", "/v1/%2F/search%5C;x/y"] {
+            assert!(is_under(&limited_path(path), "/v1/search"), "{path}");
+            let once = limited_path(path).into_owned();
+            assert_eq!(limited_path(&once), once, "{path} is read once");
+        }
     }
 
     #[test]
