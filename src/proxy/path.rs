@@ -109,6 +109,16 @@ fn decode_unreserved(segment: &str) -> Cow<'_, str> {
 /// `/` are one (nginx's `merge_slashes`), and a segment's `;` parameters are dropped (Tomcat's
 /// path parameters, `search;x=1` is `search`). Borrowed when the path needs none of it.
 pub fn limited_path(path: &str) -> Cow<'_, str> {
+    // Most paths have no `%`, `;` or `//`: one pass over the bytes, and the path as it came.
+    let mut previous = 0;
+    let plain = path.bytes().all(|byte| {
+        let read_as_is = !matches!((previous, byte), (_, b'%' | b';') | (b'/', b'/'));
+        previous = byte;
+        read_as_is
+    });
+    if plain {
+        return Cow::Borrowed(path);
+    }
     let decoded = decode_escapes(path, |escape| {
         matches!(escape, [b'%', b'2', b'f' | b'F'] | [b'%', b'5', b'c' | b'C']).then_some('/')
     });
