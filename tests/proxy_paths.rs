@@ -146,12 +146,18 @@ async fn a_path_outside_every_route_is_a_404_naming_the_routes() {
 /// A proxy with route `c` to a recording upstream's `/api/v1`, and a limit of one request an
 /// hour on the upstream's `/api/v1/search`.
 async fn searches_limited() -> (ProxyServer, Seen, SocketAddr) {
+    limited_under("/api/v1", "/api/v1/search").await
+}
+
+/// A proxy with route `c` to a recording upstream's `base`, and a limit of one request an hour
+/// on the upstream's `limited` prefix.
+async fn limited_under(base: &str, limited: &str) -> (ProxyServer, Seen, SocketAddr) {
     let (upstream, seen) = recording_upstream().await;
     let registry = Registry::new();
     let hourly = BudgetSpec::token_bucket("hourly", 1, "1/1h".parse().unwrap()).unwrap();
-    let key: LimitKey = format!("{upstream}/api/v1/search").parse().unwrap();
+    let key: LimitKey = format!("{upstream}{limited}").parse().unwrap();
     registry.set(key, LimiterConfig::new().with_budget(hourly)).unwrap();
-    let route = Route::new("c", &format!("http://{upstream}/api/v1")).unwrap();
+    let route = Route::new("c", &format!("http://{upstream}{base}")).unwrap();
     let config = ProxyConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         policy: Policy { registry: Arc::new(registry), ..Policy::default() },
@@ -191,6 +197,20 @@ async fn no_spelling_of_a_limited_path_slips_past_its_limit() {
     assert_eq!(get_as_is(addr, "/c/searches%2Fx").await.0, 200, "another path has no limit");
     let paths: Vec<String> = seen.0.lock().iter().map(|(path, _)| path.clone()).collect();
     assert_eq!(paths, ["/api/v1/search%2Fx?q=1", "/api/v1/searches%2Fx"], "forwarded as sent");
+}
+
+#[tokio::test]
+async fn a_limit_on_a_prefix_spelled_with_an_encoded_slash_still_holds() {
+    // GitLab names a project `group%2Fname`: one segment, limited as written.
+    let (_server, seen, addr) = limited_under("/api/v4", "/api/v4/projects/group%2Fname").await;
+    assert_eq!(get_as_is(addr, "/c/projects/group%2Fname/issues").await.0, 200);
+    for target in ["/c/projects/group%2Fname", "/c/projects/group%2fname/issues", "/c/projects//group%2Fname"] {
+        let (status, body) = get_as_is(addr, target).await;
+        assert_eq!(status, 429, "{target} is under the spent limit: {body}");
+    }
+    assert_eq!(get_as_is(addr, "/c/projects/other%2Fname").await.0, 200, "another project has no limit");
+    let paths: Vec<String> = seen.0.lock().iter().map(|(path, _)| path.clone()).collect();
+    assert_eq!(paths, ["/api/v4/projects/group%2Fname/issues", "/api/v4/projects/other%2Fname"]);
 }
 
 #[test]

@@ -38,7 +38,7 @@ use super::deadlines::Answering;
 use super::error::ProxyError;
 use super::hop::{caller_response_headers, upstream_request_headers};
 use super::metrics::{Ended, KeyMetrics, ProxyMetrics};
-use super::path::limited_path;
+use super::path::lenient_readings;
 use super::shed::shed;
 use super::upstream::{Outgoing, Upstream, UpstreamBody, Upstreams};
 use crate::engine::{Cost, Limiter, Overload, Permit, Priority, QueueCounts, format_wait};
@@ -47,7 +47,7 @@ use crate::http::answer::Answer;
 use crate::http::attempts::{self, Face, Sent, Steps};
 use crate::http::cache::{CachedResponse, ResponseCache};
 use crate::http::client::{ResponseHead, error_chain};
-use crate::http::policy::Routed;
+use crate::http::policy::{Policy, Routed};
 use crate::http::report::Reporter;
 use crate::http::retry::GiveUpReason;
 use crate::http::{EventKind, RetryPolicy};
@@ -394,8 +394,7 @@ impl Proxy {
         // The target goes to the route's upstream: its host and `host[:port]` are the route's.
         let authority = route.authority();
         let policy = &live.policy;
-        // Limits read an encoded separator as `/`: `search%2Fx` is under a limit on `search`.
-        let limiter = policy.limiter_at(route.host(), &route.upstream, &limited_path(target.path()));
+        let limiter = limiter_of(policy, route, target.path());
         let Routed { limiter, adaptive, retry, report } = policy.routed(limiter, &self.next_id);
         // The request's key in the metrics: its limiter's, or the upstream's `host[:port]`.
         let metrics = self.metrics.key(limiter.as_ref().map_or(authority, Limiter::key));
@@ -439,6 +438,18 @@ impl Proxy {
         };
         attempts::run(forwarding).await
     }
+}
+
+/// The limiter of a request to `path` on `route`'s upstream: its path as sent and each other
+/// reading a lenient upstream may make of it ([`lenient_readings`]: `search%2Fx`, `//search`
+/// and `search;x` are under a limit on `search`) are looked up, and the most specific limit
+/// wins, so a limit whose own prefix is spelled with `%2F` (GitLab's `group%2Fname`) holds too.
+fn limiter_of(policy: &Policy, route: &Route, path: &str) -> Option<Limiter> {
+    let look_up = |path: &str| policy.limiter_at(route.host(), &route.upstream, path);
+    lenient_readings(path).iter().fold(look_up(path), |found, reading| match (found, look_up(reading)) {
+        (Some(found), Some(other)) if other.key().len() > found.key().len() => Some(other),
+        (found, other) => found.or(other),
+    })
 }
 
 /// The proxy's face: each attempt upstream; the caller gets the upstream's answer (streamed,

@@ -21,15 +21,17 @@
 //! A percent-encoded unreserved character (`%73` for `s`, `%7E` for `~`) names the same resource
 //! as the character itself (RFC 3986 §6.2.2.2), and an upstream decodes it; so it is decoded here,
 //! and routes and path-prefix limits see one spelling: `/v1/%73earch` cannot slip past a limit
-//! on `/v1/search`.
+//! on `/v1/search`. The hex digits of every other escape are made upper case (§6.2.2.1), so
+//! `group%2fname` is `group%2Fname` to routes, limits and the upstream alike.
 //!
 //! Other spellings mean different things to different upstreams, so they are forwarded as they
 //! came: `group%2Fname` may be one segment (GitLab) or two (an upstream that decodes before
 //! routing); `//` is one slash to nginx (`merge_slashes`) and two to others; `;x=1` is a path
-//! parameter Tomcat drops. Path-prefix limits take the most lenient upstream's reading
-//! ([`limited_path`]), so `/v1/search%2Fx`, `/v1//search` and `/v1/search;x` are all under a
-//! limit on `/v1/search`: no spelling slips past it. A caller who meant another resource is at
-//! worst limited by a prefix their upstream would not have matched, which only slows them.
+//! parameter Tomcat drops. Path-prefix limits are matched against the path as sent and against
+//! these lenient readings ([`lenient_readings`]), the most specific limit winning, so
+//! `/v1/search%2Fx`, `/v1//search` and `/v1/search;x` are all under a limit on `/v1/search`: no
+//! spelling slips past it. A caller who meant another resource is at worst limited by a prefix
+//! their upstream would not have matched, which only slows them.
 
 use std::borrow::Cow;
 
@@ -79,7 +81,7 @@ pub fn normalise(raw: &str) -> Result<String, PathRefusal> {
         if hides_dot_segment(segment) {
             return Err(PathRefusal::EncodedDotSegment);
         }
-        kept.push(decode_unreserved(segment));
+        kept.push(normalise_escapes(segment));
     }
     let mut path = String::with_capacity(raw.len());
     for segment in kept {
@@ -93,23 +95,30 @@ pub fn normalise(raw: &str) -> Result<String, PathRefusal> {
 }
 
 /// `segment` with each percent-encoded unreserved character (RFC 3986 §2.3: letters, digits,
-/// `-`, `.`, `_`, `~`) decoded; any other escape (`%2F`, `%20`, `%C3%A9`) is kept as it came.
-fn decode_unreserved(segment: &str) -> Cow<'_, str> {
+/// `-`, `.`, `_`, `~`) decoded, and the hex digits of every other escape in upper case
+/// (§6.2.2.1: `%2f` is `%2F`); anything else (`%zz`, a lone `%`) is kept as it came.
+fn normalise_escapes(segment: &str) -> Cow<'_, str> {
     decode_escapes(segment, |escape| {
         let [b'%', high, low] = escape else { return None };
         let hex = |digit: u8| char::from(digit).to_digit(16);
         let byte = u8::try_from(hex(*high)? * 16 + hex(*low)?).ok()?;
-        (byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~')).then_some(byte as char)
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            Some(Escaped::Char(byte.into()))
+        } else {
+            (high.is_ascii_lowercase() || low.is_ascii_lowercase()).then_some(Escaped::UpperCase(byte))
+        }
     })
 }
 
-/// The path a path-prefix limit is matched against: `path` (normalised) read the way the most
-/// lenient upstream reads it, so no spelling of a limited path slips past its limit: an encoded
-/// separator (`%2F`, `%5C`, any case) is `/` (an upstream that decodes before routing), runs of
-/// `/` are one (nginx's `merge_slashes`), and a segment's `;` parameters are dropped (Tomcat's
-/// path parameters, `search;x=1` is `search`). Borrowed when the path needs none of it.
-pub fn limited_path(path: &str) -> Cow<'_, str> {
-    // Most paths have no `%`, `;` or `//`: one pass over the bytes, and the path as it came.
+/// The other readings of `path` (normalised) a path-prefix limit is matched against, so no
+/// spelling of a limited path slips past its limit whatever the upstream makes of it: with runs
+/// of `/` merged into one (nginx's `merge_slashes`) and each segment's `;` parameters dropped
+/// (Tomcat's path parameters: `search;x=1` is `search`); then also with each encoded separator
+/// (`%2F`, `%5C`) read as `/` (an upstream that decodes before routing). Each reading is given
+/// once, and only when it differs from `path` and the one before it: none for most paths, with
+/// no allocation.
+pub fn lenient_readings(path: &str) -> Vec<String> {
+    // Most paths have no `%`, `;` or `//`: one pass over the bytes, and no other reading.
     let mut previous = 0;
     let plain = path.bytes().all(|byte| {
         let read_as_is = !matches!((previous, byte), (_, b'%' | b';') | (b'/', b'/'));
@@ -117,29 +126,53 @@ pub fn limited_path(path: &str) -> Cow<'_, str> {
         read_as_is
     });
     if plain {
-        return Cow::Borrowed(path);
+        return Vec::new();
     }
-    let decoded = decode_escapes(path, |escape| {
-        matches!(escape, [b'%', b'2', b'f' | b'F'] | [b'%', b'5', b'c' | b'C']).then_some('/')
+    let mut readings = Vec::with_capacity(2);
+    let merged = merge_segments(path);
+    let separated = decode_escapes(&merged, |escape| {
+        matches!(escape, [b'%', b'2', b'f' | b'F'] | [b'%', b'5', b'c' | b'C']).then_some(Escaped::Char('/'))
     });
-    if !decoded.contains("//") && !decoded.contains(';') {
-        return decoded;
+    let separated = match separated {
+        Cow::Owned(separated) => Some(merge_segments(&separated).into_owned()),
+        Cow::Borrowed(_) => None,
+    };
+    if let Cow::Owned(merged) = merged {
+        readings.push(merged);
     }
-    let mut read = String::with_capacity(decoded.len());
-    let segments = decoded.split('/').map(|segment| segment.split_once(';').map_or(segment, |(name, _)| name));
-    for segment in segments.filter(|segment| !segment.is_empty()) {
-        read.push('/');
-        read.push_str(segment);
-    }
-    if read.is_empty() || decoded.ends_with('/') {
-        read.push('/');
-    }
-    Cow::Owned(read)
+    readings.extend(separated);
+    readings
 }
 
-/// `text` with each three-byte escape that `decode` reads as a character replaced by it; every
-/// other `%` is kept as it came. Borrowed when nothing is replaced.
-fn decode_escapes(text: &str, decode: impl Fn(&[u8]) -> Option<char>) -> Cow<'_, str> {
+/// `path` with runs of `/` merged into one and each segment's `;` parameters dropped; borrowed
+/// when it has neither.
+fn merge_segments(path: &str) -> Cow<'_, str> {
+    if !path.contains("//") && !path.contains(';') {
+        return Cow::Borrowed(path);
+    }
+    let mut merged = String::with_capacity(path.len());
+    let segments = path.split('/').map(|segment| segment.split_once(';').map_or(segment, |(name, _)| name));
+    for segment in segments.filter(|segment| !segment.is_empty()) {
+        merged.push('/');
+        merged.push_str(segment);
+    }
+    if merged.is_empty() || path.ends_with('/') {
+        merged.push('/');
+    }
+    Cow::Owned(merged)
+}
+
+/// What an escape is rewritten as.
+enum Escaped {
+    /// The character it encodes.
+    Char(char),
+    /// The same escape of this byte, its hex digits in upper case.
+    UpperCase(u8),
+}
+
+/// `text` with each three-byte escape that `decode` rewrites replaced; every other `%` is kept
+/// as it came. Borrowed when nothing is rewritten.
+fn decode_escapes(text: &str, decode: impl Fn(&[u8]) -> Option<Escaped>) -> Cow<'_, str> {
     if !text.as_bytes().windows(3).any(|escape| decode(escape).is_some()) {
         return Cow::Borrowed(text);
     }
@@ -148,15 +181,18 @@ fn decode_escapes(text: &str, decode: impl Fn(&[u8]) -> Option<char>) -> Cow<'_,
     while let Some(at) = rest.find('%') {
         decoded.push_str(&rest[..at]);
         match rest.as_bytes().get(at..at + 3).and_then(&decode) {
-            Some(character) => {
-                decoded.push(character);
-                rest = &rest[at + 3..];
+            Some(Escaped::Char(character)) => decoded.push(character),
+            Some(Escaped::UpperCase(byte)) => {
+                let hex = |digit: u8| char::from(b"0123456789ABCDEF"[usize::from(digit & 0xF)]);
+                decoded.extend(['%', hex(byte >> 4), hex(byte)]);
             }
             None => {
                 decoded.push('%');
                 rest = &rest[at + 1..];
+                continue;
             }
         }
+        rest = &rest[at + 3..];
     }
     decoded.push_str(rest);
     Cow::Owned(decoded)
@@ -253,7 +289,7 @@ mod tests {
     }
 
     #[test]
-    fn encoded_unreserved_characters_are_decoded_and_nothing_else() {
+    fn encoded_unreserved_characters_are_decoded_and_other_escapes_upper_cased() {
         assert_eq!(normalise("/v1/%73earch").unwrap(), "/v1/search");
         assert_eq!(normalise("/v1/%53EARCH%7e%7E%2D%5f%30").unwrap(), "/v1/SEARCH~~-_0");
         assert_eq!(normalise("/c/%2e%2e%2e").unwrap(), "/c/...");
@@ -263,35 +299,55 @@ mod tests {
             let expected = kept.replace("%%73", "%s");
             assert_eq!(normalise(kept).unwrap(), expected, "{kept}");
         }
+        assert_eq!(normalise("/c/group%2fname").unwrap(), "/c/group%2Fname");
+        assert_eq!(normalise("/c/caf%c3%A9/%2f%73%zz%7").unwrap(), "/c/caf%C3%A9/%2Fs%zz%7");
         // Decoded once: a second pass changes nothing (`%2541` is `%41` spelled with `%25`).
-        for path in ["/v1/%73earch", "/c/%2541", "/c/%%73"] {
+        for path in ["/v1/%73earch", "/c/%2541", "/c/%%73", "/c/group%2fname", "/c/%25%2573"] {
             let once = normalise(path).unwrap();
             assert_eq!(normalise(&once).unwrap(), once, "{path}");
         }
     }
 
     #[test]
-    fn limits_read_encoded_separators_as_slashes() {
-        assert!(matches!(limited_path("/v1/search/x"), Cow::Borrowed("/v1/search/x")));
-        assert!(matches!(limited_path("/c/caf%C3%A9%2"), Cow::Borrowed(_)));
-        assert_eq!(limited_path("/v1/search%2Fx"), "/v1/search/x");
-        assert_eq!(limited_path("/v1%2fsearch%5Cx%5c"), "/v1/search/x/");
-        assert_eq!(limited_path("/c/100%%2F%25"), "/c/100%/%25");
-        assert!(is_under(&limited_path("/v1/search%2Fx"), "/v1/search"));
+    fn a_plain_path_has_no_other_reading() {
+        for path in ["/v1/search/x", "/", "/v1/search/", "/a.b/c-d~e"] {
+            assert!(lenient_readings(path).is_empty(), "{path}");
+        }
+        assert!(lenient_readings("/c/caf%C3%A9").is_empty(), "no separator, no merge: nothing else");
     }
 
     #[test]
-    fn limits_merge_slashes_and_drop_path_parameters() {
-        assert_eq!(limited_path("/v1//search"), "/v1/search");
-        assert_eq!(limited_path("//v1/%2Fsearch//"), "/v1/search/");
-        assert_eq!(limited_path("/v1/search;jsessionid=1/x"), "/v1/search/x");
-        assert_eq!(limited_path("/v1/;x/search;"), "/v1/search");
-        assert_eq!(limited_path("//"), "/");
-        assert_eq!(limited_path("/;x"), "/");
-        for path in ["/v1//search", "/v1/search;a=b", "/v1/%2F/search%5C;x/y"] {
-            assert!(is_under(&limited_path(path), "/v1/search"), "{path}");
-            let once = limited_path(path).into_owned();
-            assert_eq!(limited_path(&once), once, "{path} is read once");
+    fn limits_read_slashes_merged_parameters_dropped_and_separators_decoded() {
+        assert_eq!(lenient_readings("/v1/search%2Fx"), ["/v1/search/x"]);
+        assert_eq!(lenient_readings("/v1%2Fsearch%5Cx%5C"), ["/v1/search/x/"]);
+        assert_eq!(lenient_readings("/c/100%%2F%25"), ["/c/100%/%25"]);
+        assert_eq!(lenient_readings("/v1//search"), ["/v1/search"]);
+        assert_eq!(lenient_readings("/v1/search;jsessionid=1/x"), ["/v1/search/x"]);
+        assert_eq!(lenient_readings("/v1/;x/search;"), ["/v1/search"]);
+        assert_eq!(lenient_readings("//"), ["/"]);
+        assert_eq!(lenient_readings("/;x"), ["/"]);
+        // A limit spelled with `%2F` (GitLab's `group%2Fname`) meets the merged reading; one on
+        // the decoded path meets the last.
+        assert_eq!(lenient_readings("/p//group%2Fname/"), ["/p/group%2Fname/", "/p/group/name/"]);
+        assert_eq!(lenient_readings("//v1/%2Fsearch//"), ["/v1/%2Fsearch/", "/v1/search/"]);
+        for path in ["/v1//search", "/v1/search;a=b", "/v1/%2F/search%5C;x/y", "/v1/search%2Fx"] {
+            let readings = lenient_readings(path);
+            let last = readings.last().expect("another reading");
+            assert!(is_under(last, "/v1/search"), "{path}: {readings:?}");
+            assert!(lenient_readings(last).is_empty(), "{path} is read once: {readings:?}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Whatever the path, its last lenient reading has nothing left to read otherwise: no
+        /// `//`, no `;`, no encoded separator.
+        #[test]
+        fn the_last_reading_is_read_once(path in "/[a-z/;%2fF5cC.=é]{0,16}") {
+            let readings = lenient_readings(&path);
+            if let Some(last) = readings.last() {
+                proptest::prop_assert!(lenient_readings(last).is_empty(), "{} -> {:?}", path, readings);
+                proptest::prop_assert!(!last.contains("//") && !last.contains(';'), "{} -> {:?}", path, readings);
+            }
         }
     }
 
