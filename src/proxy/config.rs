@@ -298,6 +298,21 @@ impl ProxyConfig {
         for policy in std::iter::once(&self.policy.retry).chain(self.policy.key_retry.values()) {
             policy.validate().map_err(|err| ProxyError::BadSetting { setting: "retry", problem: err.to_string() })?;
         }
+        // A limit's path is compared with normalised paths: one in another form would never
+        // match (`%73earch` is decoded, `%2f` is `%2F`, `.` segments are gone).
+        for (key, _) in self.policy.registry.entries() {
+            let Some(prefix) = key.path_prefix.as_deref() else { continue };
+            match path::normalise(prefix) {
+                Ok(normalised) if normalised == prefix => {}
+                Ok(normalised) => {
+                    return bad(
+                        "limits",
+                        &format!("{key}: write its path as {normalised}, the form requests are matched in"),
+                    );
+                }
+                Err(refusal) => return bad("limits", &format!("{key}: {refusal}")),
+            }
+        }
         Ok(())
     }
 
@@ -510,6 +525,29 @@ mod tests {
                     prop_assert!(refusal != Unroutable::Escapes, "normalising left a path that escapes: {}", target);
                 }
             }
+        }
+    }
+
+    #[test]
+    fn a_limits_path_must_be_in_the_form_requests_are_matched_in() {
+        let with_key = |key: &str| {
+            let registry = crate::engine::Registry::new();
+            registry.set(key.parse().unwrap(), crate::engine::LimiterConfig::default()).unwrap();
+            let policy = Policy { registry: std::sync::Arc::new(registry), ..Policy::default() };
+            let routes = vec![Route::new("c", "http://api.example/v4").unwrap()];
+            ProxyConfig { policy, ..ProxyConfig::new(routes) }.validate()
+        };
+        for (key, written) in [
+            ("api.example/v4/projects/group%2fname", "/v4/projects/group%2Fname"),
+            ("api.example/v1/%73earch", "/v1/search"),
+            ("api.example/v1/./search", "/v1/search"),
+        ] {
+            let refused = with_key(key).unwrap_err().to_string();
+            assert!(refused.contains(&format!("write its path as {written}")), "{key}: {refused}");
+        }
+        assert!(with_key("api.example/v1/../admin").unwrap_err().to_string().contains("'..'"));
+        for fine in ["api.example/v4/projects/group%2Fname", "api.example/v1/search/", "api.example"] {
+            assert!(with_key(fine).is_ok(), "{fine}");
         }
     }
 
