@@ -90,6 +90,9 @@ async fn dot_segments_in_every_spelling_are_refused_before_the_upstream() {
         "/c/.%2e/.%2e/admin",
         "/c/x/../../../admin",
         "/c/%2e%2e%5cadmin",
+        // Escapes spelled so that decoding `%32`, `%65` and `%66` would make `%2e` and `%2f`.
+        "/c/%%32%65%%32%65/admin",
+        "/c/..%%32%66..%%32%66admin",
     ] {
         let (status, body) = get_as_is(addr, target).await;
         assert_eq!(status, 400, "{target} answered {status}: {body}");

@@ -1,12 +1,13 @@
 //! Fuzzes the proxy's routing of a caller's request-target: whatever the bytes, a target the
 //! proxy would forward lies under the route's base path, as a path with no dot segment left in
 //! any spelling (normalising it again changes nothing), and made a URL (as for an HTTPS
-//! upstream) it is on the route's upstream and still so; anything else is a 400 or a 404 before
-//! a key is attached.
+//! upstream) it is on the route's upstream and still so; the readings its limits are matched
+//! against end in one with nothing left to read otherwise; anything else is a 400 or a 404
+//! before a key is attached.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use ratescope::proxy::path::{is_under, normalise};
+use ratescope::proxy::path::{is_under, lenient_readings, normalise};
 use ratescope::proxy::{ProxyConfig, Route};
 
 /// Route tables to route against: overlapping prefixes, bases at the root and deeper.
@@ -27,6 +28,9 @@ fuzz_target!(|data: &[u8]| {
         Ok((route, sent)) => {
             assert!(is_under(sent.path(), route.upstream.path()), "{target:?} -> {sent} outside {}", route.upstream);
             assert_eq!(normalise(sent.path()).as_deref(), Ok(sent.path()), "{target:?} -> {sent} still has dot segments");
+            if let Some(last) = lenient_readings(sent.path()).last() {
+                assert!(lenient_readings(last).is_empty(), "{target:?} -> {sent}: {last} reads otherwise again");
+            }
             let url = route.url_of(&sent).unwrap();
             assert_eq!(url.origin(), route.upstream.origin(), "{target:?} -> {url}");
             assert!(is_under(url.path(), route.upstream.path()), "{target:?} -> {url} outside {}", route.upstream);
