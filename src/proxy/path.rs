@@ -110,7 +110,8 @@ pub fn normalise(raw: &str) -> Result<String, PathRefusal> {
 
 /// `segment` with each percent-encoded unreserved character (RFC 3986 §2.3: letters, digits,
 /// `-`, `.`, `_`, `~`) decoded, and the hex digits of every other escape in upper case
-/// (§6.2.2.1: `%2f` is `%2F`); anything else (`%zz`, a lone `%`) is kept as it came.
+/// (§6.2.2.1: `%2f` is `%2F`). Every `%` of the segment starts a whole escape
+/// ([`normalise`] refuses any other), so decoding makes no new one.
 fn normalise_escapes(segment: &str) -> Cow<'_, str> {
     decode_escapes(segment, |escape| {
         let [b'%', high, low] = escape else { return None };
@@ -144,10 +145,7 @@ pub fn lenient_readings(path: &str) -> Vec<String> {
     }
     let mut readings = Vec::with_capacity(2);
     let merged = merge_segments(path);
-    let separated = decode_escapes(&merged, |escape| {
-        matches!(escape, [b'%', b'2', b'f' | b'F'] | [b'%', b'5', b'c' | b'C']).then_some(Escaped::Char('/'))
-    });
-    let separated = match separated {
+    let separated = match decode_escapes(&merged, encoded_separator) {
         Cow::Owned(separated) => Some(merge_segments(&separated).into_owned()),
         Cow::Borrowed(_) => None,
     };
@@ -227,11 +225,16 @@ fn is_double_dot(segment: &str) -> bool {
 
 /// Whether a segment holding `%2f` or `%5c` splits, once those are decoded, into a dot segment.
 fn hides_dot_segment(segment: &str) -> bool {
-    let lower = segment.to_ascii_lowercase();
-    if !(lower.contains("%2f") || lower.contains("%5c")) {
-        return false;
+    match decode_escapes(segment, encoded_separator) {
+        Cow::Borrowed(_) => false,
+        Cow::Owned(split) => split.split('/').any(|piece| is_single_dot(piece) || is_double_dot(piece)),
     }
-    lower.replace("%5c", "%2f").split("%2f").any(|piece| is_single_dot(piece) || is_double_dot(piece))
+}
+
+/// An encoded separator, `%2F` or `%5C` in either case, read as the `/` an upstream that
+/// decodes before routing sees.
+fn encoded_separator(escape: &[u8]) -> Option<Escaped> {
+    matches!(escape, [b'%', b'2', b'f' | b'F'] | [b'%', b'5', b'c' | b'C']).then_some(Escaped::Char('/'))
 }
 
 /// Whether `path` lies under `base` on whole segments (`/v1` holds `/v1` and `/v1/x`, not
