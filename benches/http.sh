@@ -41,8 +41,10 @@ if oha:
     print(f"oha:       median {statistics.median(oha):.0f} req/s  rounds {[round(r) for r in oha]}")
     print(f"ratescope / oha: {statistics.median(ours) / statistics.median(oha):.2f} (medians)")
     # Each round's pair ran back to back: their ratio is less exposed to the VM's slow minutes.
-    paired = statistics.median(a / b for a, b in zip(ours, oha))
-    print(f"ratescope / oha: {paired:.2f} (median of the rounds' ratios)")
+    sys.path.insert(0, "benches")
+    from paired import describe
+    ratios = [a / b for a, b in zip(ours, oha)]
+    print(f"ratescope / oha, the rounds' ratios: {describe(ratios, lambda ratio: f'{ratio:.2f}')}")
 PY
 
 echo "== pacing accuracy: 1000/s for 30 s through the limiter"

@@ -95,7 +95,9 @@ ours, theirs = runs("ratescope"), runs("nginx")
 if ours and theirs:
     gaps = [(ms(a, "p50") - ms(b, "p50")) * 1000 for a, b in zip(ours, theirs)]
     level = sum(gap <= 0 for gap in gaps)
-    print(f"ratescope - nginx p50, paired by round: median {statistics.median(gaps):+.0f} us; "
+    sys.path.insert(0, "benches")
+    from paired import describe
+    print(f"ratescope - nginx p50, paired by round: {describe(gaps, lambda us: f'{us:+.0f} us')}; "
           f"ratescope at or below nginx in {level} of {len(gaps)} rounds")
 PY
 }

@@ -18,7 +18,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::task::Poll;
 
 use axum::body::{Body, HttpBody};
-use axum::extract::Request;
 use axum::response::Response;
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -27,6 +26,7 @@ use http::header::CONTENT_TYPE;
 use http::uri::PathAndQuery;
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use http_body_util::BodyExt;
+use hyper::body::Incoming;
 use parking_lot::{Mutex, RwLock};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -162,12 +162,13 @@ enum RequestBody {
 
 impl RequestBody {
     /// Reads `body` up to `limit` bytes: all of it (replayable), or more than `limit` (the
-    /// part read, then the rest, streamed). A known size above `limit` is streamed at once.
+    /// part read, then the rest, streamed). A known size above `limit` is streamed at once;
+    /// a body that has already ended (a bodiless GET's) is not read at all.
     /// Fails with the reason when the caller's body is malformed or cut off.
-    async fn read(mut body: Body, limit: usize) -> Result<Self, String> {
+    async fn read(mut body: Incoming, limit: usize) -> Result<Self, String> {
         let streaming = |body: Body| RequestBody::Streaming { body: Some(body), broken: Arc::default() };
         if HttpBody::size_hint(&body).lower() > limit as u64 {
-            return Ok(streaming(body));
+            return Ok(streaming(Body::new(body)));
         }
         let mut read: Vec<Bytes> = Vec::new();
         let mut size = 0usize;
@@ -178,7 +179,7 @@ impl RequestBody {
             read.push(data);
             if size > limit {
                 let read = futures_util::stream::iter(read.into_iter().map(Ok));
-                return Ok(streaming(Body::from_stream(read.chain(body.into_data_stream()))));
+                return Ok(streaming(Body::from_stream(read.chain(Body::new(body).into_data_stream()))));
             }
         }
         Ok(match read.len() {
@@ -253,7 +254,7 @@ pub(crate) async fn handle(
     proxy: Arc<Proxy>,
     forwarded_for: HeaderValue,
     answering: Answering,
-    request: Request,
+    request: hyper::Request<Incoming>,
 ) -> Response {
     proxy.in_flight.fetch_add(1, Ordering::AcqRel);
     let _in_flight = InFlight(&proxy.in_flight);
@@ -376,7 +377,7 @@ impl Proxy {
     /// One caller's request: its route and upstream URL, its body (read before admission, so a
     /// broken one costs no token), the cache, then the attempt loop every face shares, over the
     /// upstream ([`Forwarding`]); the answer streams back holding the concurrency slot.
-    async fn forward(&self, peer: &HeaderValue, answering: Answering, request: Request) -> Response {
+    async fn forward(&self, peer: &HeaderValue, answering: Answering, request: hyper::Request<Incoming>) -> Response {
         let started = Instant::now();
         let (mut parts, body) = request.into_parts();
         // The path is normalised and checked before anything else: the route's secrets go only
@@ -402,11 +403,15 @@ impl Proxy {
         let host = route.origin().map(|(_, host)| host);
         let mut headers = upstream_request_headers(std::mem::take(&mut parts.headers), peer, &route.secrets, host);
         // Before admission: a caller's broken body must not cost a token.
-        let body = match RequestBody::read(body, self.config.replay_limit).await {
-            Ok(body) => body,
-            Err(reason) => {
-                metrics.ended(Ended::Refused);
-                return bad_body(&parts.method, parts.uri.path(), &reason);
+        let body = if body.is_end_stream() {
+            RequestBody::Replayable(Bytes::new())
+        } else {
+            match RequestBody::read(body, self.config.replay_limit).await {
+                Ok(body) => body,
+                Err(reason) => {
+                    metrics.ended(Ended::Refused);
+                    return bad_body(&parts.method, parts.uri.path(), &reason);
+                }
             }
         };
         let cache = self.cache.as_ref().filter(|_| matches!(parts.method, Method::GET | Method::HEAD));

@@ -16,7 +16,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::Poll;
 use std::time::Duration;
 
-use axum::body::Body;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
@@ -376,9 +375,7 @@ async fn serve(
     let (draining, requests) = (Arc::clone(&proxy), Arc::clone(&deadlines));
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
         let (proxy, forwarded_for, answering) = (Arc::clone(&proxy), forwarded_for.clone(), requests.answering());
-        async move {
-            Ok::<_, std::convert::Infallible>(handle(proxy, forwarded_for, answering, request.map(Body::new)).await)
-        }
+        async move { Ok::<_, std::convert::Infallible>(handle(proxy, forwarded_for, answering, request).await) }
     });
     let connection = builder.serve_connection(TokioIo::new(stream), service);
     let mut connection = std::pin::pin!(connection);
