@@ -27,7 +27,7 @@ def median_interval(values, confidence=0.95):
 
 
 def describe(values, unit_format, confidence=0.95):
-    """"median X (95% interval [L, H])", each value through `unit_format`."""
+    """The text `median X (95% interval L to H)`, each value written by `unit_format`."""
     median, low, high = median_interval(values, confidence)
     if low is None:
         return f"median {unit_format(median)} (too few rounds for a {confidence:.0%} interval)"

@@ -167,6 +167,9 @@ impl RequestBody {
     /// Fails with the reason when the caller's body is malformed or cut off.
     async fn read(mut body: Incoming, limit: usize) -> Result<Self, String> {
         let streaming = |body: Body| RequestBody::Streaming { body: Some(body), broken: Arc::default() };
+        if body.is_end_stream() {
+            return Ok(RequestBody::Replayable(Bytes::new()));
+        }
         if HttpBody::size_hint(&body).lower() > limit as u64 {
             return Ok(streaming(Body::new(body)));
         }
@@ -403,15 +406,11 @@ impl Proxy {
         let host = route.origin().map(|(_, host)| host);
         let mut headers = upstream_request_headers(std::mem::take(&mut parts.headers), peer, &route.secrets, host);
         // Before admission: a caller's broken body must not cost a token.
-        let body = if body.is_end_stream() {
-            RequestBody::Replayable(Bytes::new())
-        } else {
-            match RequestBody::read(body, self.config.replay_limit).await {
-                Ok(body) => body,
-                Err(reason) => {
-                    metrics.ended(Ended::Refused);
-                    return bad_body(&parts.method, parts.uri.path(), &reason);
-                }
+        let body = match RequestBody::read(body, self.config.replay_limit).await {
+            Ok(body) => body,
+            Err(reason) => {
+                metrics.ended(Ended::Refused);
+                return bad_body(&parts.method, parts.uri.path(), &reason);
             }
         };
         let cache = self.cache.as_ref().filter(|_| matches!(parts.method, Method::GET | Method::HEAD));
