@@ -9,7 +9,8 @@ count, not the instructions, is what a cold request pays for (see BENCHMARKS.md,
 overhead").
 
 Usage: benches/callgrind_counts.py NAME FILE REQUESTS [BASE_FILE BASE_REQUESTS]
-(TOP=N also lists the N functions spread over the most lines.)
+(TOP=N also lists the N functions spread over the most lines; FEATURES=1 counts the lines whose
+code comes from the source files of each of the proxy's features, in a build with line tables.)
 """
 
 import collections
@@ -52,12 +53,26 @@ def position(token, previous):
     return number(token)
 
 
-def runs_by_address(path):
-    """Instructions run at each (object, address), and the function each address is in."""
-    objects, functions = Names(), Names()
+# The proxy's features, by the source files their own code is in (not the library code they
+# call): what a proxy with the same behaviour runs at the least beyond a bare one.
+FEATURES = {
+    "routing: the path checked, the route, its limiter and retry policy": r"src/proxy/(config|path)\.rs|http/(policy|adaptive)\.rs|ratescope-engine/src/registry\.rs",
+    "hop-by-hop headers, X-Forwarded-For, Host": r"src/proxy/hop\.rs",
+    "metrics": r"src/proxy/metrics\.rs|/prometheus-client-",
+    "head and upstream timeouts (and tokio's timer)": r"src/proxy/deadlines\.rs|/tokio-[^/]*/src/(runtime/time|time)/",
+    "the attempt loop: retry decision, rate-limit headers": r"http/(attempts|answer|retry|report)\.rs|http/headers/|http/client/mod\.rs",
+    "the connection: drain and cut-off": r"src/proxy/server\.rs",
+}
+
+
+def runs_by_address(path, files_of=None):
+    """Instructions run at each (object, address), and the function each address is in; with
+    `files_of` (a dict), also the source file each address's code comes from (inlined or not)."""
+    objects, functions, files = Names(), Names(), Names()
     runs = collections.Counter()
     function_of = {}
     obj = function = None
+    source = current = None
     address = 0
     call_cost_next = False
     with open(path, errors="replace") as lines:
@@ -74,6 +89,8 @@ def runs_by_address(path):
                 elif len(fields) > 2:
                     runs[(obj, address)] += int(fields[2])
                     function_of[(obj, address)] = function
+                    if files_of is not None:
+                        files_of[(obj, address)] = current
                 continue
             key, _, rest = line.rstrip("\n").partition("=")
             if key == "ob":
@@ -82,8 +99,15 @@ def runs_by_address(path):
                 objects.read(rest)
             elif key == "fn":
                 function = functions.read(rest)
+                current = source
             elif key == "cfn":
                 functions.read(rest)
+            elif key == "fl":
+                source = current = files.read(rest)
+            elif key in ("fi", "fe"):
+                current = files.read(rest)
+            elif key in ("cfi", "cfl"):
+                files.read(rest)
             elif key == "calls":
                 call_cost_next = True
     return runs, function_of
@@ -104,7 +128,8 @@ def main():
         instructions = (total(path) - total(base_path)) // (requests - base_requests)
     else:
         instructions = total(path) // requests
-    runs, function_of = runs_by_address(path)
+    files_of = {} if os.environ.get("FEATURES") == "1" else None
+    runs, function_of = runs_by_address(path, files_of)
     lines = set()
     by_function = collections.defaultdict(set)
     for (obj, address), count in runs.items():
@@ -119,6 +144,21 @@ def main():
     top = int(os.environ.get("TOP", "0"))
     for function, touched in sorted(by_function.items(), key=lambda item: -len(item[1]))[:top]:
         print(f"  {len(touched):5} {function}")
+    if files_of is not None:
+        print_features(runs, files_of, requests)
+
+
+def print_features(runs, files_of, requests):
+    """The code lines of each feature (`FEATURES`), and of all of them (a line may hold code of two)."""
+    by_feature = collections.defaultdict(set)
+    for (obj, address), count in runs.items():
+        source = files_of.get((obj, address)) or ""
+        for feature, pattern in FEATURES.items():
+            if count >= requests and re.search(pattern, source):
+                by_feature[feature].add((obj, address // LINE))
+    for feature in FEATURES:
+        print(f"  {len(by_feature[feature]):5} {feature}")
+    print(f"  {len(set().union(*by_feature.values())):5} all of them")
 
 
 if __name__ == "__main__":

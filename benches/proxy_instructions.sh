@@ -8,7 +8,8 @@
 # callgrind files stay in OUT_DIR for callgrind_annotate). Beside it, the code each request runs
 # as 64-byte lines (benches/callgrind_counts.py): what a request served cold fetches again.
 # Usage: benches/proxy_instructions.sh [REQUESTS]   (SKIP_BUILD=1: the release binary as built;
-# BARE_BIN=PATH: a bare_proxy built before; OUT_DIR=DIR keeps the callgrind files; valgrind and
+# BARE_BIN=PATH: a bare_proxy built before; OUT_DIR=DIR keeps the callgrind files; TOP=N and
+# FEATURES=1 as benches/callgrind_counts.py says, with line tables in the build; valgrind and
 # nginx from Debian's packages, nginx skipped when missing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
