@@ -56,11 +56,14 @@ def position(token, previous):
 # The proxy's features, by the source files their own code is in (not the library code they
 # call): what a proxy with the same behaviour runs at the least beyond a bare one.
 FEATURES = {
-    "routing: the path checked, the route, its limiter and retry policy": r"src/proxy/(config|path)\.rs|http/(policy|adaptive)\.rs|ratescope-engine/src/registry\.rs",
+    "routing: the path checked, the route, its limiter and retry policy":
+        r"src/proxy/(config|path)\.rs|http/(policy|adaptive)\.rs|ratescope-engine/src/registry\.rs",
     "hop-by-hop headers, X-Forwarded-For, Host": r"src/proxy/hop\.rs",
     "metrics": r"src/proxy/metrics\.rs|/prometheus-client-",
-    "head and upstream timeouts (and tokio's timer)": r"src/proxy/deadlines\.rs|/tokio-[^/]*/src/(runtime/time|time)/",
-    "the attempt loop: retry decision, rate-limit headers": r"http/(attempts|answer|retry|report)\.rs|http/headers/|http/client/mod\.rs",
+    "head and upstream timeouts (and tokio's timer)":
+        r"src/proxy/deadlines\.rs|/tokio-[^/]*/src/(runtime/time|time)/",
+    "the attempt loop: retry decision, rate-limit headers":
+        r"http/(attempts|answer|retry|report)\.rs|http/headers/|http/client/mod\.rs",
     "the connection: drain and cut-off": r"src/proxy/server\.rs",
 }
 
@@ -149,7 +152,8 @@ def main():
 
 
 def print_features(runs, files_of, requests):
-    """The code lines of each feature (`FEATURES`), and of all of them (a line may hold code of two)."""
+    """The code lines of each feature (`FEATURES`), and of all of them: a line may hold code of
+    two, so the union is less than the sum."""
     by_feature = collections.defaultdict(set)
     for (obj, address), count in runs.items():
         source = files_of.get((obj, address)) or ""
