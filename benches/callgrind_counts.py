@@ -156,9 +156,11 @@ def print_features(runs, files_of, requests):
     two, so the union is less than the sum."""
     by_feature = collections.defaultdict(set)
     for (obj, address), count in runs.items():
+        if count < requests:
+            continue
         source = files_of.get((obj, address)) or ""
         for feature, pattern in FEATURES.items():
-            if count >= requests and re.search(pattern, source):
+            if re.search(pattern, source):
                 by_feature[feature].add((obj, address // LINE))
     for feature in FEATURES:
         print(f"  {len(by_feature[feature]):5} {feature}")
